@@ -1,0 +1,50 @@
+"""The one command-line entry point: ``structattn <command> ...``.
+
+Each command lives in ``structattn.commands.<name>`` and exposes
+``add_parser(subparsers)`` (which registers its flags and sets ``func``).
+"""
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+
+# Order = order in --help. A module that is missing is skipped so partial installs still work.
+COMMANDS = ["preprocess", "masks", "train", "evaluate", "predict", "sweep", "report", "bench", "demo"]
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="structattn", description="Structure-aware attention for Transformer encoders.")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    for name in COMMANDS:
+        try:
+            module = importlib.import_module(f"structattn.commands.{name}")
+        except ModuleNotFoundError as exc:
+            if exc.name == f"structattn.commands.{name}":
+                continue
+            raise
+        module.add_parser(sub)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if not getattr(args, "func", None):
+        parser.print_help()
+        return 2
+    try:
+        result = args.func(args)
+    except KeyboardInterrupt:
+        print("interrupted", file=sys.stderr)
+        return 130
+    except UserError as exc:  # errors the user can fix: one clear line, no traceback
+        print(f"structattn {args.command}: error: {exc}", file=sys.stderr)
+        return 2
+    return int(result or 0)
+
+
+from .errors import UserError  # noqa: E402  (kept after main for readability)
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,15 @@
+"""Word-level relations and their expansion to sub-word token masks.
+
+Pipeline: ``Parse`` records -> :func:`build_word_structures` (compact per-sentence
+blocks) -> :func:`encode_words` (tokens aligned to words, windows) ->
+:class:`StructureCollator` (``[batch, T, T]`` bool ``structure_mask``).
+"""
+from .align import EncodedWindow, encode_words, first_subword_positions
+from .collate import StructureCollator
+from .example import WordStructure, build_word_structures
+from .expand import ExpansionRules, example_word_mask, expand_to_tokens, token_mask
+from .relations import RELATIONS, batch_word_masks, get_relation, tree_distances, word_mask
+
+__all__ = ["EncodedWindow", "encode_words", "first_subword_positions", "StructureCollator", "WordStructure",
+           "build_word_structures", "ExpansionRules", "example_word_mask", "expand_to_tokens", "token_mask",
+           "RELATIONS", "batch_word_masks", "get_relation", "tree_distances", "word_mask"]

@@ -1,0 +1,73 @@
+"""Batching: pad encoded windows and build their ``[batch, T, T]`` structure masks.
+
+Masks are built per batch from the compact word-level blocks of each example
+(:class:`~structattn.structure.example.WordStructure`); nothing dense is cached.
+"""
+from __future__ import annotations
+
+from typing import Any, Sequence
+
+import numpy as np
+import torch
+
+from .expand import PAD, ExpansionRules, token_mask
+
+
+class StructureCollator:
+    """Collate features into padded tensors plus ``structure_mask``.
+
+    Each feature is a dict with ``input_ids``, ``attention_mask`` (lists, length T_i),
+    optionally ``token_type_ids``, ``token_word`` (``[T_i]`` ints), ``structure``
+    (:class:`WordStructure`) and any label fields (``labels`` scalar or per-token list,
+    padded with ``label_pad``).
+
+    Output: ``input_ids`` / ``attention_mask`` / ``token_type_ids`` ``[B, T]`` long,
+    ``structure_mask`` ``[B, T, T]`` bool, ``labels`` ``[B]`` or ``[B, T]``.
+    """
+
+    def __init__(self, pad_token_id: int, rules: ExpansionRules | None = None, *,
+                 with_structure: bool = True, label_pad: int = -100, pad_to_multiple_of: int | None = None):
+        self.pad_token_id = pad_token_id
+        self.rules = rules or ExpansionRules()
+        self.with_structure = with_structure
+        self.label_pad = label_pad
+        self.pad_to_multiple_of = pad_to_multiple_of
+
+    def __call__(self, features: Sequence[dict[str, Any]]) -> dict[str, torch.Tensor]:
+        T = max(len(f["input_ids"]) for f in features)
+        if self.pad_to_multiple_of:
+            T = -(-T // self.pad_to_multiple_of) * self.pad_to_multiple_of
+        B = len(features)
+        ids = torch.full((B, T), self.pad_token_id, dtype=torch.long)
+        att = torch.zeros((B, T), dtype=torch.long)
+        has_types = features[0].get("token_type_ids") is not None
+        types = torch.zeros((B, T), dtype=torch.long) if has_types else None
+        for b, f in enumerate(features):
+            n = len(f["input_ids"])
+            ids[b, :n] = torch.as_tensor(f["input_ids"])
+            att[b, :n] = torch.as_tensor(f["attention_mask"])
+            if has_types:
+                types[b, :n] = torch.as_tensor(f["token_type_ids"])
+        batch = {"input_ids": ids, "attention_mask": att}
+        if has_types:
+            batch["token_type_ids"] = types
+        if self.with_structure:
+            masks = np.empty((B, T, T), dtype=bool)
+            for b, f in enumerate(features):
+                tw = np.full(T, PAD, dtype=np.int64)
+                tw[:len(f["token_word"])] = f["token_word"]
+                masks[b] = token_mask(f["structure"], tw, self.rules)
+            batch["structure_mask"] = torch.from_numpy(masks)
+        if "labels" in features[0] and features[0]["labels"] is not None:
+            batch["labels"] = self._labels([f["labels"] for f in features], T)
+        return batch
+
+    def _labels(self, labels: list, T: int) -> torch.Tensor:
+        if isinstance(labels[0], (list, tuple, np.ndarray)):
+            out = torch.full((len(labels), T), self.label_pad, dtype=torch.long)
+            for b, lab in enumerate(labels):
+                out[b, :len(lab)] = torch.as_tensor(lab, dtype=torch.long)
+            return out
+        if isinstance(labels[0], float):
+            return torch.tensor(labels, dtype=torch.float32)
+        return torch.tensor(labels, dtype=torch.long)

@@ -1,0 +1,51 @@
+import numpy as np
+import torch
+
+from tokenizers_fixture import ALL
+from structattn.parsing import Parse
+from structattn.structure import (ExpansionRules, StructureCollator, build_word_structures, encode_words,
+                                  example_word_mask, expand_to_tokens)
+
+
+def _features(tok, sentences, labels):
+    parses = [[Parse(words=w, heads=h, deprels=["dep"] * len(w), upos=["X"] * len(w))] for w, h in sentences]
+    structs = build_word_structures(parses, None, "sla", m=1)
+    feats = []
+    for (words, _), st, lab in zip(sentences, structs, labels):
+        (win,) = encode_words(tok, words)
+        feats.append(dict(input_ids=win.input_ids, attention_mask=win.attention_mask,
+                          token_type_ids=win.token_type_ids, token_word=win.token_word, structure=st, labels=lab))
+    return feats
+
+
+def test_collate_pads_and_builds_masks():
+    tok = ALL["wordpiece"]()
+    sents = [(["a", "very", "unbelievably", "good", "film"], [5, 3, 4, 5, 0]), (["ok"], [0])]
+    feats = _features(tok, sents, [1, 0])
+    batch = StructureCollator(tok.pad_token_id)(feats)
+    B, T = batch["input_ids"].shape
+    assert batch["structure_mask"].shape == (B, T, T) and batch["structure_mask"].dtype == torch.bool
+    assert batch["labels"].tolist() == [1, 0]
+    assert batch["structure_mask"].any(-1).all()
+    # the short example: its real block equals the unpadded expansion, padding rows see the real tokens only
+    n = len(feats[1]["input_ids"])
+    direct = expand_to_tokens(example_word_mask(feats[1]["structure"], ExpansionRules()), feats[1]["token_word"],
+                              ExpansionRules())
+    assert np.array_equal(batch["structure_mask"][1, :n, :n].numpy(), direct)
+    assert not batch["structure_mask"][1, :n, n:].any()
+    assert batch["structure_mask"][1, n:, :n].all()
+    assert (batch["attention_mask"][1, n:] == 0).all()
+
+
+def test_token_labels_padded_with_ignore_index():
+    tok = ALL["wordpiece"]()
+    feats = _features(tok, [(["a", "b"], [0, 1]), (["c"], [0])], [[-100, 1, 2, -100], [-100, 3, -100]])
+    batch = StructureCollator(tok.pad_token_id)(feats)
+    assert batch["labels"].tolist()[1][-1] == -100 and batch["labels"].shape == batch["input_ids"].shape
+
+
+def test_without_structure():
+    tok = ALL["wordpiece"]()
+    feats = _features(tok, [(["a"], [0])], [0.5])
+    batch = StructureCollator(tok.pad_token_id, with_structure=False)(feats)
+    assert "structure_mask" not in batch and batch["labels"].dtype == torch.float32
