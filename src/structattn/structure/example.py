@@ -23,11 +23,14 @@ class WordStructure:
         blocks: one ``[n_s, n_s]`` bool mask per sentence (row = query word).
         segments: segment index (0 or 1) of each sentence.
         punct: ``[N]`` bool, word is punctuation (UPOS PUNCT); N = total words.
+        parents: ``[N]`` int, global index of each word's head word, -1 for a sentence root
+            (the target of LISA-style parent supervision).
     """
 
     blocks: list[np.ndarray]
     segments: list[int]
     punct: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=bool))
+    parents: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
 
     @property
     def num_words(self) -> int:
@@ -65,11 +68,14 @@ def build_word_structures(passages_a: Sequence[Sequence], passages_b: Sequence[S
                 flat.append(p)
                 owner.append((ex, 1))
     masks = batch_word_masks(flat, relation, **options)
-    per_example: list[tuple[list, list, list]] = [([], [], []) for _ in passages_a]
+    per_example: list[tuple[list, list, list, list]] = [([], [], [], []) for _ in passages_a]
     # Segment 0 sentences were appended before segment 1, so order is reading order.
     for p, mask, (ex, seg) in zip(flat, masks, owner):
-        blocks, segs, punct = per_example[ex]
+        blocks, segs, punct, parents = per_example[ex]
+        offset = len(punct)
         blocks.append(mask)
         segs.append(seg)
         punct.extend(u == "PUNCT" for u in p.upos) if p.upos else punct.extend([False] * len(p))
-    return [WordStructure(b, s, np.asarray(pn, dtype=bool)) for b, s, pn in per_example]
+        parents.extend(h - 1 + offset if h > 0 else -1 for h in p.heads)
+    return [WordStructure(b, s, np.asarray(pn, dtype=bool), np.asarray(par, dtype=np.int64))
+            for b, s, pn, par in per_example]

@@ -1,0 +1,32 @@
+"""``structattn sweep``: a grid of runs over seeds; every run appends a line to results/<task>.jsonl."""
+from __future__ import annotations
+
+import shlex
+import sys
+from pathlib import Path
+
+
+def add_parser(sub) -> None:
+    from ..train.config import add_config_arguments
+
+    p = sub.add_parser("sweep", help="run variants x learning rates x epochs x seeds and record the results")
+    add_config_arguments(p)
+    p.add_argument("--variants", nargs="+", default=["global", "wla:k=3", "sla:m=3"],
+                   help="e.g. global wla:k=3 sla:m=3 sla:m=4 lisa:w=1.0")
+    p.add_argument("--seeds", nargs="+", type=int, default=[1, 2, 3])
+    p.add_argument("--learning-rates", nargs="+", type=float, default=None)
+    p.add_argument("--epoch-grid", nargs="+", type=float, default=None)
+    p.add_argument("--results-dir", default="results")
+    p.add_argument("--run-root", default="runs")
+    p.set_defaults(func=run)
+
+
+def run(args) -> int:
+    from ..train.config import config_from_args
+    from ..train.sweep import run_grid
+
+    base = config_from_args(args)
+    command = "structattn " + " ".join(shlex.quote(a) for a in sys.argv[1:])
+    run_grid(base, args.variants, args.seeds, args.learning_rates or [base.learning_rate],
+             args.epoch_grid or [base.epochs], Path(args.results_dir), Path(args.run_root), command=command)
+    return 0

@@ -1,0 +1,25 @@
+"""``structattn train``: fine-tune one configuration (flags or --config JSON)."""
+from __future__ import annotations
+
+import json
+
+
+def add_parser(sub) -> None:
+    from ..train.config import add_config_arguments
+
+    p = sub.add_parser("train", help="fine-tune an encoder (with or without a structure mechanism) on a task",
+                       description="Fine-tune one configuration. Every TrainConfig field is a flag; --config "
+                                   "reads a JSON file first. Rerunning in the same --output-dir resumes.")
+    add_config_arguments(p)
+    p.set_defaults(func=run)
+
+
+def run(args) -> int:
+    from ..train.config import config_from_args
+    from ..train.loop import Trainer
+
+    cfg = config_from_args(args)
+    summary = Trainer(cfg).train()
+    summary.pop("history", None)
+    print(json.dumps(summary, indent=2))
+    return 0

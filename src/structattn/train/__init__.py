@@ -1,0 +1,1 @@
+"""Fine-tuning and evaluation on Accelerate: config, data, loop, checkpoints, sweeps, significance."""

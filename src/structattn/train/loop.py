@@ -1,0 +1,336 @@
+"""The fine-tuning loop on Accelerate: train, evaluate every N steps, keep the best, resume.
+
+The same code runs on one CPU, one GPU or many processes (``accelerate launch``).
+State that makes a run resumable lives in ``<output_dir>/checkpoint-<step>/``:
+model, optimizer, scheduler and RNG states (``Accelerator.save_state``) plus
+``trainer_state.json`` (step, epoch, position in the epoch, best metric, history).
+The data order of epoch e is a permutation seeded by (seed, e), so a resumed run
+sees exactly the batches the interrupted run would have seen.
+"""
+from __future__ import annotations
+
+import json
+import logging
+import math
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+import torch
+from torch.utils.data import DataLoader, Sampler
+
+from ..errors import UserError
+from ..tasks import get_task
+from .checkpoint import AtomicDir, atomic_write_json, latest_checkpoint
+from .config import TrainConfig
+from .data import StructureSpec, aggregate_predictions, build_features
+
+log = logging.getLogger(__name__)
+
+
+class EpochPermutationSampler(Sampler[int]):
+    """Shuffles with a permutation that depends only on (seed, epoch)."""
+
+    def __init__(self, n: int, seed: int):
+        self.n, self.seed, self.epoch = n, seed, 0
+
+    def set_epoch(self, epoch: int) -> None:
+        self.epoch = epoch
+
+    def __iter__(self):
+        g = torch.Generator().manual_seed(self.seed * 1000003 + self.epoch)
+        return iter(torch.randperm(self.n, generator=g).tolist())
+
+    def __len__(self) -> int:
+        return self.n
+
+
+@dataclass
+class TrainerState:
+    global_step: int = 0
+    epoch: int = 0
+    step_in_epoch: int = 0  # optimizer steps already taken in the current epoch
+    best_metric: float | None = None
+    best_step: int = -1
+    evals_without_improvement: int = 0
+    history: list = field(default_factory=list)
+    finished: bool = False
+
+    def save(self, path: Path) -> None:
+        atomic_write_json(path, self.__dict__)
+
+    @classmethod
+    def load(cls, path: Path) -> "TrainerState":
+        return cls(**json.loads(Path(path).read_text()))
+
+
+def model_task_name(kind: str) -> str:
+    return {"classification": "sequence-classification", "regression": "sequence-classification",
+            "tagging": "token-classification"}[kind]
+
+
+def structure_spec_for(cfg: TrainConfig) -> StructureSpec:
+    """The relation the configured mechanism needs, read from the mechanism registry."""
+    from ..attention.mechanisms import resolve_mechanism
+    from ..structure import ExpansionRules
+
+    mech = resolve_mechanism(cfg.mechanism, **_mechanism_options(cfg))
+    relation = mech.relation if mech.name != "global" else None
+    options = {"m": mech.m, "k": mech.k}
+    return StructureSpec(relation=relation, options=options,
+                         rules=ExpansionRules.for_relation(relation or "all"),
+                         need_parents=cfg.lisa_weight > 0)
+
+
+def _mechanism_options(cfg: TrainConfig) -> dict:
+    return {k: v for k, v in {"m": cfg.m, "k": cfg.k, "gate_bias": cfg.gate_bias}.items() if v is not None}
+
+
+def load_model_and_tokenizer(cfg: TrainConfig, task, model_path: str | None = None):
+    """The task model with the configured mechanism, and its fast tokenizer."""
+    from transformers import AutoTokenizer
+
+    from ..modeling import from_pretrained
+    from ..settings import default_encoder
+
+    name = model_path or cfg.model or default_encoder()
+    kwargs = {}
+    if task.kind == "regression":
+        kwargs.update(num_labels=1, problem_type="regression")
+    else:
+        kwargs.update(num_labels=task.num_labels)
+        if task.label_list:
+            kwargs["id2label"] = dict(enumerate(task.label_list))
+            kwargs["label2id"] = {lab: i for i, lab in enumerate(task.label_list)}
+    model = from_pretrained(name, task=model_task_name(task.kind), mechanism=cfg.mechanism,
+                            **_mechanism_options(cfg), **kwargs)
+    try:
+        tokenizer = AutoTokenizer.from_pretrained(name, use_fast=True, add_prefix_space=True) \
+            if _is_byte_level(name) else AutoTokenizer.from_pretrained(name, use_fast=True)
+    except OSError as exc:
+        raise UserError(f"cannot load a tokenizer from {name!r}: {exc}") from exc
+    return model, tokenizer
+
+
+def _is_byte_level(name: str) -> bool:
+    from transformers import AutoConfig
+    try:
+        mt = AutoConfig.from_pretrained(name).model_type
+    except Exception:
+        return False
+    return mt in ("roberta", "xlm-roberta", "longformer", "bart", "gpt2", "deberta")
+
+
+class Trainer:
+    """Fine-tunes one configuration; see module docstring."""
+
+    def __init__(self, cfg: TrainConfig, *, show_progress: bool = True):
+        from accelerate import Accelerator
+        from accelerate.utils import set_seed
+
+        self.cfg = cfg
+        self.show_progress = show_progress
+        self.task = get_task(cfg.task)
+        self.out = Path(cfg.output_dir)
+        self.accelerator = Accelerator(gradient_accumulation_steps=cfg.grad_accum)
+        set_seed(cfg.seed, deterministic=cfg.deterministic)
+        if cfg.deterministic:
+            torch.use_deterministic_algorithms(True, warn_only=True)
+        self.model, self.tokenizer = load_model_and_tokenizer(cfg, self.task)
+        self.structure = structure_spec_for(cfg)
+        self.label_list = list(self.task.label_list) if self.task.label_list else None
+        self.label_to_id = {lab: i for i, lab in enumerate(self.label_list)} if self.label_list else None
+        if cfg.lisa_weight > 0:
+            from ..layers.lisa import LisaSupervision
+            self.lisa = LisaSupervision(self.model)
+        else:
+            self.lisa = None
+
+    # ------------------------------------------------------------------ data
+    def features(self, split: str, limit: int = 0):
+        examples = self.task.read(split)
+        if limit:
+            examples = examples[:limit]
+        feats = build_features(self.task, examples, self.tokenizer, self.structure, max_length=self.cfg.max_length,
+                               stride=self.cfg.stride, parser_name=self.cfg.parser, label_to_id=self.label_to_id,
+                               show_progress=self.show_progress and self.accelerator.is_main_process)
+        return examples, feats
+
+    def collator(self):
+        from ..structure import StructureCollator
+
+        base = StructureCollator(self.tokenizer.pad_token_id, self.structure.rules,
+                                 with_structure=self.structure.relation is not None)
+
+        def collate(feats):
+            batch = base(feats)
+            if self.lisa is not None:
+                T = batch["input_ids"].shape[1]
+                tgt = torch.full((len(feats), T), -100, dtype=torch.long)
+                for b, f in enumerate(feats):
+                    tgt[b, :len(f["parent_targets"])] = torch.as_tensor(f["parent_targets"])
+                batch["parent_targets"] = tgt
+            return batch
+        return collate
+
+    # ------------------------------------------------------------------ evaluation
+    @torch.no_grad()
+    def predict_logits(self, feats) -> list[np.ndarray]:
+        model = self.model
+        model.eval()
+        collate = self.collator()
+        outs = []
+        bs = self.cfg.eval_batch_size
+        for start in range(0, len(feats), bs):
+            chunk = feats[start:start + bs]
+            batch = collate(chunk)
+            batch.pop("labels", None)
+            batch.pop("parent_targets", None)
+            batch = {k: v.to(self.accelerator.device) for k, v in batch.items()}
+            logits = model(**batch).logits.float().cpu().numpy()
+            for b, f in enumerate(chunk):
+                n = len(f["input_ids"])
+                outs.append(logits[b, :n] if logits.ndim == 3 else logits[b])
+        return outs
+
+    def evaluate(self, examples, feats) -> dict:
+        logits = self.predict_logits(feats)
+        preds = aggregate_predictions(self.task, feats, logits, examples, self.label_list)
+        refs = [ex.label for ex in examples]
+        if self.task.kind == "tagging":
+            return self.task.metric(preds, refs)
+        return self.task.metric(preds, refs)
+
+    # ------------------------------------------------------------------ training
+    def train(self) -> dict:
+        cfg, acc = self.cfg, self.accelerator
+        self.out.mkdir(parents=True, exist_ok=True)
+        cfg.save(self.out / "train_config.json")
+        train_examples, train_feats = self.features("train", cfg.max_train_examples)
+        eval_examples, eval_feats = self.features(cfg.eval_split, cfg.max_eval_examples)
+        sampler = EpochPermutationSampler(len(train_feats), cfg.seed)
+        loader = DataLoader(train_feats, batch_size=cfg.batch_size, sampler=sampler,
+                            collate_fn=self.collator(), drop_last=False)
+        steps_per_epoch = math.ceil(len(loader) / cfg.grad_accum)
+        total = cfg.max_steps or int(math.ceil(steps_per_epoch * cfg.epochs))
+        params = [p for p in self.model.parameters() if p.requires_grad]
+        decay = [p for p in params if p.ndim >= 2]
+        no_decay = [p for p in params if p.ndim < 2]
+        optim = torch.optim.AdamW([{"params": decay, "weight_decay": cfg.weight_decay},
+                                   {"params": no_decay, "weight_decay": 0.0}], lr=cfg.learning_rate)
+        from transformers import get_linear_schedule_with_warmup
+        sched = get_linear_schedule_with_warmup(optim, int(cfg.warmup_ratio * total), total)
+        self.model, optim, sched = acc.prepare(self.model, optim, sched)
+        prepared_loader = acc.prepare(loader)
+        eval_every = cfg.eval_every or steps_per_epoch
+
+        state = TrainerState()
+        ckpt = latest_checkpoint(self.out)
+        if ckpt is not None:
+            acc.load_state(str(ckpt))
+            state = TrainerState.load(ckpt / "trainer_state.json")
+            log.info("resumed from %s (step %d)", ckpt, state.global_step)
+            if state.finished:
+                return self._summary(state)
+        from tqdm.auto import tqdm
+        bar = tqdm(total=total, initial=state.global_step, disable=not (self.show_progress and acc.is_main_process),
+                   desc=f"{cfg.task} {cfg.mechanism}")
+        t0 = time.time()
+        stop = False
+        while state.global_step < total and not stop:
+            sampler.set_epoch(state.epoch)
+            skip = state.step_in_epoch * cfg.grad_accum
+            epoch_loader = acc.skip_first_batches(prepared_loader, skip) if skip else prepared_loader
+            self.model.train()
+            for batch in epoch_loader:
+                with acc.accumulate(self.model):
+                    loss = self._loss(batch)
+                    acc.backward(loss)
+                    if acc.sync_gradients:
+                        acc.clip_grad_norm_(self.model.parameters(), 1.0)
+                    optim.step()
+                    sched.step()
+                    optim.zero_grad()
+                if not acc.sync_gradients:
+                    continue
+                state.global_step += 1
+                state.step_in_epoch += 1
+                bar.update(1)
+                if state.global_step % cfg.log_every == 0:
+                    bar.set_postfix(loss=f"{loss.item():.4f}")
+                if state.global_step % eval_every == 0 or state.global_step == total:
+                    stop = self._evaluate_and_checkpoint(state, eval_examples, eval_feats, time.time() - t0)
+                    self.model.train()
+                if stop or state.global_step >= total:
+                    break
+            else:
+                state.epoch += 1
+                state.step_in_epoch = 0
+        bar.close()
+        state.finished = True
+        if acc.is_main_process:
+            state.save(self.out / "trainer_state.json")
+            if cfg.save_checkpoints:
+                ck = latest_checkpoint(self.out)
+                if ck is not None:
+                    state.save(ck / "trainer_state.json")
+        return self._summary(state)
+
+    def _loss(self, batch) -> torch.Tensor:
+        parent = batch.pop("parent_targets", None)
+        if self.lisa is not None:
+            with self.lisa.capture(parent, batch["attention_mask"]):
+                out = self.model(**batch)
+            return out.loss + self.cfg.lisa_weight * self.lisa.loss()
+        return self.model(**batch).loss
+
+    def _evaluate_and_checkpoint(self, state: TrainerState, examples, feats, elapsed: float) -> bool:
+        """Evaluate, save best model and a resumable checkpoint; return True to stop early."""
+        acc = self.accelerator
+        metrics = self.evaluate(examples, feats) if acc.is_main_process else {}
+        main = metrics.get(self.task.main_metric)
+        state.history.append({"step": state.global_step, "epoch": state.epoch, "elapsed_s": round(elapsed, 1),
+                              **metrics})
+        improved = main is not None and (state.best_metric is None or main > state.best_metric)
+        if improved:
+            state.best_metric, state.best_step = main, state.global_step
+            state.evals_without_improvement = 0
+            if self.cfg.keep_best_model and acc.is_main_process:
+                self.save_model(self.out / "best", metrics)
+        else:
+            state.evals_without_improvement += 1
+        stop = bool(self.cfg.patience and state.evals_without_improvement >= self.cfg.patience)
+        if self.cfg.save_checkpoints:
+            self._save_checkpoint(state)
+        acc.wait_for_everyone()
+        return stop
+
+    def _save_checkpoint(self, state: TrainerState) -> None:
+        acc = self.accelerator
+        final = self.out / f"checkpoint-{state.global_step}"
+        if acc.is_main_process:
+            with AtomicDir(final) as tmp:
+                acc.save_state(str(tmp))
+                state.save(tmp / "trainer_state.json")
+            for old in self.out.glob("checkpoint-*"):  # keep only the newest resumable checkpoint
+                if old != final and old.is_dir():
+                    import shutil
+                    shutil.rmtree(old, ignore_errors=True)
+
+    def save_model(self, folder: Path, metrics: dict) -> None:
+        model = self.accelerator.unwrap_model(self.model)
+        with AtomicDir(folder) as tmp:
+            model.save_pretrained(tmp)
+            self.tokenizer.save_pretrained(tmp)
+            self.cfg.save(tmp / "train_config.json")
+            atomic_write_json(tmp / "metrics.json", metrics)
+
+    def _summary(self, state: TrainerState) -> dict:
+        best = next((h for h in state.history if h["step"] == state.best_step), {})
+        return {"task": self.cfg.task, "mechanism": self.cfg.mechanism, "m": self.cfg.m, "k": self.cfg.k,
+                "lisa_weight": self.cfg.lisa_weight, "seed": self.cfg.seed, "learning_rate": self.cfg.learning_rate,
+                "epochs": self.cfg.epochs, "model": self.cfg.model or "all-MiniLM-L6-v2",
+                "main_metric": self.task.main_metric, "best": state.best_metric, "best_step": state.best_step,
+                "best_metrics": {k: v for k, v in best.items() if k not in ("step", "epoch", "elapsed_s")},
+                "steps": state.global_step, "history": state.history}

@@ -1,0 +1,44 @@
+import argparse
+import json
+
+import pytest
+
+from structattn.errors import UserError
+from structattn.train.config import TrainConfig, add_config_arguments, config_from_args
+
+
+def _args(argv):
+    p = argparse.ArgumentParser()
+    add_config_arguments(p)
+    return p.parse_args(argv)
+
+
+def test_round_trip(tmp_path):
+    cfg = TrainConfig(task="cola", mechanism="sla", m=4, learning_rate=2e-5)
+    cfg.save(tmp_path / "c.json")
+    assert TrainConfig.load(tmp_path / "c.json") == cfg
+
+
+def test_unknown_key_names_it(tmp_path):
+    (tmp_path / "c.json").write_text(json.dumps({"task": "sst2", "learnig_rate": 1e-5}))
+    with pytest.raises(UserError, match=r"c.json: unknown key\(s\) learnig_rate"):
+        TrainConfig.load(tmp_path / "c.json")
+
+
+def test_bad_value_names_key():
+    with pytest.raises(UserError, match="epochs='three'"):
+        TrainConfig.from_dict({"epochs": "three"})
+
+
+def test_invalid_json(tmp_path):
+    (tmp_path / "c.json").write_text("{task: sst2")
+    with pytest.raises(UserError, match="not valid JSON"):
+        TrainConfig.load(tmp_path / "c.json")
+
+
+def test_flags_override_file(tmp_path):
+    TrainConfig(task="cola", seed=7).save(tmp_path / "c.json")
+    cfg = config_from_args(_args(["--config", str(tmp_path / "c.json"), "--seed", "3", "--m", "4",
+                                  "--deterministic", "true"]))
+    assert (cfg.task, cfg.seed, cfg.m, cfg.deterministic) == ("cola", 3, 4, True)
+    assert config_from_args(_args(["--m", "none"])).m is None
