@@ -8,8 +8,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from ..errors import UserError
 
-class ParseError(ValueError):
+
+class ParseError(UserError, ValueError):
     """A sentence whose tree or words cannot be used; the message names the sentence."""
 
 
