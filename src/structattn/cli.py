@@ -27,7 +27,21 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _quiet_libraries() -> None:
+    """transformers' per-load reports and warnings drown the progress bars; keep errors only."""
+    import os
+
+    os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+    try:
+        from transformers.utils import logging as hf_logging
+    except ImportError:  # pragma: no cover
+        return
+    hf_logging.set_verbosity_error()
+    hf_logging.disable_progress_bar()
+
+
 def main(argv: list[str] | None = None) -> int:
+    _quiet_libraries()
     parser = build_parser()
     args = parser.parse_args(argv)
     if not getattr(args, "func", None):

@@ -96,3 +96,8 @@ def test_slow_tokenizer_refused():
 def test_first_subword_positions():
     tw = np.array([-1, 0, 0, 1, 2, 2, -1, -2])
     assert first_subword_positions(tw).tolist() == [False, True, False, True, True, False, False, False]
+
+
+def test_stride_too_large_is_a_clear_error():
+    with pytest.raises(UserError, match="stride=32 must be >= 0 and smaller than the 30"):
+        encode_words(ALL["wordpiece"](), ["a", "b"], max_length=32, stride=32)

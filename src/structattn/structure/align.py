@@ -89,6 +89,10 @@ def encode_words(tokenizer, words_a: Sequence[str], words_b: Sequence[str] | Non
     if words_b is not None:
         words_b = _repair_empty_words(tokenizer, list(words_b), where)
     n_a = len(words_a)
+    room = max_length - tokenizer.num_special_tokens_to_add(pair=words_b is not None)
+    if stride < 0 or stride >= room:
+        raise UserError(f"stride={stride} must be >= 0 and smaller than the {room} non-special tokens a window of "
+                        f"max_length={max_length} holds; lower the stride or raise max_length")
     kwargs = dict(is_split_into_words=True, max_length=max_length, stride=stride,
                   return_overflowing_tokens=True, return_token_type_ids=True)
     if words_b is None:

@@ -12,6 +12,8 @@ from __future__ import annotations
 import json
 import logging
 import math
+import os
+import signal
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -65,6 +67,17 @@ class TrainerState:
         return cls(**json.loads(Path(path).read_text()))
 
 
+FAULT_ENV = "STRUCTATTN_KILL_AT_STEP"
+
+
+def _maybe_inject_fault(step: int) -> None:
+    """Fault injection for the resume test: ``STRUCTATTN_KILL_AT_STEP=N`` SIGKILLs this process right
+    after optimizer step N (no cleanup, no flush), exactly as an out-of-memory kill or a pre-emption would."""
+    target = os.environ.get(FAULT_ENV)
+    if target and int(target) == step:
+        os.kill(os.getpid(), signal.SIGKILL)
+
+
 def model_task_name(kind: str) -> str:
     return {"classification": "sequence-classification", "regression": "sequence-classification",
             "tagging": "token-classification"}[kind]
@@ -72,11 +85,11 @@ def model_task_name(kind: str) -> str:
 
 def structure_spec_for(cfg: TrainConfig) -> StructureSpec:
     """The relation the configured mechanism needs, read from the mechanism registry."""
-    from ..attention.mechanisms import resolve_mechanism
+    from ..attention.mechanisms import get_mechanism
     from ..structure import ExpansionRules
 
-    mech = resolve_mechanism(cfg.mechanism, **_mechanism_options(cfg))
-    relation = mech.relation if mech.name != "global" else None
+    mech = get_mechanism(cfg.mechanism, **_mechanism_options(cfg))
+    relation = mech.relation  # None for the global mechanism: no structure mask at all
     options = {"m": mech.m, "k": mech.k}
     return StructureSpec(relation=relation, options=options,
                          rules=ExpansionRules.for_relation(relation or "all"),
@@ -210,8 +223,10 @@ class Trainer:
         train_examples, train_feats = self.features("train", cfg.max_train_examples)
         eval_examples, eval_feats = self.features(cfg.eval_split, cfg.max_eval_examples)
         sampler = EpochPermutationSampler(len(train_feats), cfg.seed)
-        loader = DataLoader(train_feats, batch_size=cfg.batch_size, sampler=sampler,
-                            collate_fn=self.collator(), drop_last=False)
+        # The loader gets a private generator: creating an iterator draws a seed from it, and drawing from
+        # the global RNG instead would shift every dropout mask after a resume.
+        loader = DataLoader(train_feats, batch_size=cfg.batch_size, sampler=sampler, collate_fn=self.collator(),
+                            drop_last=False, generator=torch.Generator().manual_seed(cfg.seed))
         steps_per_epoch = math.ceil(len(loader) / cfg.grad_accum)
         total = cfg.max_steps or int(math.ceil(steps_per_epoch * cfg.epochs))
         params = [p for p in self.model.parameters() if p.requires_grad]
@@ -239,9 +254,11 @@ class Trainer:
         t0 = time.time()
         stop = False
         while state.global_step < total and not stop:
-            sampler.set_epoch(state.epoch)
             skip = state.step_in_epoch * cfg.grad_accum
             epoch_loader = acc.skip_first_batches(prepared_loader, skip) if skip else prepared_loader
+            # Accelerate's loaders re-seed the sampler from their own iteration counter on every iter();
+            # a fresh (skipping) loader starts that counter at 0, so set the real epoch explicitly.
+            epoch_loader.set_epoch(state.epoch)
             self.model.train()
             for batch in epoch_loader:
                 with acc.accumulate(self.model):
@@ -257,6 +274,7 @@ class Trainer:
                 state.global_step += 1
                 state.step_in_epoch += 1
                 bar.update(1)
+                _maybe_inject_fault(state.global_step)
                 if state.global_step % cfg.log_every == 0:
                     bar.set_postfix(loss=f"{loss.item():.4f}")
                 if state.global_step % eval_every == 0 or state.global_step == total:

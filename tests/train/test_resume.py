@@ -1,0 +1,61 @@
+"""A run SIGKILLed mid-epoch resumes from its last checkpoint and ends as the uninterrupted run does."""
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+from fixtures import make_tiny_model, make_tiny_sst2
+
+pytestmark = pytest.mark.slow
+
+
+def _train(out_dir, model, data, cache, kill_at=None):
+    env = dict(os.environ, STRUCTATTN_DATA=str(data), STRUCTATTN_CACHE=str(cache), PYTHONHASHSEED="0")
+    env.pop("STRUCTATTN_KILL_AT_STEP", None)
+    if kill_at is not None:
+        env["STRUCTATTN_KILL_AT_STEP"] = str(kill_at)
+    cmd = [sys.executable, "-m", "structattn.cli", "train", "--task", "sst2", "--model", str(model),
+           "--mechanism", "wla", "--k", "2", "--output-dir", str(out_dir), "--epochs", "3", "--batch-size", "8",
+           "--eval-every", "5", "--seed", "3", "--learning-rate", "1e-3", "--deterministic", "true",
+           "--max-length", "32", "--stride", "8"]
+    return subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=300)
+
+
+def _final(out_dir):
+    state = json.loads((out_dir / "trainer_state.json").read_text())
+    return state
+
+
+def test_sigkill_mid_epoch_then_resume_matches_uninterrupted(tmp_path):
+    model = make_tiny_model(tmp_path / "model")
+    data = make_tiny_sst2(tmp_path / "data")
+    cache = tmp_path / "cache"
+
+    straight = _train(tmp_path / "a", model, data, cache)
+    assert straight.returncode == 0, straight.stderr[-3000:]
+
+    # 64 examples / batch 8 = 8 steps per epoch; step 13 is mid-epoch 2, after the checkpoint of step 10.
+    killed = _train(tmp_path / "b", model, data, cache, kill_at=13)
+    assert killed.returncode == -9, killed.stderr[-3000:]
+    assert (tmp_path / "b" / "checkpoint-10" / "trainer_state.json").is_file()
+    assert not (tmp_path / "b" / "trainer_state.json").exists()
+
+    resumed = _train(tmp_path / "b", model, data, cache)
+    assert resumed.returncode == 0, resumed.stderr[-3000:]
+
+    a, b = _final(tmp_path / "a"), _final(tmp_path / "b")
+    assert a["global_step"] == b["global_step"] == 24
+    assert [h["step"] for h in a["history"]] == [h["step"] for h in b["history"]]
+    for ha, hb in zip(a["history"], b["history"]):
+        assert ha["accuracy"] == pytest.approx(hb["accuracy"], abs=1e-9)
+    assert a["best_metric"] == pytest.approx(b["best_metric"], abs=1e-9)
+
+    # the weights of the final checkpoints agree too
+    from safetensors.torch import load_file
+    wa = load_file(str(tmp_path / "a" / "checkpoint-24" / "model.safetensors"))
+    wb = load_file(str(tmp_path / "b" / "checkpoint-24" / "model.safetensors"))
+    assert wa.keys() == wb.keys()
+    for key in wa:
+        assert (wa[key] - wb[key]).abs().max().item() < 1e-5, key
