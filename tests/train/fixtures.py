@@ -10,7 +10,7 @@ FILL = ["the", "film", "is", "a", "story", "very", "quite", "and", "plot", "acti
 
 
 def make_tiny_model(folder: Path) -> Path:
-    from transformers import AutoTokenizer, BertConfig, BertForSequenceClassification
+    from transformers import AutoTokenizer, BertConfig, BertModel
 
     from structattn.settings import default_encoder
 
@@ -19,7 +19,7 @@ def make_tiny_model(folder: Path) -> Path:
                      intermediate_size=64, max_position_embeddings=128)
     import torch
     torch.manual_seed(0)
-    BertForSequenceClassification(cfg).save_pretrained(folder)
+    BertModel(cfg).save_pretrained(folder)  # a bare encoder, like a pretrained checkpoint
     tok.save_pretrained(folder)
     return folder
 

@@ -189,31 +189,53 @@ class Trainer:
 
     # ------------------------------------------------------------------ evaluation
     @torch.no_grad()
-    def predict_logits(self, feats) -> list[np.ndarray]:
-        model = self.model
+    def predict_logits(self, feats, gate_stats: dict | None = None) -> list[np.ndarray]:
+        """Logits per window (``[T, C]`` for tagging, ``[C]`` otherwise).
+
+        With ``gate_stats`` (a dict), the mean gate value of every mechanism layer over the real
+        tokens is stored in it as ``{"gate_means": [per layer]}`` (the SLA paper's Figure 2).
+        """
+        from contextlib import nullcontext
+
+        from ..attention.integration import record, runtime_of
+
+        model = self.accelerator.unwrap_model(self.model)
         model.eval()
         collate = self.collator()
         outs = []
         bs = self.cfg.eval_batch_size
+        sums: dict[int, float] = {}
+        counts: dict[int, float] = {}
+        track = gate_stats is not None and runtime_of(model) is not None
         for start in range(0, len(feats), bs):
             chunk = feats[start:start + bs]
             batch = collate(chunk)
             batch.pop("labels", None)
             batch.pop("parent_targets", None)
             batch = {k: v.to(self.accelerator.device) for k, v in batch.items()}
-            logits = model(**batch).logits.float().cpu().numpy()
+            with record(model) if track else nullcontext() as rec:
+                logits = model(**batch).logits.float().cpu().numpy()
+            if track:
+                real = batch["attention_mask"].float()
+                for layer, g in zip(rec.layers, rec.gates):
+                    g = g.float().mean(1) if g.dim() == 3 else g.float()  # per-head gates: mean over heads
+                    sums[layer] = sums.get(layer, 0.0) + float((g * real).sum())
+                    counts[layer] = counts.get(layer, 0.0) + float(real.sum())
             for b, f in enumerate(chunk):
                 n = len(f["input_ids"])
                 outs.append(logits[b, :n] if logits.ndim == 3 else logits[b])
+        if track:
+            gate_stats["gate_means"] = [round(sums[k] / counts[k], 5) for k in sorted(sums)]
+            gate_stats["gate_layers"] = sorted(sums)
         return outs
 
-    def evaluate(self, examples, feats) -> dict:
-        logits = self.predict_logits(feats)
+    def evaluate(self, examples, feats, with_gates: bool = False) -> dict:
+        """The task metric on ``examples`` (+ ``gate_means`` per layer when ``with_gates``)."""
+        stats: dict = {}
+        logits = self.predict_logits(feats, stats if with_gates else None)
         preds = aggregate_predictions(self.task, feats, logits, examples, self.label_list)
-        refs = [ex.label for ex in examples]
-        if self.task.kind == "tagging":
-            return self.task.metric(preds, refs)
-        return self.task.metric(preds, refs)
+        metrics = self.task.metric(preds, [ex.label for ex in examples])
+        return {**metrics, **stats}
 
     # ------------------------------------------------------------------ training
     def train(self) -> dict:
@@ -306,7 +328,7 @@ class Trainer:
     def _evaluate_and_checkpoint(self, state: TrainerState, examples, feats, elapsed: float) -> bool:
         """Evaluate, save best model and a resumable checkpoint; return True to stop early."""
         acc = self.accelerator
-        metrics = self.evaluate(examples, feats) if acc.is_main_process else {}
+        metrics = self.evaluate(examples, feats, with_gates=True) if acc.is_main_process else {}
         main = metrics.get(self.task.main_metric)
         state.history.append({"step": state.global_step, "epoch": state.epoch, "elapsed_s": round(elapsed, 1),
                               **metrics})

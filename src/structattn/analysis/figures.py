@@ -1,0 +1,124 @@
+"""The SLA paper's analysis figures.
+
+- Figure 2: mean gate value per layer (averaged over the real tokens of the dev set, then over seeds),
+  SLA vs WLA, one panel per task. Read from ``best_metrics.gate_means`` of the runs in results/*.jsonl
+  (recorded at the evaluation that gave the best checkpoint).
+- Figure 3: the mixed attention of one sentence averaged over heads and layers, [CLS]/[SEP] excluded,
+  sub-words merged into words (rows averaged, columns summed), side by side for several models.
+"""
+from __future__ import annotations
+
+from collections import defaultdict
+from pathlib import Path
+from typing import Sequence
+
+import numpy as np
+
+COLORS = {"SLA": "tab:red", "WLA": "tab:blue"}
+
+
+def _plt():
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    return plt
+
+
+def gate_curves(runs: Sequence[dict], task: str) -> dict[str, np.ndarray]:
+    """label -> [seeds, layers] gate means of the SLA/WLA runs of ``task``."""
+    by_label: dict[str, list] = defaultdict(list)
+    for r in runs:
+        gm = (r.get("best_metrics") or {}).get("gate_means")
+        if r.get("task") == task and gm and r.get("mechanism") in ("sla", "wla") and not r.get("lisa_weight"):
+            by_label[r["label"]].append(gm)
+    return {label: np.asarray(v, dtype=float) for label, v in by_label.items()
+            if len({len(x) for x in v}) == 1}
+
+
+def plot_gate_means(runs: Sequence[dict], tasks: Sequence[str], path: Path) -> bool:
+    """Write Figure 2; returns False (and writes nothing) when no run recorded gate values."""
+    panels = [(t, gate_curves(runs, t)) for t in tasks]
+    panels = [(t, c) for t, c in panels if c]
+    if not panels:
+        return False
+    plt = _plt()
+    fig, axes = plt.subplots(1, len(panels), figsize=(4.2 * len(panels), 3.2), squeeze=False)
+    for ax, (task, curves) in zip(axes[0], panels):
+        for label, arr in sorted(curves.items()):
+            layers = np.arange(1, arr.shape[1] + 1)
+            mean = arr.mean(0)
+            color = COLORS.get(label.split()[0], None)
+            ax.plot(layers, mean, marker="o", color=color, label=f"{label} (n={arr.shape[0]})")
+            if arr.shape[0] > 1:
+                ax.fill_between(layers, arr.min(0), arr.max(0), color=color, alpha=0.15)
+        ax.set_title(task)
+        ax.set_xlabel("layer")
+        ax.set_ylabel("mean gate value g")
+        ax.set_xticks(layers)
+        ax.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path, dpi=130)
+    plt.close(fig)
+    return True
+
+
+def word_attention(probs: np.ndarray, token_word: np.ndarray, n_words: int) -> np.ndarray:
+    """Merge a token attention map into words.
+
+    Args:
+        probs: ``[T, T]`` attention (row = query token), already averaged over heads and layers.
+        token_word: ``[T]`` word index per token, negative for special tokens and padding.
+        n_words: number of words.
+    Returns:
+        ``[n_words, n_words]``: rows averaged over a word's sub-words, columns summed (attention mass).
+    """
+    out = np.zeros((n_words, n_words))
+    count = np.zeros(n_words)
+    for t, wq in enumerate(token_word):
+        if wq < 0:
+            continue
+        count[wq] += 1
+        for u, wk in enumerate(token_word):
+            if wk >= 0:
+                out[wq, wk] += probs[t, u]
+    return out / np.maximum(count, 1)[:, None]
+
+
+def sentence_attention(model_dir: str, words: list[str]) -> np.ndarray:
+    """Figure 3's matrix for one saved model: mixed attention averaged over heads and layers, in words."""
+    import torch
+
+    from ..attention.integration import record
+    from ..commands.evaluate import load_trained
+    from ..tasks.base import Example
+    from ..train.data import build_features
+
+    trainer = load_trained(model_dir)
+    ex = Example(words, None, None, "figure3")  # unlabelled: only the attention is needed
+    feats = build_features(trainer.task, [ex], trainer.tokenizer, trainer.structure,
+                           max_length=trainer.cfg.max_length, stride=trainer.cfg.stride,
+                           parser_name=trainer.cfg.parser, label_to_id=trainer.label_to_id, show_progress=False)
+    batch = trainer.collator()(feats[:1])
+    batch.pop("labels", None)
+    model = trainer.model
+    model.eval()
+    with torch.no_grad(), record(model, attentions=True) as rec:
+        model(**batch)
+    probs = torch.stack([a[0].float().mean(0) for a in rec.attentions]).mean(0).numpy()  # [T, T]
+    return word_attention(probs, np.asarray(feats[0]["token_word"]), len(words))
+
+
+def plot_attention_maps(maps: dict[str, np.ndarray], words: list[str], path: Path) -> None:
+    """Write Figure 3: one heatmap per model, words on both axes."""
+    plt = _plt()
+    n = len(words)
+    fig, axes = plt.subplots(1, len(maps), figsize=(0.34 * n * len(maps) + 2, 0.34 * n + 1.5), squeeze=False)
+    vmax = max(float(m.max()) for m in maps.values())
+    for ax, (label, mat) in zip(axes[0], maps.items()):
+        ax.imshow(mat, cmap="Reds", vmin=0, vmax=vmax)
+        ax.set_xticks(range(n), labels=words, rotation=90)
+        ax.set_yticks(range(n), labels=words)
+        ax.set_title(label)
+    fig.tight_layout()
+    fig.savefig(path, dpi=130)
+    plt.close(fig)

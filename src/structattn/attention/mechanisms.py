@@ -1,0 +1,210 @@
+"""Mechanism records: which local pattern, which layers, which gate, which kernel.
+
+A mechanism is a typed record (:class:`MechanismConfig`) saved in ``config.json`` under the key
+``structattn``. The registry :data:`MECHANISMS` holds the named defaults; :func:`get_mechanism` looks a
+name up and applies option overrides, failing with the list of valid names or fields.
+
+The local pattern itself is built by the structure pipeline (``structattn.structure``) from
+``relation`` and its option (``m`` for ``sla``/``tree``, ``k`` for ``window``) and reaches the model as
+``structure_mask [batch, T, T]`` bool (True = query row may attend key column).
+"""
+from __future__ import annotations
+
+import dataclasses
+import math
+from dataclasses import dataclass, field
+from typing import Any, Sequence
+
+from ..errors import UserError
+
+GATE_KINDS = ("token", "head")
+KERNEL_NAMES = ("auto", "fused", "exact", "shared_exp", "shared_exp_compiled", "reference", "official")
+BASE_NAMES = ("sdpa", "eager")
+RELATION_NAMES = ("sla", "tree", "window", "sdoi", "forward", "backward", "all")
+CONFIG_VERSION = 1
+
+
+@dataclass
+class MechanismConfig:
+    """Settings of one structure-aware attention mechanism.
+
+    Fields:
+        name: registry name (``sla``, ``wla``, ``hybrid``, ``sdoi``, ``global`` or a user's own).
+        relation: word relation that builds the local mask (a name of ``structattn.structure.RELATIONS``),
+            or None for ``global`` (no local pattern).
+        m: distance threshold of ``sla``/``tree`` relations (SLA: D(i, j) <= m).
+        k: half-width of the ``window`` relation (|i - j| <= k).
+        layers: encoder layers that mix local and global attention: None = all, an int L = the lowest L
+            layers, a list of indices (negative counts from the top).
+        gate: ``"token"`` = one gate per token shared by all heads (the papers), ``"head"`` = one per
+            token and head.
+        gate_bias: initial gate bias b (0 gives g = sigmoid(W h) ~ 0.5 as in the SLA paper; a large negative
+            value starts from the pretrained model's behaviour).
+        gate_has_bias: whether the gate has a bias (Xu et al.: g = sigmoid(W h), no bias).
+        gate_init_std: std of the initial gate weights W (None = the model's ``initializer_range``).
+        kernel: ``auto`` (fused native kernel when it builds, else ``exact``), ``fused``, ``exact`` (two
+            passes of the stock kernel, outputs mixed: bit-exact at g = 0), ``shared_exp``,
+            ``shared_exp_compiled``, ``reference``, ``official`` (the SLA code's two-softmax form).
+        base: the stock kernel the global part reproduces and whose mask format is used: ``sdpa`` or ``eager``.
+    """
+
+    name: str = "sla"
+    relation: str | None = "sla"
+    m: int | None = 3
+    k: int | None = None
+    layers: int | list[int] | None = None
+    gate: str = "token"
+    gate_bias: float = 0.0
+    gate_has_bias: bool = True
+    gate_init_std: float | None = None
+    kernel: str = "auto"
+    base: str = "sdpa"
+    version: int = field(default=CONFIG_VERSION)
+
+    def __post_init__(self) -> None:
+        self.validate()
+
+    # ------------------------------------------------------------------ checks
+
+    def validate(self) -> None:
+        """Raise :class:`UserError` on a bad value, naming the field and the valid choices."""
+        if self.relation is not None and self.relation not in RELATION_NAMES:
+            raise UserError(f"mechanism {self.name!r}: unknown relation {self.relation!r}; "
+                            f"valid relations: {', '.join(RELATION_NAMES)}")
+        if self.gate not in GATE_KINDS:
+            raise UserError(f"mechanism {self.name!r}: gate must be one of {', '.join(GATE_KINDS)}, got {self.gate!r}")
+        if self.kernel not in KERNEL_NAMES:
+            raise UserError(f"mechanism {self.name!r}: unknown kernel {self.kernel!r}; "
+                            f"valid kernels: {', '.join(KERNEL_NAMES)}")
+        if self.base not in BASE_NAMES:
+            raise UserError(f"mechanism {self.name!r}: base must be one of {', '.join(BASE_NAMES)}, got {self.base!r}")
+        for key in ("m", "k"):
+            value = getattr(self, key)
+            if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 0):
+                raise UserError(f"mechanism {self.name!r}: {key} must be a non-negative integer, got {value!r}")
+        if self.relation in ("sla", "tree") and self.m is None:
+            raise UserError(f"mechanism {self.name!r}: relation {self.relation!r} needs m")
+        if self.relation == "window" and self.k is None:
+            raise UserError(f"mechanism {self.name!r}: relation 'window' needs k")
+        if not isinstance(self.gate_bias, (int, float)) or math.isnan(float(self.gate_bias)):
+            raise UserError(f"mechanism {self.name!r}: gate_bias must be a number, got {self.gate_bias!r}")
+        if self.gate_init_std is not None and (not isinstance(self.gate_init_std, (int, float)) or self.gate_init_std < 0):
+            raise UserError(f"mechanism {self.name!r}: gate_init_std must be a non-negative number or None")
+        layers = self.layers
+        if layers is not None:
+            if isinstance(layers, bool):
+                raise UserError(f"mechanism {self.name!r}: layers must be None, an int or a list of ints")
+            if isinstance(layers, int):
+                if layers < 1:
+                    raise UserError(f"mechanism {self.name!r}: layers={layers} (the lowest L layers) needs L >= 1")
+            elif isinstance(layers, (list, tuple)) and all(isinstance(i, int) and not isinstance(i, bool) for i in layers):
+                if not layers:
+                    raise UserError(f"mechanism {self.name!r}: layers is an empty list")
+                self.layers = list(layers)
+            else:
+                raise UserError(f"mechanism {self.name!r}: layers must be None, an int or a list of ints, got {layers!r}")
+
+    # ------------------------------------------------------------------ derived
+
+    @property
+    def is_global(self) -> bool:
+        """True when the mechanism has no local pattern (the stock model through the same code path)."""
+        return self.relation is None
+
+    def relation_options(self) -> dict[str, int]:
+        """The options the structure pipeline needs for :attr:`relation` (e.g. ``{"m": 3}``)."""
+        if self.relation in ("sla", "tree"):
+            return {"m": self.m}
+        if self.relation == "window":
+            return {"k": self.k}
+        return {}
+
+    def layer_indices(self, num_layers: int) -> list[int]:
+        """Resolve :attr:`layers` against a model with ``num_layers`` encoder layers (sorted, unique)."""
+        if self.is_global:
+            return []
+        if self.layers is None:
+            return list(range(num_layers))
+        if isinstance(self.layers, int):
+            if self.layers > num_layers:
+                raise UserError(f"mechanism {self.name!r}: layers={self.layers} but the model has {num_layers} layers")
+            return list(range(self.layers))
+        out = set()
+        for i in self.layers:
+            j = i + num_layers if i < 0 else i
+            if not 0 <= j < num_layers:
+                raise UserError(f"mechanism {self.name!r}: layer index {i} out of range for {num_layers} layers")
+            out.add(j)
+        return sorted(out)
+
+    # ------------------------------------------------------------------ (de)serialisation
+
+    def to_dict(self) -> dict[str, Any]:
+        """A JSON-ready dict (stored as ``config.structattn``)."""
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> "MechanismConfig":
+        """Inverse of :meth:`to_dict`; unknown keys (from a newer version or set by the installer) are ignored."""
+        names = {f.name for f in dataclasses.fields(cls)}
+        return cls(**{k: v for k, v in data.items() if k in names})
+
+    def replace(self, **options: Any) -> "MechanismConfig":
+        """A copy with some fields changed; an unknown field fails listing the valid ones."""
+        check_options(options)
+        return dataclasses.replace(self, **options)
+
+
+def option_names() -> tuple[str, ...]:
+    """The option names a user may set (every field but ``name`` and ``version``)."""
+    return tuple(f.name for f in dataclasses.fields(MechanismConfig) if f.name not in ("name", "version"))
+
+
+def check_options(options: dict[str, Any]) -> None:
+    """Fail on option names that are not fields of :class:`MechanismConfig`."""
+    bad = sorted(set(options) - set(option_names()) - {"name"})
+    if bad:
+        raise UserError(f"unknown mechanism option(s) {', '.join(bad)}; valid options: {', '.join(option_names())}")
+
+
+MECHANISMS: dict[str, MechanismConfig] = {
+    # Li et al. 2021: dependency-tree distance (from i or a neighbour of i) <= m, gate per token, all layers.
+    "sla": MechanismConfig(name="sla", relation="sla", m=3),
+    # Li et al.'s window baseline (WLA): |i - j| <= k, same gate.
+    "wla": MechanismConfig(name="wla", relation="window", m=None, k=3),
+    # Xu et al. 2019: window local pattern with m = 1 (k here), g = sigmoid(W h) without bias, lowest 2 layers.
+    "hybrid": MechanismConfig(name="hybrid", relation="window", m=None, k=1, layers=2, gate_has_bias=False),
+    # SG-Net's SDOI pattern (a word sees itself and its ancestors) used as the local pattern inside the encoder.
+    "sdoi": MechanismConfig(name="sdoi", relation="sdoi", m=None),
+    # The stock model through the same code path (baselines).
+    "global": MechanismConfig(name="global", relation=None, m=None),
+}
+
+
+def get_mechanism(name: str | MechanismConfig | dict, **options: Any) -> MechanismConfig:
+    """The registered mechanism ``name`` (or a record/dict) with ``options`` applied.
+
+    Raises:
+        UserError: unknown mechanism name (listing the valid names) or unknown option.
+    """
+    if isinstance(name, MechanismConfig):
+        base = name
+    elif isinstance(name, dict):
+        base = MechanismConfig.from_dict(name)
+    else:
+        try:
+            base = MECHANISMS[name]
+        except (KeyError, TypeError):
+            raise UserError(f"unknown mechanism {name!r}; valid mechanisms: {', '.join(sorted(MECHANISMS))}") from None
+    return base.replace(**options) if options else dataclasses.replace(base)
+
+
+def describe(names: Sequence[str] | None = None) -> str:
+    """A one-line-per-mechanism summary of the registry (for ``--help`` texts)."""
+    lines = []
+    for key in names or sorted(MECHANISMS):
+        c = MECHANISMS[key]
+        rel = "none (stock attention)" if c.is_global else f"{c.relation} {c.relation_options()}"
+        layers = "all" if c.layers is None else (f"lowest {c.layers}" if isinstance(c.layers, int) else str(c.layers))
+        lines.append(f"{key}: local={rel}, layers={layers}, gate={c.gate}{'' if c.gate_has_bias else ' (no bias)'}")
+    return "\n".join(lines)

@@ -1,0 +1,23 @@
+import numpy as np
+
+from structattn.analysis.figures import plot_gate_means, word_attention
+
+
+def test_word_attention_merges_subwords():
+    # tokens: [CLS] a b1 b2 [SEP]; words a=0, b=1
+    tw = np.array([-1, 0, 1, 1, -1])
+    probs = np.zeros((5, 5))
+    probs[1] = [0.1, 0.2, 0.3, 0.3, 0.1]
+    probs[2] = [0.0, 0.5, 0.25, 0.25, 0.0]
+    probs[3] = [0.0, 0.1, 0.45, 0.45, 0.0]
+    out = word_attention(probs, tw, 2)
+    assert np.allclose(out[0], [0.2, 0.6])
+    assert np.allclose(out[1], [(0.5 + 0.1) / 2, (0.5 + 0.9) / 2])
+
+
+def test_gate_figure_written_only_with_data(tmp_path):
+    assert not plot_gate_means([], ["sst2"], tmp_path / "f.png")
+    runs = [{"task": "sst2", "mechanism": m, "label": lab, "best_metrics": {"gate_means": [0.4 + s / 10, 0.5]}}
+            for m, lab in [("sla", "SLA (m=3)"), ("wla", "WLA (k=3)")] for s in range(2)]
+    assert plot_gate_means(runs, ["sst2", "fce"], tmp_path / "f.png")
+    assert (tmp_path / "f.png").stat().st_size > 2000

@@ -1,0 +1,79 @@
+"""The whole path on tiny data: parse -> structures -> windows -> model with SLA -> metric -> saved model."""
+import json
+
+import pytest
+
+from fixtures import make_tiny_model, make_tiny_sst2
+from structattn.cli import main
+
+pytestmark = pytest.mark.slow
+
+CONLL = """-DOCSTART- -X- -X- O
+
+Peter NNP B-NP B-PER
+Blackburn NNP I-NP I-PER
+visits VBZ B-VP O
+Paris NNP B-NP B-LOC
+. . O O
+
+EU NNP B-NP B-ORG
+rejects VBZ B-VP O
+German JJ B-NP B-MISC
+call NN I-NP O
+. . O O
+"""
+
+
+@pytest.fixture
+def env(tmp_path, monkeypatch):
+    data = make_tiny_sst2(tmp_path / "data", n_train=32, n_dev=16)
+    (data / "conll2003").mkdir()
+    for split in ("train.txt", "valid.txt", "test.txt"):
+        (data / "conll2003" / split).write_text(CONLL * 4, encoding="utf-8")
+    monkeypatch.setenv("STRUCTATTN_DATA", str(data))
+    monkeypatch.setenv("STRUCTATTN_CACHE", str(tmp_path / "cache"))
+    return tmp_path, make_tiny_model(tmp_path / "model")
+
+
+def test_sla_classification_train_evaluate_predict(env, capsys):
+    tmp, model = env
+    out = tmp / "run"
+    assert main(["train", "--task", "sst2", "--model", str(model), "--mechanism", "sla", "--m", "3",
+                 "--output-dir", str(out), "--epochs", "1", "--batch-size", "8", "--eval-every", "2",
+                 "--max-length", "32", "--stride", "8"]) == 0
+    summary = json.loads(capsys.readouterr().out)
+    assert 0.0 <= summary["best"] <= 1.0 and summary["steps"] == 4
+    gates = summary["best_metrics"]["gate_means"]
+    assert len(gates) == 2 and all(0.0 < g < 1.0 for g in gates)  # one mean gate per layer
+    saved = json.loads((out / "best" / "config.json").read_text())
+    assert saved["structattn"]["name"] == "sla"
+
+    assert main(["evaluate", str(out / "best"), "--split", "dev"]) == 0
+    ev = json.loads(capsys.readouterr().out)
+    assert ev["accuracy"] == pytest.approx(summary["best_metrics"]["accuracy"])
+    preds = tmp / "preds.jsonl"
+    assert main(["predict", str(out / "best"), "--split", "dev", "--output", str(preds)]) == 0
+    lines = [json.loads(l) for l in preds.read_text().splitlines()]
+    assert len(lines) == 16 and {l["prediction"] for l in lines} <= {"0", "1"}
+
+
+def test_tagging_with_lisa_maps_labels_back_to_words(env, capsys):
+    tmp, model = env
+    out = tmp / "ner"
+    assert main(["train", "--task", "conll2003", "--model", str(model), "--mechanism", "wla", "--k", "1",
+                 "--lisa-weight", "0.5", "--output-dir", str(out), "--epochs", "1", "--batch-size", "4",
+                 "--max-length", "32", "--stride", "8", "--eval-every", "0"]) == 0
+    summary = json.loads(capsys.readouterr().out)
+    assert summary["main_metric"] == "f1" and summary["lisa_weight"] == 0.5
+    preds = tmp / "p.jsonl"
+    assert main(["predict", str(out / "best"), "--split", "test", "--output", str(preds)]) == 0
+    first = json.loads(preds.read_text().splitlines()[0])
+    assert len(first["prediction"]) == len(first["words"]) == 5
+
+
+def test_model_folder_without_weights_is_a_clear_error(env, capsys, tmp_path):
+    folder = tmp_path / "empty"
+    folder.mkdir()
+    (folder / "train_config.json").write_text("{}")
+    assert main(["evaluate", str(folder)]) == 2
+    assert "no model weights" in capsys.readouterr().err
