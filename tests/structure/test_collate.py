@@ -49,3 +49,35 @@ def test_without_structure():
     feats = _features(tok, [(["a"], [0])], [0.5])
     batch = StructureCollator(tok.pad_token_id, with_structure=False)(feats)
     assert "structure_mask" not in batch and batch["labels"].dtype == torch.float32
+
+
+def test_five_thousand_word_document_is_windowed_and_batched():
+    """A 5,000-word passage of many sentences: every word lands in a window, masks stay well formed."""
+    tok = ALL["wordpiece"]()
+    rng = np.random.default_rng(1)
+    words, sentences = [], []
+    while len(words) < 5000:
+        n = int(rng.integers(5, 40))
+        sent = [f"w{len(words) + i}" for i in range(n)]
+        heads = [0] + [int(rng.integers(1, i + 1)) for i in range(1, n)]
+        sentences.append(Parse(words=sent, heads=heads, deprels=["dep"] * n, upos=["X"] * n))
+        words += sent
+    (structure,) = build_word_structures([sentences], None, "sla", m=3)
+    windows = encode_words(tok, words, max_length=128, stride=32)
+    covered = set()
+    feats = []
+    for w in windows:
+        covered |= set(int(x) for x in w.token_word if x >= 0)
+        feats.append(dict(input_ids=w.input_ids, attention_mask=w.attention_mask, token_type_ids=w.token_type_ids,
+                          token_word=w.token_word, structure=structure))
+    assert covered == set(range(len(words)))
+    batch = StructureCollator(tok.pad_token_id)(feats[:16])
+    assert batch["structure_mask"].any(-1).all()
+    # words of different sentences never see each other (cross_sentence="none" by default)
+    tw = np.asarray(feats[0]["token_word"])
+    sent_of = np.repeat(np.arange(len(sentences)), [len(s) for s in sentences])
+    m = batch["structure_mask"][0].numpy()
+    for t in range(len(tw)):
+        for u in range(len(tw)):
+            if tw[t] >= 0 and tw[u] >= 0 and sent_of[tw[t]] != sent_of[tw[u]]:
+                assert not m[t, u]
