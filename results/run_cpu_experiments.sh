@@ -6,8 +6,8 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 S=".venv/bin/structattn sweep --results-dir results --run-root runs/sweeps --eval-every 0 --batch-size 32 --learning-rate 5e-5"
 V="global wla:k=3 sla:m=3"
-$S --task cola  --variants $V --seeds 1 2 3 --epochs 3 --max-length 64
-$S --task sst2  --variants $V --seeds 1 2 3 --epochs 1 --max-length 64 --max-train-examples 20000
+$S --task cola  --variants $V --seeds 1 2 3 --epochs 2 --max-length 64
+$S --task sst2  --variants $V --seeds 1 2 3 --epochs 1 --max-length 64 --max-train-examples 10000
 $S --task rte   --variants $V --seeds 1 2 3 --epochs 3 --max-length 128
-$S --task cola  --variants lisa:w=1.0 --seeds 1 2 3 --epochs 3 --max-length 64
+$S --task cola  --variants lisa:w=1.0 --seeds 1 2 3 --epochs 2 --max-length 64
 $S --task mrpc  --variants $V --seeds 1 2 3 --epochs 3 --max-length 128

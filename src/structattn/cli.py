@@ -28,16 +28,12 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _quiet_libraries() -> None:
-    """transformers' per-load reports and warnings drown the progress bars; keep errors only."""
+    """transformers' per-load reports drown the progress bars: errors only (read when it is imported,
+    so commands that never load a model do not pay for importing it here)."""
     import os
 
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
-    try:
-        from transformers.utils import logging as hf_logging
-    except ImportError:  # pragma: no cover
-        return
-    hf_logging.set_verbosity_error()
-    hf_logging.disable_progress_bar()
+    os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
 
 
 def main(argv: list[str] | None = None) -> int:

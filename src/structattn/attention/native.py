@@ -25,6 +25,7 @@ available, :func:`load` returns None and callers use the two-SDPA kernel instead
 from __future__ import annotations
 
 import hashlib
+import logging
 import os
 import platform
 import threading
@@ -49,6 +50,7 @@ namespace {
 
 constexpr float kNegInf = -std::numeric_limits<float>::infinity();
 constexpr float kGap = 60.0f;   // local max this far below the global max: recompute local exps
+constexpr int64_t kRowBlock = 256;  // query rows per block: buffers hold kRowBlock x m floats
 
 // Row-major C[M,N] = alpha * op(A)[M,K] op(B)[K,N] + beta * C through the column-major BLAS.
 inline void gemm_rm(bool ta, bool tb, int M, int N, int K, float alpha, const float* A, int lda,
@@ -175,7 +177,8 @@ std::vector<at::Tensor> mixed_forward(const at::Tensor& q, const at::Tensor& k, 
   at::parallel_for(0, B * H, 1, [&](int64_t begin, int64_t end) {
     const uint32_t th = thresh;      // local copies: captured references would block vectorisation
     const float ks = keep_scale;
-    std::vector<float> sbuf(N * M), ebuf(M), fbuf(M), lbuf(M);
+    const int64_t BQ = std::min(N, kRowBlock);
+    std::vector<float> sbuf(BQ * M), ebuf(M), fbuf(M), lbuf(M);
     float* fb = fbuf.data();
     float* fl = lbuf.data();
     float* el = ebuf.data();
@@ -183,9 +186,11 @@ std::vector<at::Tensor> mixed_forward(const at::Tensor& q, const at::Tensor& k, 
       const int64_t b = bh / H, h = bh % H;
       const float* g0 = G.at(b, h);
       float* S = sbuf.data();
-      gemm_rm(false, true, N, M, D, sc, Q.at(b, h), Q.sr, K.at(b, h), K.sr, 0.0f, S, M);
-      for (int64_t i = 0; i < N; ++i) {
-        float* s = S + i * M;
+      for (int64_t i0 = 0; i0 < N; i0 += BQ) {
+      const int64_t nb = std::min(BQ, N - i0);
+      gemm_rm(false, true, nb, M, D, sc, Q.at(b, h) + i0 * Q.sr, Q.sr, K.at(b, h), K.sr, 0.0f, S, M);
+      for (int64_t i = i0; i < i0 + nb; ++i) {
+        float* s = S + (i - i0) * M;
         float* sti = ST + (bh * N + i) * 4;
         if (!mask_rows(BM.row(b, h, i), LM.row(b, h, i), fb, fl, M)) {
           std::fill(s, s + M, 0.0f);
@@ -230,7 +235,8 @@ std::vector<at::Tensor> mixed_forward(const at::Tensor& q, const at::Tensor& k, 
             s[j] = elem_hash(key, static_cast<uint32_t>(j)) >= th ? s[j] * ks : 0.0f;
         }
       }
-      gemm_rm(false, false, N, D, M, 1.0f, S, M, V.at(b, h), V.sr, 0.0f, O + b * N * H * D + h * D, ld_o);
+      gemm_rm(false, false, nb, D, M, 1.0f, S, M, V.at(b, h), V.sr, 0.0f, O + (b * N + i0) * H * D + h * D, ld_o);
+      }  // row blocks
     }
   });
   return {out.permute({0, 2, 1, 3}), stats};
@@ -262,25 +268,28 @@ std::vector<at::Tensor> mixed_backward(const at::Tensor& dout, const at::Tensor&
   at::parallel_for(0, B * H, 1, [&](int64_t begin, int64_t end) {
     const uint32_t th = thresh;
     const float ks = keep_scale;
-    std::vector<float> sbuf(N * M), lbuf(N * M), dbuf(N * M), fbuf(M), flbuf(M), kbuf(M);
+    const int64_t BQ = std::min(N, kRowBlock);
+    std::vector<float> sbuf(BQ * M), lbuf(BQ * M), dbuf(BQ * M), fbuf(M), flbuf(M), kbuf(M);
     float* fb = fbuf.data();
     float* fl = flbuf.data();
     float* kp = kbuf.data();
     for (int64_t bh = begin; bh < end; ++bh) {
       const int64_t b = bh / H, h = bh % H;
-      const float* q0 = Q.at(b, h);
       const float* k0 = K.at(b, h);
       const float* g0 = G.at(b, h);
-      const float* do0 = DO.at(b, h);
       float* S = sbuf.data();   // scores -> global probs -> (dropped) mixed probs
       float* PL = lbuf.data();  // local probs
       float* DP = dbuf.data();  // dP -> dS
-      gemm_rm(false, true, N, M, D, sc, q0, Q.sr, k0, K.sr, 0.0f, S, M);
-      gemm_rm(false, true, N, M, D, 1.0f, do0, DO.sr, V.at(b, h), V.sr, 0.0f, DP, M);
-      for (int64_t i = 0; i < N; ++i) {
-        float* s = S + i * M;
-        float* pl = PL + i * M;
-        float* dp = DP + i * M;
+      for (int64_t i0 = 0; i0 < N; i0 += BQ) {
+      const int64_t nb = std::min(BQ, N - i0);
+      const float* q0 = Q.at(b, h) + i0 * Q.sr;
+      const float* do0 = DO.at(b, h) + i0 * DO.sr;
+      gemm_rm(false, true, nb, M, D, sc, q0, Q.sr, k0, K.sr, 0.0f, S, M);
+      gemm_rm(false, true, nb, M, D, 1.0f, do0, DO.sr, V.at(b, h), V.sr, 0.0f, DP, M);
+      for (int64_t i = i0; i < i0 + nb; ++i) {
+        float* s = S + (i - i0) * M;
+        float* pl = PL + (i - i0) * M;
+        float* dp = DP + (i - i0) * M;
         const float* sti = ST + (bh * N + i) * 4;
         const float mg = sti[0], zg = sti[1], ml = sti[2], zl = sti[3];
         if (mg == kNegInf) {
@@ -331,9 +340,11 @@ std::vector<at::Tensor> mixed_backward(const at::Tensor& dout, const at::Tensor&
           s[j] = (a * pgj + g * plj) * kp[j];
         }
       }
-      gemm_rm(true, false, M, D, N, 1.0f, S, M, do0, DO.sr, 0.0f, DV + b * M * H * D + h * D, ld_x);
-      gemm_rm(false, false, N, D, M, sc, DP, M, k0, K.sr, 0.0f, DQ + b * N * H * D + h * D, ld_x);
-      gemm_rm(true, false, M, D, N, sc, DP, M, q0, Q.sr, 0.0f, DK + b * M * H * D + h * D, ld_x);
+      const float beta = i0 == 0 ? 0.0f : 1.0f;   // dV and dK accumulate over row blocks
+      gemm_rm(true, false, M, D, nb, 1.0f, S, M, do0, DO.sr, beta, DV + b * M * H * D + h * D, ld_x);
+      gemm_rm(false, false, nb, D, M, sc, DP, M, k0, K.sr, 0.0f, DQ + (b * N + i0) * H * D + h * D, ld_x);
+      gemm_rm(true, false, M, D, nb, sc, DP, M, q0, Q.sr, beta, DK + b * M * H * D + h * D, ld_x);
+      }  // row blocks
     }
   });
   return {dq.permute({0, 2, 1, 3}), dk.permute({0, 2, 1, 3}), dv.permute({0, 2, 1, 3}), dg};
@@ -394,12 +405,21 @@ def load(verbose: bool = False):
         try:
             from torch.utils import cpp_extension
 
+            name = _build_name()
+            try:
+                built = os.path.exists(os.path.join(cpp_extension._get_build_directory(name, verbose=False),
+                                                    f"{name}.so"))
+            except Exception:  # noqa: BLE001 - only decides whether to say something
+                built = True
+            if not built:
+                logging.getLogger("structattn").warning(
+                    "structattn: building the fused CPU attention kernel (once per machine, about a minute)")
             if platform.machine() in ("x86_64", "AMD64"):
                 arch = ["-march=native", "-mprefer-vector-width=512"]
             else:
                 arch = ["-mcpu=native"]
             _module = cpp_extension.load_inline(
-                name=_build_name(),
+                name=name,
                 cpp_sources=[_SOURCE],
                 functions=_FUNCTIONS,
                 extra_cflags=["-O3", "-fopenmp", "-fno-math-errno", *arch],

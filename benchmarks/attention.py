@@ -1,0 +1,365 @@
+"""Speed and memory of structure-aware attention inside all-MiniLM-L6-v2, as ratios to the stock model (HF sdpa).
+
+One run measures, for each variant (mechanism x kernel) and each sequence length:
+
+* train step: forward + backward + AdamW step (``BertForSequenceClassification``, train mode), with the
+  attention dropout the checkpoint ships (0.1) and again with attention dropout 0;
+* inference: forward in ``torch.inference_mode``;
+* peak tensor memory of one train step and one inference pass: allocations traced by ``torch.profiler``
+  (``profile_memory=True``, the c10 CPU allocator), peak of live bytes above the state at the start of the
+  step (parameters, gradients of the previous step and optimizer state excluded; everything the step
+  allocates, including kernels' workspaces that go through the allocator, included).
+
+Variants run interleaved with the stock model (S V1 S V2 S ... per workload, variant order rotated every
+repetition); each ratio is the median over repetitions of (variant time / mean of the two stock runs
+around it), which cancels slow drift caused by other processes on the machine. Batch 32, structure masks from
+random projective dependency trees (SLA, m = 3) or windows (WLA, k = 3) over each example's real tokens,
+example lengths spread between T/2 and T.
+
+Allocator: glibc's defaults make eager n x n buffers page-fault on every call, so the script re-executes
+itself with ``MALLOC_MMAP_THRESHOLD_=1073741824 MALLOC_TRIM_THRESHOLD_=4294967296 MALLOC_TOP_PAD_=536870912``
+unless they are already set (``--keep-env`` to run with the environment as it is).
+
+    python benchmarks/attention.py                      # full run (about 15 minutes on 2 cores)
+    python benchmarks/attention.py --reps 3 --seqs 64   # quick look
+    python benchmarks/attention.py --out results/bench_attention_cpu.md
+"""
+from __future__ import annotations
+
+import argparse
+import copy
+import gc
+import json
+import os
+import platform
+import shlex
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ALLOCATOR_ENV = {
+    "MALLOC_MMAP_THRESHOLD_": "1073741824",
+    "MALLOC_TRIM_THRESHOLD_": "4294967296",
+    "MALLOC_TOP_PAD_": "536870912",
+}
+
+# label -> (mechanism, kernel)
+VARIANTS = {
+    "stock sdpa": (None, None),
+    "sla fused (default)": ("sla", "fused"),
+    "wla fused (default)": ("wla", "fused"),
+    "sla exact (2x SDPA)": ("sla", "exact"),
+    "sla shared_exp compiled": ("sla", "shared_exp_compiled"),
+    "sla shared_exp eager": ("sla", "shared_exp"),
+    "sla reference": ("sla", "reference"),
+    "sla official (2 softmax, 2 PV)": ("sla", "official"),
+}
+
+
+def _ensure_allocator_env(argv: list[str]) -> None:
+    if "--keep-env" in argv or all(os.environ.get(k) == v for k, v in ALLOCATOR_ENV.items()):
+        return
+    env = dict(os.environ, **ALLOCATOR_ENV)
+    os.execve(sys.executable, [sys.executable, *argv], env)
+
+
+def _loadavg() -> str:
+    try:
+        with open("/proc/loadavg") as fh:
+            return " ".join(fh.read().split()[:3])
+    except OSError:
+        return "n/a"
+
+
+def _cpu_name() -> str:
+    try:
+        with open("/proc/cpuinfo") as fh:
+            for line in fh:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
+
+
+# --------------------------------------------------------------------------------------------- data
+
+
+def random_heads(n: int, rng) -> list[int]:
+    """A random projective dependency tree over n words: 1-based heads, 0 = root."""
+    heads = [0] * n
+
+    def build(lo: int, hi: int, parent: int) -> None:
+        if lo >= hi:
+            return
+        h = int(rng.integers(lo, hi))
+        heads[h] = parent
+        build(lo, h, h + 1)
+        build(h + 1, hi, h + 1)
+
+    build(0, n, 0)
+    return heads
+
+
+def make_batch(batch: int, seq: int, seed: int = 0):
+    """input_ids, attention_mask [b, T] and structure masks (sla m=3, window k=3) [b, T, T] bool."""
+    import numpy as np
+    import torch
+
+    from structattn.structure.relations import sla_masks, window_masks
+
+    rng = np.random.default_rng(seed)
+    lengths = np.sort(rng.integers(seq // 2, seq + 1, size=batch))[::-1].copy()
+    lengths[0] = seq
+    ids = torch.from_numpy(rng.integers(1000, 20000, size=(batch, seq))).long()
+    att = torch.zeros(batch, seq, dtype=torch.long)
+    masks = {name: torch.zeros(batch, seq, seq, dtype=torch.bool) for name in ("sla", "wla")}
+    local_pairs, pairs = 0, 0
+    for b, n in enumerate(lengths):
+        n = int(n)
+        att[b, :n] = 1
+        heads = np.array([random_heads(n, rng)])
+        sla = torch.from_numpy(sla_masks(heads, m=3)[0])
+        masks["sla"][b, :n, :n] = sla
+        masks["wla"][b, :n, :n] = torch.from_numpy(window_masks(heads, k=3)[0])
+        local_pairs += int(sla.sum())
+        pairs += n * n
+        for name in masks:  # padding rows: only themselves (the kernels fall back to the padding row)
+            masks[name][b, range(n, seq), range(n, seq)] = True
+    return ids, att, masks, local_pairs / pairs
+
+
+# --------------------------------------------------------------------------------------------- models
+
+
+def build_models(encoder: str, names: list[str]):
+    import torch
+    from transformers import AutoModelForSequenceClassification
+
+    from structattn.modeling import apply_mechanism
+
+    torch.manual_seed(0)
+    stock = AutoModelForSequenceClassification.from_pretrained(encoder, num_labels=2, attn_implementation="sdpa")
+    models = {}
+    for label in names:
+        mech, kernel = VARIANTS[label]
+        model = copy.deepcopy(stock)
+        if mech is not None:
+            apply_mechanism(model, mech, kernel=kernel)
+        models[label] = model
+    return models
+
+
+def set_attention_dropout(model, p: float) -> None:
+    import torch
+
+    model.config.attention_probs_dropout_prob = p
+    for module in model.modules():
+        if type(module).__name__ == "BertSelfAttention" and isinstance(getattr(module, "dropout", None), torch.nn.Dropout):
+            module.dropout.p = p
+
+
+class Runner:
+    """Train step / inference for one model on one batch."""
+
+    def __init__(self, label: str, model, ids, att, masks):
+        import torch
+
+        self.label = label
+        self.model = model
+        mech = VARIANTS[label][0]
+        self.kw = dict(input_ids=ids, attention_mask=att)
+        if mech is not None:
+            self.kw["structure_mask"] = masks[mech]
+        self.labels = torch.arange(ids.shape[0]) % 2
+        self.attn_dropout = model.config.attention_probs_dropout_prob
+        self.opt = torch.optim.AdamW(model.parameters(), lr=1e-5)
+
+    def train_step(self) -> None:
+        self.model.train()
+        out = self.model(**self.kw, labels=self.labels)
+        out.loss.backward()
+        self.opt.step()
+        self.opt.zero_grad(set_to_none=True)
+
+    def train_step_no_attn_dropout(self) -> None:
+        set_attention_dropout(self.model, 0.0)
+        try:
+            self.train_step()
+        finally:
+            set_attention_dropout(self.model, self.attn_dropout)
+
+    def infer(self) -> None:
+        import torch
+
+        self.model.eval()
+        with torch.inference_mode():
+            self.model(**self.kw)
+
+
+def timed(fn) -> float:
+    t0 = time.perf_counter()
+    fn()
+    return time.perf_counter() - t0
+
+
+def peak_bytes(fn) -> int:
+    """Peak of live tensor bytes allocated by ``fn`` above the state at its start (torch.profiler trace)."""
+    from torch.profiler import ProfilerActivity, profile
+
+    gc.collect()
+    with profile(activities=[ProfilerActivity.CPU], profile_memory=True, record_shapes=False) as prof:
+        fn()
+    with tempfile.TemporaryDirectory() as tmp:
+        path = os.path.join(tmp, "trace.json")
+        prof.export_chrome_trace(path)
+        with open(path) as fh:
+            events = json.load(fh)["traceEvents"]
+    totals = [e["args"]["Total Allocated"] for e in events if e.get("name") == "[memory]"]
+    return max([0, *totals])
+
+
+# --------------------------------------------------------------------------------------------- main
+
+
+def run(args):
+    import torch
+
+    from structattn.attention import kernels
+    from structattn.settings import default_encoder
+
+    encoder = args.encoder or default_encoder()
+    names = [n for n in VARIANTS if n == "stock sdpa" or not args.variants or n in args.variants]
+    if any("fused" in n for n in names) and not kernels.fused_available():
+        print("fused kernel unavailable:", kernels.native.failure(), file=sys.stderr)
+        names = [n for n in names if "fused" not in n]
+    lines = []
+    header = ("| seq | variant | train (attn dropout 0.1) | train (attn dropout 0) | inference | "
+              "peak mem train (dropout 0.1) | peak mem train (dropout 0) | peak mem inference |")
+    sep = "|---|---|---|---|---|---|---|---|"
+    raw = {}
+    for seq in args.seqs:
+        ids, att, masks, density = make_batch(args.batch, seq)
+        models = build_models(encoder, names)
+        runners = {n: Runner(n, models[n], ids, att, masks) for n in names}
+        print(f"[seq {seq}] local pairs (SLA m=3): {density:.1%}; warming up {len(names)} variants ...", flush=True)
+        for n in names:
+            for _ in range(2):
+                runners[n].train_step()
+                runners[n].train_step_no_attn_dropout()
+                runners[n].infer()
+        stock = runners["stock sdpa"]
+        workloads = {"train": "train_step", "train0": "train_step_no_attn_dropout", "infer": "infer"}
+        times = {n: {w: [] for w in workloads} for n in names}
+        ratios = {n: {w: [] for w in workloads} for n in names}
+        for rep in range(args.reps):
+            others = [n for n in names if n != "stock sdpa"]
+            others = others[rep % len(others):] + others[:rep % len(others)]
+            for w, method in workloads.items():
+                # S V1 S V2 S ... S: each variant is compared with the mean of the stock runs around it
+                before = timed(getattr(stock, method))
+                times["stock sdpa"][w].append(before)
+                for n in others:
+                    t = timed(getattr(runners[n], method))
+                    after = timed(getattr(stock, method))
+                    times[n][w].append(t)
+                    times["stock sdpa"][w].append(after)
+                    ratios[n][w].append(t / ((before + after) / 2))
+                    before = after
+            print(f"[seq {seq}] rep {rep + 1}/{args.reps}: " + ", ".join(
+                f"{n.split(' (')[0]} " + "/".join(f"{times[n][w][-1]:.2f}" for w in workloads) + "s"
+                for n in names), flush=True)
+        mem = {}
+        for n in names:
+            mem[n] = (peak_bytes(runners[n].train_step), peak_bytes(runners[n].train_step_no_attn_dropout),
+                      peak_bytes(runners[n].infer))
+        base = "stock sdpa"
+        raw[seq] = {"times": times, "mem": mem, "local_density": density}
+        raw[seq]["ratios"] = ratios
+        for n in names:
+            cells = []
+            for key in ("train", "train0", "infer"):
+                med = statistics.median(times[n][key])
+                if n == base:
+                    cells.append(f"{med * 1000:.0f} ms (1.00x)")
+                else:
+                    r = ratios[n][key]
+                    spread = ""
+                    if len(r) >= 4:
+                        q1, _, q3 = statistics.quantiles(r, n=4)
+                        spread = f" [{q1:.2f}-{q3:.2f}]"
+                    cells.append(f"{med * 1000:.0f} ms (**{statistics.median(r):.2f}x**{spread})")
+            for i in range(3):
+                mb = mem[n][i] / 2 ** 20
+                cells.append(f"{mb:.0f} MB ({mem[n][i] / mem[base][i]:.2f}x)")
+            lines.append(f"| {seq} | {n} | " + " | ".join(cells) + " |")
+        del models, runners
+        gc.collect()
+    table = "\n".join([header, sep, *lines])
+    return table, raw, encoder, names
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = list(sys.argv if argv is None else argv)
+    _ensure_allocator_env(argv)
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--seqs", type=int, nargs="+", default=[64, 128])
+    parser.add_argument("--batch", type=int, default=32)
+    parser.add_argument("--reps", type=int, default=7)
+    parser.add_argument("--variants", nargs="*", default=None, help="subset of: " + "; ".join(VARIANTS))
+    parser.add_argument("--encoder", default=None, help="model name or folder (default: all-MiniLM-L6-v2)")
+    parser.add_argument("--out", default=None, help="write the markdown report here")
+    parser.add_argument("--json", default=None, help="write raw timings here")
+    parser.add_argument("--keep-env", action="store_true", help="do not set the allocator variables")
+    args = parser.parse_args(argv[1:])
+
+    import torch
+    import transformers
+
+    started = time.time()
+    load_start = _loadavg()
+    command = " ".join(f"{k}={v}" for k, v in ALLOCATOR_ENV.items() if os.environ.get(k) == v)
+    command = (command + " " if command else "") + " ".join(shlex.quote(a) for a in [Path(sys.executable).name, *argv])
+    table, raw, encoder, names = run(args)
+    device = (f"{_cpu_name()}, {os.cpu_count()} logical CPUs, torch {torch.__version__} "
+              f"({torch.get_num_threads()} threads), transformers {transformers.__version__}, "
+              f"Python {platform.python_version()}")
+    alloc = ", ".join(f"{k}={os.environ.get(k, '(unset)')}" for k in ALLOCATOR_ENV)
+    report = "\n".join([
+        "# Structure-aware attention: speed and memory on CPU",
+        "",
+        f"Command: `{command}`",
+        "",
+        f"Allocator: {alloc}",
+        "",
+        f"Device: {device}",
+        "",
+        f"Model: all-MiniLM-L6-v2 ({encoder}) as BertForSequenceClassification, batch {args.batch}, "
+        f"median of {args.reps} interleaved repetitions (2 warm-up steps each); ratio = median over repetitions of "
+        "variant time / mean of the stock (HF sdpa) runs just before and after it (S V1 S V2 S ...), "
+        "[25th-75th percentile] of those ratios in brackets. Train step = forward + backward + AdamW. "
+        "Peak memory = peak live tensor bytes a step allocates (torch.profiler memory trace), ratio to stock.",
+        "",
+        table,
+        "",
+        "Local density (share of real token pairs inside the SLA m=3 pattern): "
+        + ", ".join(f"seq {s}: {raw[s]['local_density']:.0%}" for s in raw),
+        "",
+        f"Wall time of the run: {(time.time() - started) / 60:.1f} min; load average (1, 5, 15 min) at start "
+        f"{load_start}, at end {_loadavg()} (other processes shared the machine; the [25th-75th percentile] "
+        "of the per-repetition ratios shows how much that moved them)",
+        "",
+    ])
+    print(report)
+    if args.out:
+        Path(args.out).parent.mkdir(parents=True, exist_ok=True)
+        Path(args.out).write_text(report)
+    if args.json:
+        Path(args.json).write_text(json.dumps({str(k): v for k, v in raw.items()}, indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

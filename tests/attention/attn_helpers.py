@@ -1,0 +1,75 @@
+"""Helpers for the attention tests: tiny random encoders (hidden 32, 2 layers, 4 heads) and masks."""
+from __future__ import annotations
+
+import warnings
+
+import torch
+
+HIDDEN, LAYERS, HEADS = 32, 2, 4
+
+COMMON = dict(vocab_size=100, hidden_size=HIDDEN, num_hidden_layers=LAYERS, num_attention_heads=HEADS,
+              intermediate_size=64, max_position_embeddings=64)
+
+
+def tiny_config(model_type: str = "bert", **overrides):
+    """A tiny random config (hidden 32, 2 layers, 4 heads) of one of the supported architectures."""
+    import transformers as T
+
+    if model_type == "bert":
+        cfg = T.BertConfig(**COMMON)
+    elif model_type == "roberta":
+        cfg = T.RobertaConfig(**COMMON, pad_token_id=1)
+    elif model_type == "xlm-roberta":
+        cfg = T.XLMRobertaConfig(**COMMON, pad_token_id=1)
+    elif model_type == "electra":
+        cfg = T.ElectraConfig(**COMMON, embedding_size=16)
+    elif model_type == "distilbert":
+        cfg = T.DistilBertConfig(vocab_size=100, dim=HIDDEN, n_layers=LAYERS, n_heads=HEADS, hidden_dim=64,
+                                 max_position_embeddings=64)
+    elif model_type == "albert":
+        cfg = T.AlbertConfig(**COMMON, embedding_size=16)
+    elif model_type == "modernbert":
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            cfg = T.ModernBertConfig(vocab_size=100, hidden_size=HIDDEN, num_hidden_layers=3, num_attention_heads=HEADS,
+                                     intermediate_size=64, max_position_embeddings=64, local_attention=4,
+                                     global_attn_every_n_layers=2, pad_token_id=0, bos_token_id=1, eos_token_id=2,
+                                     cls_token_id=1, sep_token_id=2)
+    else:
+        raise ValueError(model_type)
+    for key, value in overrides.items():
+        setattr(cfg, key, value)
+    return cfg
+
+
+def tiny_model(model_type: str = "bert", base: str = "sdpa", task: str = "base", seed: int = 0, **overrides):
+    """A tiny random model in eval mode with the stock attention ``base``."""
+    import transformers as T
+
+    torch.manual_seed(seed)
+    cfg = tiny_config(model_type, **overrides)
+    auto = {"base": T.AutoModel, "sequence-classification": T.AutoModelForSequenceClassification,
+            "token-classification": T.AutoModelForTokenClassification,
+            "question-answering": T.AutoModelForQuestionAnswering,
+            "multiple-choice": T.AutoModelForMultipleChoice}[task]
+    return auto.from_config(cfg, attn_implementation=base).eval()
+
+
+def random_batch(b: int = 3, t: int = 12, seed: int = 0, pad: bool = True):
+    """input_ids / attention_mask [b, t] (example 1 padded from position t-4) and a random structure mask
+    [b, t, t] (diagonal True)."""
+    g = torch.Generator().manual_seed(seed)
+    ids = torch.randint(3, 100, (b, t), generator=g)
+    att = torch.ones(b, t, dtype=torch.long)
+    if pad:
+        att[1, t - 4:] = 0
+    mask = torch.rand(b, t, t, generator=g) < 0.35
+    mask |= torch.eye(t, dtype=torch.bool)
+    return ids, att, mask
+
+
+def window_mask(b: int, t: int, k: int) -> torch.Tensor:
+    """|i - j| <= k as [b, t, t] bool."""
+    i = torch.arange(t)
+    return ((i[:, None] - i[None, :]).abs() <= k).expand(b, t, t).clone()
+

@@ -1,0 +1,82 @@
+"""The mechanism registry and its typed records."""
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from structattn.attention.mechanisms import MECHANISMS, MechanismConfig, describe, get_mechanism, option_names
+from structattn.errors import UserError
+
+
+def test_registry_names():
+    assert set(MECHANISMS) == {"sla", "wla", "hybrid", "sdoi", "global"}
+
+
+def test_paper_defaults():
+    sla = get_mechanism("sla")
+    assert (sla.relation, sla.m, sla.layers, sla.gate, sla.gate_has_bias, sla.gate_bias) == ("sla", 3, None, "token", True, 0.0)
+    assert sla.relation_options() == {"m": 3}
+    wla = get_mechanism("wla")
+    assert (wla.relation, wla.k) == ("window", 3) and wla.relation_options() == {"k": 3}
+    hybrid = get_mechanism("hybrid")
+    assert (hybrid.relation, hybrid.k, hybrid.layers, hybrid.gate_has_bias) == ("window", 1, 2, False)
+    assert get_mechanism("sdoi").relation == "sdoi"
+    assert get_mechanism("global").is_global and get_mechanism("global").relation_options() == {}
+
+
+def test_unknown_mechanism_lists_valid_names():
+    with pytest.raises(UserError) as err:
+        get_mechanism("slaa")
+    for name in MECHANISMS:
+        assert name in str(err.value)
+
+
+def test_unknown_option_lists_valid_options():
+    with pytest.raises(UserError, match="valid options") as err:
+        get_mechanism("sla", threshold=4)
+    assert "gate_bias" in str(err.value)
+
+
+@pytest.mark.parametrize("bad", [dict(gate="layer"), dict(kernel="flash"), dict(base="flex"), dict(m=-1),
+                                 dict(m=2.5), dict(layers=0), dict(layers=[]), dict(layers="all"),
+                                 dict(relation="nope"), dict(gate_bias=float("nan")), dict(relation="window", k=None)])
+def test_bad_values_fail_clearly(bad):
+    with pytest.raises(UserError):
+        get_mechanism("sla", **bad)
+
+
+def test_overrides_do_not_touch_the_registry():
+    custom = get_mechanism("sla", m=4, gate="head", gate_bias=-8.0, layers=[0, -1])
+    assert (custom.m, custom.gate, custom.gate_bias, custom.layers) == (4, "head", -8.0, [0, -1])
+    assert MECHANISMS["sla"].m == 3 and MECHANISMS["sla"].gate == "token"
+
+
+def test_layer_resolution():
+    assert get_mechanism("sla").layer_indices(6) == [0, 1, 2, 3, 4, 5]
+    assert get_mechanism("hybrid").layer_indices(6) == [0, 1]
+    assert get_mechanism("sla", layers=[0, -1, 5]).layer_indices(6) == [0, 5]
+    assert get_mechanism("global").layer_indices(6) == []
+    with pytest.raises(UserError):
+        get_mechanism("sla", layers=[6]).layer_indices(6)
+    with pytest.raises(UserError):
+        get_mechanism("hybrid", layers=7).layer_indices(6)
+
+
+def test_json_round_trip():
+    cfg = get_mechanism("hybrid", gate="head", kernel="exact")
+    data = json.loads(json.dumps(cfg.to_dict()))
+    back = MechanismConfig.from_dict({**data, "layer_indices": [0, 1], "future_field": 1})
+    assert back == cfg
+
+
+def test_record_and_dict_inputs():
+    cfg = get_mechanism("wla", k=5)
+    assert get_mechanism(cfg) == cfg and get_mechanism(cfg) is not cfg
+    assert get_mechanism(cfg.to_dict(), k=2).k == 2
+
+
+def test_option_names_and_describe():
+    assert {"m", "k", "layers", "gate", "gate_bias", "gate_has_bias", "kernel", "base"} <= set(option_names())
+    text = describe()
+    assert all(name in text for name in MECHANISMS)
