@@ -39,7 +39,7 @@ def run(args) -> int:
             raise UserError("--attention-models needs --sentence")
         maps = {}
         for item in args.attention_models:
-            label, eq, folder = item.partition("=")
+            label, eq, folder = item.rpartition("=")  # labels may hold "=" (e.g. "SLA (m=3)")
             if not eq:
                 raise UserError(f"--attention-models takes LABEL=DIR, got {item!r}")
             maps[label] = sentence_attention(folder, args.sentence.split())
