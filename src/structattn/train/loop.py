@@ -83,14 +83,14 @@ def model_task_name(kind: str) -> str:
             "tagging": "token-classification"}[kind]
 
 
-def structure_spec_for(cfg: TrainConfig) -> StructureSpec:
-    """The relation the configured mechanism needs, read from the mechanism registry."""
-    from ..attention.mechanisms import get_mechanism
+def structure_spec_for(model, cfg: TrainConfig) -> StructureSpec:
+    """The relation the model's installed mechanism needs (the model is the one source of truth)."""
+    from ..modeling import mechanism_of
     from ..structure import ExpansionRules
 
-    mech = get_mechanism(cfg.mechanism, **_mechanism_options(cfg))
-    relation = mech.relation  # None for the global mechanism: no structure mask at all
-    options = {"m": mech.m, "k": mech.k}
+    mech = mechanism_of(model)
+    relation = mech.relation if mech is not None else None  # None (global): no structure mask at all
+    options = {"m": mech.m, "k": mech.k} if mech is not None else {}
     return StructureSpec(relation=relation, options=options,
                          rules=ExpansionRules.for_relation(relation or "all"),
                          need_parents=cfg.lisa_weight > 0)
@@ -98,6 +98,9 @@ def structure_spec_for(cfg: TrainConfig) -> StructureSpec:
 
 def _mechanism_options(cfg: TrainConfig) -> dict:
     return {k: v for k, v in {"m": cfg.m, "k": cfg.k, "gate_bias": cfg.gate_bias}.items() if v is not None}
+
+
+BYTE_LEVEL_TYPES = ("roberta", "longformer", "bart", "gpt2")  # XLM-R is SentencePiece: no prefix space
 
 
 def load_model_and_tokenizer(cfg: TrainConfig, task, model_path: str | None = None):
@@ -118,9 +121,10 @@ def load_model_and_tokenizer(cfg: TrainConfig, task, model_path: str | None = No
             kwargs["label2id"] = {lab: i for i, lab in enumerate(task.label_list)}
     model = from_pretrained(name, task=model_task_name(task.kind), mechanism=cfg.mechanism,
                             **_mechanism_options(cfg), **kwargs)
+    # Byte-level BPE tokenizers need a prefix space to take pre-split words.
+    extra = {"add_prefix_space": True} if model.config.model_type in BYTE_LEVEL_TYPES else {}
     try:
-        tokenizer = AutoTokenizer.from_pretrained(name, use_fast=True, add_prefix_space=True) \
-            if _is_byte_level(name) else AutoTokenizer.from_pretrained(name, use_fast=True)
+        tokenizer = AutoTokenizer.from_pretrained(name, use_fast=True, **extra)
     except OSError as exc:
         raise UserError(f"cannot load a tokenizer from {name!r}: {exc}") from exc
     return model, tokenizer
@@ -151,7 +155,7 @@ class Trainer:
         if cfg.deterministic:
             torch.use_deterministic_algorithms(True, warn_only=True)
         self.model, self.tokenizer = load_model_and_tokenizer(cfg, self.task)
-        self.structure = structure_spec_for(cfg)
+        self.structure = structure_spec_for(self.model, cfg)
         self.label_list = list(self.task.label_list) if self.task.label_list else None
         self.label_to_id = {lab: i for i, lab in enumerate(self.label_list)} if self.label_list else None
         if cfg.lisa_weight > 0:
