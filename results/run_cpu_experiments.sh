@@ -1,13 +1,20 @@
 #!/usr/bin/env bash
 # The CPU experiments whose results are committed in results/*.jsonl and results/TABLES.md.
 # all-MiniLM-L6-v2 (offline default), 2-core CPU, torch 2.13. Each line appends one JSON line per run.
-# Runs are resumable: a finished (variant, lr, epochs, seed) is skipped when the script is started again.
+# Runs are resumable: a finished (variant, lr, epochs, seed, ...) is skipped when the script is started again.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 S=".venv/bin/structattn sweep --results-dir results --run-root runs/sweeps --eval-every 0 --batch-size 32 --learning-rate 5e-5"
 V="global wla:k=3 sla:m=3"
+# Session 1 (plain shuffled batches):
 $S --task cola  --variants $V --seeds 1 2 3 --epochs 2 --max-length 64
 $S --task sst2  --variants $V --seeds 1 2 3 --epochs 1 --max-length 64 --max-train-examples 10000
-$S --task rte   --variants $V --seeds 1 2 3 --epochs 3 --max-length 128
-$S --task cola  --variants lisa:w=1.0 --seeds 1 2 3 --epochs 2 --max-length 64
-$S --task mrpc  --variants $V --seeds 1 2 3 --epochs 3 --max-length 128
+# Session 2 onwards: batches of similar length (--group-by-length true), ~1.5-2.5x faster on these CPUs.
+G="--group-by-length true"
+$S --task mrpc      --variants $V --seeds 1 2 3 --epochs 3 --max-length 128 $G
+$S --task stsb      --variants $V --seeds 1 2 3 --epochs 3 --max-length 128 $G
+$S --task conll2003 --variants $V --seeds 1 2 3 --epochs 2 --max-length 128 $G
+$S --task fce       --variants $V --seeds 1 2 3 --epochs 1 --max-length 128 $G
+$S --task cola      --variants lisa:w=1.0 --seeds 1 2 3 --epochs 2 --max-length 64
+$S --task mrpc      --variants lisa:w=1.0 --seeds 1 2 3 --epochs 3 --max-length 128 $G
+$S --task rte       --variants $V --seeds 1 2 3 --epochs 3 --max-length 128 $G

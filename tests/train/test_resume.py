@@ -11,7 +11,7 @@ from fixtures import make_tiny_model, make_tiny_sst2
 pytestmark = pytest.mark.slow
 
 
-def _train(out_dir, model, data, cache, kill_at=None):
+def _train(out_dir, model, data, cache, kill_at=None, extra=()):
     env = dict(os.environ, STRUCTATTN_DATA=str(data), STRUCTATTN_CACHE=str(cache), PYTHONHASHSEED="0")
     env.pop("STRUCTATTN_KILL_AT_STEP", None)
     if kill_at is not None:
@@ -19,7 +19,7 @@ def _train(out_dir, model, data, cache, kill_at=None):
     cmd = [sys.executable, "-m", "structattn.cli", "train", "--task", "sst2", "--model", str(model),
            "--mechanism", "wla", "--k", "2", "--output-dir", str(out_dir), "--epochs", "3", "--batch-size", "8",
            "--eval-every", "5", "--seed", "3", "--learning-rate", "1e-3", "--deterministic", "true",
-           "--max-length", "32", "--stride", "8"]
+           "--max-length", "32", "--stride", "8", *extra]
     return subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=300)
 
 
@@ -28,21 +28,22 @@ def _final(out_dir):
     return state
 
 
-def test_sigkill_mid_epoch_then_resume_matches_uninterrupted(tmp_path):
+@pytest.mark.parametrize("extra", [(), ("--group-by-length", "true")], ids=["shuffled", "length-grouped"])
+def test_sigkill_mid_epoch_then_resume_matches_uninterrupted(tmp_path, extra):
     model = make_tiny_model(tmp_path / "model")
     data = make_tiny_sst2(tmp_path / "data")
     cache = tmp_path / "cache"
 
-    straight = _train(tmp_path / "a", model, data, cache)
+    straight = _train(tmp_path / "a", model, data, cache, extra=extra)
     assert straight.returncode == 0, straight.stderr[-3000:]
 
     # 64 examples / batch 8 = 8 steps per epoch; step 13 is mid-epoch 2, after the checkpoint of step 10.
-    killed = _train(tmp_path / "b", model, data, cache, kill_at=13)
+    killed = _train(tmp_path / "b", model, data, cache, kill_at=13, extra=extra)
     assert killed.returncode == -9, killed.stderr[-3000:]
     assert (tmp_path / "b" / "checkpoint-10" / "trainer_state.json").is_file()
     assert not (tmp_path / "b" / "trainer_state.json").exists()
 
-    resumed = _train(tmp_path / "b", model, data, cache)
+    resumed = _train(tmp_path / "b", model, data, cache, extra=extra)
     assert resumed.returncode == 0, resumed.stderr[-3000:]
 
     a, b = _final(tmp_path / "a"), _final(tmp_path / "b")

@@ -77,3 +77,20 @@ def test_model_folder_without_weights_is_a_clear_error(env, capsys, tmp_path):
     (folder / "train_config.json").write_text("{}")
     assert main(["evaluate", str(folder)]) == 2
     assert "no model weights" in capsys.readouterr().err
+
+
+def test_an_output_dir_is_not_resumed_with_other_settings(env, capsys):
+    tmp, model = env
+    out = tmp / "run"
+    args = ["train", "--task", "sst2", "--model", str(model), "--output-dir", str(out), "--epochs", "1",
+            "--batch-size", "8", "--eval-every", "2", "--max-length", "32", "--stride", "8"]
+    assert main(args) == 0
+    first = json.loads(capsys.readouterr().out)
+    # another seed in the same folder would silently return (or continue) the first run: refused, naming the key
+    assert main(args + ["--seed", "7"]) == 2
+    err = capsys.readouterr().err
+    assert "seed: 42 -> 7" in err and "--output-dir" in err
+    assert json.loads((out / "train_config.json").read_text())["seed"] == 42  # nothing overwritten
+    # settings that do not change the computation may differ
+    assert main(args + ["--log-every", "3"]) == 0
+    assert json.loads(capsys.readouterr().out)["best"] == first["best"]

@@ -41,6 +41,7 @@ class TrainConfig:
     eval_batch_size: int = 64
     grad_accum: int = 1
     max_length: int = 128
+    group_by_length: bool = False  # batch examples of similar length together (less padding, faster on CPU)
     stride: int = 32
     eval_every: int = 500  # optimizer steps; 0 = once per epoch
     patience: int = 0  # evaluations without improvement before stopping; 0 = never stop early

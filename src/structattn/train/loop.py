@@ -15,6 +15,7 @@ import math
 import os
 import signal
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -46,6 +47,34 @@ class EpochPermutationSampler(Sampler[int]):
 
     def __len__(self) -> int:
         return self.n
+
+
+class LengthGroupedSampler(EpochPermutationSampler):
+    """A (seed, epoch) permutation in which each run of ``batch_size`` indices has similar lengths.
+
+    Less padding per batch, the same examples per epoch: the permutation is cut into groups of
+    ``group_batches * batch_size``, each group sorted by length (longest first) and cut into batches,
+    and the order of the full batches shuffled. The one short batch (``n % batch_size``) stays last,
+    because the DataLoader cuts the index stream into batches in order.
+
+    lengths: [n] token count of every feature.
+    """
+
+    def __init__(self, lengths: Sequence[int], batch_size: int, seed: int, group_batches: int = 50):
+        super().__init__(len(lengths), seed)
+        self.lengths = list(lengths)
+        self.batch_size, self.group = batch_size, group_batches * batch_size
+
+    def __iter__(self):
+        g = torch.Generator().manual_seed(self.seed * 1000003 + self.epoch)
+        perm = torch.randperm(self.n, generator=g).tolist()
+        ordered = []
+        for start in range(0, self.n, self.group):
+            ordered += sorted(perm[start:start + self.group], key=lambda i: -self.lengths[i])
+        n_full = self.n // self.batch_size
+        batches = [ordered[b * self.batch_size:(b + 1) * self.batch_size] for b in range(n_full)]
+        order = torch.randperm(n_full, generator=g).tolist()
+        return iter([i for b in order for i in batches[b]] + ordered[n_full * self.batch_size:])
 
 
 @dataclass
@@ -245,10 +274,14 @@ class Trainer:
     def train(self) -> dict:
         cfg, acc = self.cfg, self.accelerator
         self.out.mkdir(parents=True, exist_ok=True)
+        self._check_resumable(latest_checkpoint(self.out))
         cfg.save(self.out / "train_config.json")
         train_examples, train_feats = self.features("train", cfg.max_train_examples)
         eval_examples, eval_feats = self.features(cfg.eval_split, cfg.max_eval_examples)
-        sampler = EpochPermutationSampler(len(train_feats), cfg.seed)
+        if cfg.group_by_length:
+            sampler = LengthGroupedSampler([len(f["input_ids"]) for f in train_feats], cfg.batch_size, cfg.seed)
+        else:
+            sampler = EpochPermutationSampler(len(train_feats), cfg.seed)
         # The loader gets a private generator: creating an iterator draws a seed from it, and drawing from
         # the global RNG instead would shift every dropout mask after a resume.
         loader = DataLoader(train_feats, batch_size=cfg.batch_size, sampler=sampler, collate_fn=self.collator(),
@@ -369,6 +402,24 @@ class Trainer:
             self.tokenizer.save_pretrained(tmp)
             self.cfg.save(tmp / "train_config.json")
             atomic_write_json(tmp / "metrics.json", metrics)
+
+    # Settings that do not change what a run computes; anything else must match to resume.
+    _RESUME_FREE = frozenset({"output_dir", "log_every", "eval_batch_size", "save_checkpoints", "keep_best_model",
+                              "extra"})
+
+    def _check_resumable(self, ckpt: Path | None) -> None:
+        """Refuse to resume a checkpoint that another configuration wrote (it would mix two runs)."""
+        saved_path = self.out / "train_config.json"
+        if ckpt is None or not saved_path.is_file():
+            return
+        saved = TrainConfig.load(saved_path)
+        diffs = [f"{k}: {getattr(saved, k)!r} -> {getattr(self.cfg, k)!r}"
+                 for k in sorted(vars(self.cfg)) if k not in self._RESUME_FREE
+                 and getattr(saved, k) != getattr(self.cfg, k)]
+        if diffs:
+            raise UserError(f"{self.out} holds a run ({ckpt.name}) with other settings ({'; '.join(diffs)}); "
+                            "resuming it would mix two runs. Give a new --output-dir, or delete that folder "
+                            "to start over.")
 
     def _summary(self, state: TrainerState) -> dict:
         best = next((h for h in state.history if h["step"] == state.best_step), {})

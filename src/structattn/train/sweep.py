@@ -76,6 +76,8 @@ def run_grid(base: TrainConfig, variants: list[str], seeds: list[int], learning_
     for variant, lr, ep, seed in itertools.product(variants, learning_rates, epochs, seeds):
         opts = parse_variant(variant)
         name = f"{base.task}-{variant.replace(':', '_').replace(',', '_').replace('=', '')}-lr{lr}-ep{ep}-s{seed}"
+        name += (f"-n{base.max_train_examples}" if base.max_train_examples else "") + \
+            ("-grouped" if base.group_by_length else "")
         cfg = replace(base, learning_rate=lr, epochs=ep, seed=seed, output_dir=str(run_root / name), **opts)
         key = _key(cfg)
         if key in done:
@@ -85,7 +87,7 @@ def run_grid(base: TrainConfig, variants: list[str], seeds: list[int], learning_
         summary = Trainer(cfg).train()
         summary.update(variant=variant, label=variant_label(summary), wall_s=round(time.time() - t0, 1),
                        command=command, max_train_examples=cfg.max_train_examples, batch_size=cfg.batch_size,
-                       max_length=cfg.max_length, finished_at=time.strftime("%Y-%m-%dT%H:%M:%S"))
+                       max_length=cfg.max_length, group_by_length=cfg.group_by_length, finished_at=time.strftime("%Y-%m-%dT%H:%M:%S"))
         append_jsonl(out_file, summary)
         summaries.append(summary)
         print(f"{name}: {summary['main_metric']}={summary['best']:.4f}", file=sys.stderr)
@@ -95,7 +97,8 @@ def run_grid(base: TrainConfig, variants: list[str], seeds: list[int], learning_
 def _key(cfg_or_record) -> tuple:
     get = (lambda k: getattr(cfg_or_record, k, None)) if not isinstance(cfg_or_record, dict) else cfg_or_record.get
     return (get("task"), get("mechanism"), get("m"), get("k"), float(get("lisa_weight") or 0),
-            float(get("learning_rate")), float(get("epochs")), int(get("seed")), int(get("max_train_examples") or 0))
+            float(get("learning_rate")), float(get("epochs")), int(get("seed")), int(get("max_train_examples") or 0),
+            bool(get("group_by_length")))
 
 
 def _done_keys(path: Path) -> set:
