@@ -58,3 +58,36 @@ def test_best_config_is_best_mean_and_table_has_p_values():
     assert "91.00 ± 1.00 (n=3)" in table and "94.00 ± 1.00 (n=3)" in table
     p = welch_p([93, 94, 95], [90, 91, 92])
     assert f"{p:.3f}" in table
+
+
+def test_columns_name_the_main_metric_and_every_metric_is_reported():
+    def mrpc(mech, seed, acc, f1, **kw):
+        return _run("mrpc", mech, seed, f1, main_metric="f1", best_metrics={"accuracy": acc, "f1": f1,
+                                                                         "gate_means": [0.5]}, **kw)
+    runs = [mrpc("global", 1, .70, .80), mrpc("global", 2, .72, .82), mrpc("sla", 1, .74, .84, m=3),
+            mrpc("sla", 2, .76, .86, m=3)]
+    table = markdown_table(runs)
+    assert "| variant | MRPC (f1) | Average |" in table
+    assert "| baseline | 81.00 ± 1.41 (n=2) | 81.00 |" in table
+    # both metrics of the selected runs, gates left out
+    assert "| variant | accuracy | f1 |" in table
+    assert "| baseline | 71.00 ± 1.41 | 81.00 ± 1.41 |" in table
+    assert "| SLA (m=3) | 75.00 ± 1.41 | 85.00 ± 1.41 |" in table
+    assert "gate_means" not in table
+
+
+def test_runs_on_different_training_data_never_share_a_column():
+    runs = [_run("sst2", "global", s, v, max_train_examples=10000) for s, v in [(1, .95), (2, .96)]]
+    runs += [_run("sst2", "global", s, v) for s, v in [(1, .90), (2, .91)]]
+    runs += [_run("sst2", "sla", s, v, m=3, max_train_examples=10000) for s, v in [(1, .97), (2, .98)]]
+    runs += [_run("cola", "global", s, v, main_metric="mcc") for s, v in [(1, .20), (2, .22)]]
+    runs += [_run("cola", "sla", s, v, m=3, main_metric="mcc") for s, v in [(1, .24), (2, .26)]]
+    best = best_configs(runs)
+    assert best[("sst2", "baseline")]["scores"] == [90.0, 91.0]
+    assert best[("sst2:first10000", "baseline")]["scores"] == [95.0, 96.0]
+    assert ("sst2", "SLA (m=3)") not in best
+    table = markdown_table(runs)
+    assert "| variant | CoLA (mcc) | SST-2 | SST-2, first 10,000 | Average |" in table
+    # the average runs over full-data columns only, and only where the variant has them all
+    assert "| baseline | 21.00 ± 1.41 (n=2) | 90.50 ± 0.71 (n=2) | 95.50 ± 0.71 (n=2) | 55.75 |" in table
+    assert "| SLA (m=3) | 25.00 ± 1.41 (n=2) | – | 97.50 ± 0.71 (n=2) | – |" in table
