@@ -162,7 +162,10 @@ def from_pretrained(name_or_path: str, task: str = "base", mechanism: str | Mech
                         "(structattn sets the attention implementation itself)")
     from transformers import AutoConfig
 
-    config, model_kwargs = AutoConfig.from_pretrained(name_or_path, return_unused_kwargs=True, **options)
+    try:
+        config, model_kwargs = AutoConfig.from_pretrained(name_or_path, return_unused_kwargs=True, **options)
+    except OSError as exc:
+        raise UserError(_load_error(name_or_path, exc)) from exc
     saved = getattr(config, "structattn", None)
     if isinstance(saved, dict) and (mechanism is None or mechanism == saved.get("name")):
         mech = MechanismConfig.from_dict(saved).replace(**mech_opts)
@@ -173,11 +176,20 @@ def from_pretrained(name_or_path: str, task: str = "base", mechanism: str | Mech
             model_kwargs[key] = hub[key]
     cls = _auto_class(task)
     with _quiet_gate_keys(_auto_model_class(cls, config)):
-        model = cls.from_pretrained(name_or_path, config=config, attn_implementation=mech.base, **model_kwargs)
+        try:
+            model = cls.from_pretrained(name_or_path, config=config, attn_implementation=mech.base, **model_kwargs)
+        except OSError as exc:  # e.g. a folder with config.json but no weights
+            raise UserError(_load_error(name_or_path, exc)) from exc
     install(model, mech)
     if isinstance(saved, dict) and saved.get("name") == mech.name:
         load_gate_weights(model, name_or_path, **hub)
     return model
+
+
+def _load_error(name_or_path: str, exc: OSError) -> str:
+    return (f"cannot load a model from {name_or_path!r}: {exc} Give a folder holding config.json and the weights "
+            "(model.safetensors or pytorch_model.bin), e.g. the best/ folder of a `structattn train` run, or a "
+            "Hugging Face model name (needs network access or a filled Hugging Face cache).")
 
 
 def _auto_model_class(auto_cls, config):

@@ -94,3 +94,15 @@ def test_an_output_dir_is_not_resumed_with_other_settings(env, capsys):
     # settings that do not change the computation may differ
     assert main(args + ["--log-every", "3"]) == 0
     assert json.loads(capsys.readouterr().out)["best"] == first["best"]
+
+
+def test_a_model_folder_without_weights_is_a_clear_error(env, capsys):
+    tmp, model = env
+    for weights in model.glob("*.safetensors"):
+        weights.unlink()
+    out = tmp / "run"
+    assert main(["train", "--task", "sst2", "--model", str(model), "--output-dir", str(out), "--max-steps", "1"]) == 2
+    err = capsys.readouterr().err
+    assert f"cannot load a model from {str(model)!r}" in err and "model.safetensors" in err
+    assert "Traceback" not in err
+    assert not out.exists()

@@ -159,15 +159,6 @@ def load_model_and_tokenizer(cfg: TrainConfig, task, model_path: str | None = No
     return model, tokenizer
 
 
-def _is_byte_level(name: str) -> bool:
-    from transformers import AutoConfig
-    try:
-        mt = AutoConfig.from_pretrained(name).model_type
-    except Exception:
-        return False
-    return mt in ("roberta", "xlm-roberta", "longformer", "bart", "gpt2", "deberta")
-
-
 class Trainer:
     """Fine-tunes one configuration; see module docstring."""
 
