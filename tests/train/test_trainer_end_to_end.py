@@ -106,3 +106,21 @@ def test_a_model_folder_without_weights_is_a_clear_error(env, capsys):
     assert f"cannot load a model from {str(model)!r}" in err and "model.safetensors" in err
     assert "Traceback" not in err
     assert not out.exists()
+
+
+def test_sweep_appends_one_line_per_run_seed_major_and_skips_finished_runs(env, capsys):
+    tmp, model = env
+    args = ["sweep", "--task", "sst2", "--model", str(model), "--variants", "global", "sla:m=2", "--seeds", "1", "2",
+            "--max-steps", "1", "--epochs", "1", "--batch-size", "8", "--max-length", "32", "--stride", "8",
+            "--results-dir", str(tmp / "results"), "--run-root", str(tmp / "runs"), "--group-by-length", "true"]
+    assert main(args) == 0
+    lines = [json.loads(l) for l in (tmp / "results" / "sst2.jsonl").read_text().splitlines()]
+    assert [(r["seed"], r["label"]) for r in lines] == [(1, "baseline"), (1, "SLA (m=2)"),
+                                                        (2, "baseline"), (2, "SLA (m=2)")]
+    assert all(r["group_by_length"] and "sweep" in r["command"] for r in lines)
+    assert all(0.0 <= r["best"] <= 1.0 for r in lines)
+    assert sorted(p.name for p in (tmp / "runs").iterdir())[0] == "sst2-global-lr3e-05-ep1.0-s1-grouped"
+    capsys.readouterr()
+    assert main(args) == 0  # everything done: nothing trained, nothing appended
+    assert len((tmp / "results" / "sst2.jsonl").read_text().splitlines()) == 4
+    assert capsys.readouterr().err.count("skip (already in") == 4

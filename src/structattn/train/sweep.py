@@ -65,7 +65,7 @@ def variant_label(record: dict) -> str:
 def run_grid(base: TrainConfig, variants: list[str], seeds: list[int], learning_rates: list[float],
              epochs: list[float], results_dir: Path, run_root: Path, *, command: str | None = None,
              skip_done: bool = True) -> list[dict]:
-    """Run every (variant, lr, epochs, seed) combination; append each result as one JSON line."""
+    """Run every (seed, variant, lr, epochs) combination; append each result as one JSON line."""
     from .loop import Trainer
 
     results_dir = Path(results_dir)
@@ -73,7 +73,8 @@ def run_grid(base: TrainConfig, variants: list[str], seeds: list[int], learning_
     done = _done_keys(out_file) if skip_done else set()
     command = command or " ".join(shlex.quote(a) for a in sys.argv)
     summaries = []
-    for variant, lr, ep, seed in itertools.product(variants, learning_rates, epochs, seeds):
+    # Seeds outermost: a sweep stopped part-way has every variant on its first seeds, not one variant on all.
+    for seed, variant, lr, ep in itertools.product(seeds, variants, learning_rates, epochs):
         opts = parse_variant(variant)
         name = f"{base.task}-{variant.replace(':', '_').replace(',', '_').replace('=', '')}-lr{lr}-ep{ep}-s{seed}"
         name += (f"-n{base.max_train_examples}" if base.max_train_examples else "") + \
