@@ -40,6 +40,7 @@ def main(argv: list[str] | None = None) -> int:
     _quiet_libraries()
     parser = build_parser()
     args = parser.parse_args(argv)
+    args.argv = list(sys.argv[1:] if argv is None else argv)  # recorded beside results as the exact command
     if not getattr(args, "func", None):
         parser.print_help()
         return 2

@@ -22,7 +22,9 @@ def test_parse_variant():
 
 def test_labels():
     assert variant_label({"mechanism": "global"}) == "baseline"
-    assert variant_label({"mechanism": "global", "lisa_weight": 1.0}) == "LISA"
+    # the weight is part of the name: runs with different weights are different rows
+    assert variant_label({"mechanism": "global", "lisa_weight": 1.0}) == "LISA (w=1)"
+    assert variant_label({"mechanism": "sla", "m": 3, "lisa_weight": 0.1}) == "SLA (m=3) + LISA (w=0.1)"
     assert variant_label({"mechanism": "sla", "m": 4}) == "SLA (m=4)"
     assert variant_label({"mechanism": "wla", "k": None}) == "WLA (k=3)"
 

@@ -65,6 +65,7 @@ def test_tagging_with_lisa_maps_labels_back_to_words(env, capsys):
                  "--max-length", "32", "--stride", "8", "--eval-every", "0"]) == 0
     summary = json.loads(capsys.readouterr().out)
     assert summary["main_metric"] == "f1" and summary["lisa_weight"] == 0.5
+    assert 0.0 <= summary["best_metrics"]["lisa_parent_accuracy"] <= 1.0  # the supervised head, measured on dev
     preds = tmp / "p.jsonl"
     assert main(["predict", str(out / "best"), "--split", "test", "--output", str(preds)]) == 0
     first = json.loads(preds.read_text().splitlines()[0])
@@ -96,7 +97,7 @@ def test_an_output_dir_is_not_resumed_with_other_settings(env, capsys):
     assert json.loads(capsys.readouterr().out)["best"] == first["best"]
 
 
-def test_a_model_folder_without_weights_is_a_clear_error(env, capsys):
+def test_training_from_a_model_folder_without_weights_is_a_clear_error(env, capsys):
     tmp, model = env
     for weights in model.glob("*.safetensors"):
         weights.unlink()
@@ -117,7 +118,7 @@ def test_sweep_appends_one_line_per_run_seed_major_and_skips_finished_runs(env, 
     lines = [json.loads(l) for l in (tmp / "results" / "sst2.jsonl").read_text().splitlines()]
     assert [(r["seed"], r["label"]) for r in lines] == [(1, "baseline"), (1, "SLA (m=2)"),
                                                         (2, "baseline"), (2, "SLA (m=2)")]
-    assert all(r["group_by_length"] and "sweep" in r["command"] for r in lines)
+    assert all(r["group_by_length"] and r["command"] == "structattn " + " ".join(args) for r in lines)
     assert all(0.0 <= r["best"] <= 1.0 for r in lines)
     assert sorted(p.name for p in (tmp / "runs").iterdir())[0] == "sst2-global-lr3e-05-ep1.0-s1-grouped"
     capsys.readouterr()

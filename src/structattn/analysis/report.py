@@ -39,7 +39,7 @@ def load_runs(results_dir: Path) -> list[dict]:
         for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
             if line.strip():
                 rec = json.loads(line)
-                rec.setdefault("label", variant_label(rec))
+                rec["label"] = variant_label(rec)  # from the run's settings, so old lines follow label changes
                 rec["_source"] = f"{path.name}:{n}"
                 runs.append(rec)
     return runs

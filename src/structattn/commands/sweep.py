@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 import shlex
-import sys
 from pathlib import Path
 
 
@@ -26,7 +25,7 @@ def run(args) -> int:
     from ..train.sweep import run_grid
 
     base = config_from_args(args)
-    command = "structattn " + " ".join(shlex.quote(a) for a in sys.argv[1:])
+    command = "structattn " + " ".join(shlex.quote(a) for a in args.argv)
     run_grid(base, args.variants, args.seeds, args.learning_rates or [base.learning_rate],
              args.epoch_grid or [base.epochs], Path(args.results_dir), Path(args.run_root), command=command)
     return 0

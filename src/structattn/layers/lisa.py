@@ -48,6 +48,7 @@ class LisaSupervision:
         self._targets = None
         self._pad = None
         self._losses: list[torch.Tensor] = []
+        self._count, self._hits, self._total = False, 0, 0
         for m in self.modules:
             m.register_forward_pre_hook(self._hook, with_kwargs=True)
 
@@ -63,18 +64,34 @@ class LisaSupervision:
         logits = q @ k.transpose(1, 2) / d ** 0.5  # [b, T, T]
         logits = logits.masked_fill(~self._pad[:, None, :], torch.finfo(logits.dtype).min)
         self._losses.append(F.cross_entropy(logits.flatten(0, 1).float(), self._targets.flatten(), ignore_index=-100))
+        if self._count:
+            with torch.no_grad():
+                valid = self._targets != -100
+                self._hits += int(((logits.argmax(-1) == self._targets) & valid).sum())
+                self._total += int(valid.sum())
         return None
 
     @contextmanager
-    def capture(self, parent_targets: torch.Tensor, attention_mask: torch.Tensor):
-        """Record losses during one forward pass. ``parent_targets`` ``[b, T]``, ``attention_mask`` ``[b, T]``."""
+    def capture(self, parent_targets: torch.Tensor, attention_mask: torch.Tensor, count_hits: bool = False):
+        """Record losses during one forward pass. ``parent_targets`` ``[b, T]``, ``attention_mask`` ``[b, T]``.
+
+        ``count_hits``: also count how often the supervised head's strongest key is the parent
+        (summed over layers and passes until :meth:`parent_accuracy` is read)."""
         self._targets = parent_targets.to(attention_mask.device)
         self._pad = attention_mask.bool()
         self._losses = []
+        self._count = count_hits
         try:
             yield self
         finally:
-            self._targets = None
+            self._targets, self._count = None, False
+
+    def parent_accuracy(self) -> float | None:
+        """Fraction of supervised tokens whose supervised head attends most to the parent (all layers),
+        counted since the last call; None when nothing was counted."""
+        acc = self._hits / self._total if self._total else None
+        self._hits = self._total = 0
+        return acc
 
     def loss(self) -> torch.Tensor:
         if not self._losses:

@@ -235,9 +235,12 @@ class Trainer:
             chunk = feats[start:start + bs]
             batch = collate(chunk)
             batch.pop("labels", None)
-            batch.pop("parent_targets", None)
+            parents = batch.pop("parent_targets", None)
             batch = {k: v.to(self.accelerator.device) for k, v in batch.items()}
-            with record(model) if track else nullcontext() as rec:
+            # During training evaluations, also measure how well the LISA head finds the parents.
+            lisa = self.lisa.capture(parents, batch["attention_mask"], count_hits=True) \
+                if gate_stats is not None and self.lisa is not None and parents is not None else nullcontext()
+            with record(model) if track else nullcontext() as rec, lisa:
                 logits = model(**batch).logits.float().cpu().numpy()
             if track:
                 real = batch["attention_mask"].float()
@@ -251,6 +254,10 @@ class Trainer:
         if track:
             gate_stats["gate_means"] = [round(sums[k] / counts[k], 5) for k in sorted(sums)]
             gate_stats["gate_layers"] = sorted(sums)
+        if gate_stats is not None and self.lisa is not None:
+            hits = self.lisa.parent_accuracy()
+            if hits is not None:
+                gate_stats["lisa_parent_accuracy"] = round(hits, 5)
         return outs
 
     def evaluate(self, examples, feats, with_gates: bool = False) -> dict:

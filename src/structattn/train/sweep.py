@@ -46,11 +46,11 @@ def parse_variant(text: str) -> dict:
 
 
 def variant_label(record: dict) -> str:
-    """The display name of a run's variant, e.g. ``SLA (m=3)``, ``WLA (k=4)``, ``LISA``."""
+    """The display name of a run's variant, e.g. ``SLA (m=3)``, ``WLA (k=4)``, ``LISA (w=1)``."""
     mech = record.get("mechanism", "global")
     lisa = record.get("lisa_weight") or 0
     if mech == "global":
-        base = "baseline" if not lisa else "LISA"
+        base = "baseline" if not lisa else f"LISA (w={lisa:g})"
     elif mech == "sla":
         base = f"SLA (m={record.get('m') if record.get('m') is not None else 3})"
     elif mech == "wla":
@@ -58,7 +58,7 @@ def variant_label(record: dict) -> str:
     else:
         base = mech
     if lisa and mech != "global":
-        base += " + LISA"
+        base += f" + LISA (w={lisa:g})"
     return base
 
 
