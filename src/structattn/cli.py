@@ -34,6 +34,7 @@ def _quiet_libraries() -> None:
 
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
     os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
+    os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")  # the per-load "Loading weights" bar; ours stay
 
 
 def main(argv: list[str] | None = None) -> int:

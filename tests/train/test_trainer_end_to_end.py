@@ -51,6 +51,7 @@ def test_sla_classification_train_evaluate_predict(env, capsys):
     assert main(["evaluate", str(out / "best"), "--split", "dev"]) == 0
     ev = json.loads(capsys.readouterr().out)
     assert ev["accuracy"] == pytest.approx(summary["best_metrics"]["accuracy"])
+    assert ev["gate_means"] == pytest.approx(gates, abs=1e-5)  # the same model, the same dev set
     preds = tmp / "preds.jsonl"
     assert main(["predict", str(out / "best"), "--split", "dev", "--output", str(preds)]) == 0
     lines = [json.loads(l) for l in preds.read_text().splitlines()]

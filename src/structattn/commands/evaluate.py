@@ -40,6 +40,6 @@ def run(args) -> int:
     examples, feats = trainer.features(args.split, args.limit)
     if not trainer.task.has_labels(args.split):
         raise UserError(f"split {args.split!r} of {trainer.task.name} has no labels; use `structattn predict`")
-    metrics = trainer.evaluate(examples, feats)
+    metrics = trainer.evaluate(examples, feats, with_gates=True)  # + mean gate per layer, LISA parent accuracy
     print(json.dumps({"task": trainer.task.name, "split": args.split, "n": len(examples), **metrics}, indent=2))
     return 0
