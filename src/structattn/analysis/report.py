@@ -20,17 +20,27 @@ TASK_NAMES = {"cola": "CoLA", "sst2": "SST-2", "mrpc": "MRPC", "stsb": "STS-B", 
               "conll2003": "CoNLL-2003", "fce": "FCE", "ud_pos": "EWT UPOS"}
 
 
+def _split_column(column: str) -> tuple[str, int]:
+    """``"sst2:first10000"`` -> ``("sst2", 10000)``; ``"cola"`` -> ``("cola", 0)`` (inverse of :func:`column_of`)."""
+    task, _, first = column.partition(":first")
+    return task, int(first or 0)
+
+
+def _column_name(column: str, suffix: str = "") -> str:
+    task, first = _split_column(column)
+    return TASK_NAMES.get(task, task) + (f", first {first:,}{suffix}" if first else "")
+
+
 def column_title(column: str, runs: list[dict]) -> str:
     """``"MRPC (f1)"``, ``"SST-2, first 10,000 (accuracy)"``: the data and the metric the cells hold."""
-    task, _, first = column.partition(":first")
+    task, _ = _split_column(column)
     metric = next((r.get("main_metric") for r in runs if r["task"] == task and r.get("main_metric")), None)
-    name = TASK_NAMES.get(task, task) + (f", first {int(first):,}" if first else "")
-    return f"{name} ({metric})" if metric else name
+    return f"{_column_name(column)} ({metric})" if metric else _column_name(column)
 
 
 def _column_order(column: str) -> tuple:
-    task, _, first = column.partition(":first")
-    return (TASK_ORDER.index(task) if task in TASK_ORDER else len(TASK_ORDER), task, -int(first or 10**12))
+    task, first = _split_column(column)
+    return (TASK_ORDER.index(task) if task in TASK_ORDER else len(TASK_ORDER), task, -(first or 10**12))
 
 
 def load_runs(results_dir: Path) -> list[dict]:
@@ -146,8 +156,7 @@ def _secondary_metrics(best: dict, tasks: list[str], labels: list[str]) -> list[
             continue
         if not lines:
             lines = ["", "All metrics of the selected runs (mean ± std over the same seeds):"]
-        task, _, first = t.partition(":first")
-        lines += ["", TASK_NAMES.get(task, task) + (f", first {int(first):,} train examples" if first else "") + ":", "", "| variant | " + " | ".join(names) + " |",
+        lines += ["", _column_name(t, " train examples") + ":", "", "| variant | " + " | ".join(names) + " |",
                   "|" + "---|" * (len(names) + 1)]
         for label in labels:
             b = best.get((t, label))

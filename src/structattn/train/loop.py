@@ -272,7 +272,8 @@ class Trainer:
     def train(self) -> dict:
         cfg, acc = self.cfg, self.accelerator
         self.out.mkdir(parents=True, exist_ok=True)
-        self._check_resumable(latest_checkpoint(self.out))
+        ckpt = latest_checkpoint(self.out)
+        self._check_resumable(ckpt)
         cfg.save(self.out / "train_config.json")
         train_examples, train_feats = self.features("train", cfg.max_train_examples)
         eval_examples, eval_feats = self.features(cfg.eval_split, cfg.max_eval_examples)
@@ -298,7 +299,6 @@ class Trainer:
         eval_every = cfg.eval_every or steps_per_epoch
 
         state = TrainerState()
-        ckpt = latest_checkpoint(self.out)
         if ckpt is not None:
             acc.load_state(str(ckpt))
             state = TrainerState.load(ckpt / "trainer_state.json")
