@@ -1,6 +1,6 @@
 import numpy as np
 
-from structattn.analysis.figures import plot_gate_means, word_attention
+from structattn.analysis.figures import gate_curves, plot_gate_means, word_attention
 
 
 def test_word_attention_merges_subwords():
@@ -21,3 +21,15 @@ def test_gate_figure_written_only_with_data(tmp_path):
             for m, lab in [("sla", "SLA (m=3)"), ("wla", "WLA (k=3)")] for s in range(2)]
     assert plot_gate_means(runs, ["sst2", "fce"], tmp_path / "f.png")
     assert (tmp_path / "f.png").stat().st_size > 2000
+
+
+def test_gate_curves_keep_training_sets_apart():
+    def run(seed, limit):
+        return {"task": "sst2", "mechanism": "sla", "label": "SLA (m=3)", "max_train_examples": limit,
+                "best_metrics": {"gate_means": [0.1 * seed + limit / 1e5, 0.5]}}
+    runs = [run(1, 0), run(2, 0), run(1, 10000)]
+    full = gate_curves(runs, "sst2")["SLA (m=3)"]
+    first = gate_curves(runs, "sst2:first10000")["SLA (m=3)"]
+    assert full.shape == (2, 2) and np.allclose(full[:, 0], [0.1, 0.2])
+    assert first.shape == (1, 2) and np.allclose(first[:, 0], [0.2])
+    assert gate_curves(runs, "fce") == {}

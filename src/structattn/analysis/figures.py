@@ -1,8 +1,10 @@
 """The SLA paper's analysis figures.
 
 - Figure 2: mean gate value per layer (averaged over the real tokens of the dev set, then over seeds),
-  SLA vs WLA, one panel per task. Read from ``best_metrics.gate_means`` of the runs in results/*.jsonl
-  (recorded at the evaluation that gave the best checkpoint).
+  SLA vs WLA, one panel per report column (a task and its training data, e.g. ``sst2`` or
+  ``sst2:first10000``: runs trained on different data never share a panel). Read from
+  ``best_metrics.gate_means`` of the runs in results/*.jsonl (recorded at the evaluation that gave the
+  best checkpoint).
 - Figure 3: the mixed attention of one sentence averaged over heads and layers, [CLS]/[SEP] excluded,
   sub-words merged into words (rows averaged, columns summed), side by side for several models.
 """
@@ -14,6 +16,8 @@ from typing import Sequence
 
 import numpy as np
 
+from .report import column_name, column_of
+
 COLORS = {"SLA": "tab:red", "WLA": "tab:blue"}
 
 
@@ -24,26 +28,29 @@ def _plt():
     return plt
 
 
-def gate_curves(runs: Sequence[dict], task: str) -> dict[str, np.ndarray]:
-    """label -> [seeds, layers] gate means of the SLA/WLA runs of ``task``."""
+def gate_curves(runs: Sequence[dict], column: str) -> dict[str, np.ndarray]:
+    """label -> [seeds, layers] gate means of the SLA/WLA runs of one report column.
+
+    ``column`` is a task (runs on its full training set) or ``task:first<N>`` (runs on its first N
+    examples), as :func:`~structattn.analysis.report.column_of` names them."""
     by_label: dict[str, list] = defaultdict(list)
     for r in runs:
         gm = (r.get("best_metrics") or {}).get("gate_means")
-        if r.get("task") == task and gm and r.get("mechanism") in ("sla", "wla") and not r.get("lisa_weight"):
+        if column_of(r) == column and gm and r.get("mechanism") in ("sla", "wla") and not r.get("lisa_weight"):
             by_label[r["label"]].append(gm)
     return {label: np.asarray(v, dtype=float) for label, v in by_label.items()
             if len({len(x) for x in v}) == 1}
 
 
-def plot_gate_means(runs: Sequence[dict], tasks: Sequence[str], path: Path) -> bool:
-    """Write Figure 2; returns False (and writes nothing) when no run recorded gate values."""
-    panels = [(t, gate_curves(runs, t)) for t in tasks]
+def plot_gate_means(runs: Sequence[dict], columns: Sequence[str], path: Path) -> bool:
+    """Write Figure 2, one panel per column with gate values; False (nothing written) when none has any."""
+    panels = [(c, gate_curves(runs, c)) for c in columns]
     panels = [(t, c) for t, c in panels if c]
     if not panels:
         return False
     plt = _plt()
     fig, axes = plt.subplots(1, len(panels), figsize=(4.2 * len(panels), 3.2), squeeze=False)
-    for ax, (task, curves) in zip(axes[0], panels):
+    for ax, (column, curves) in zip(axes[0], panels):
         for label, arr in sorted(curves.items()):
             layers = np.arange(1, arr.shape[1] + 1)
             mean = arr.mean(0)
@@ -51,7 +58,7 @@ def plot_gate_means(runs: Sequence[dict], tasks: Sequence[str], path: Path) -> b
             ax.plot(layers, mean, marker="o", color=color, label=f"{label} (n={arr.shape[0]})")
             if arr.shape[0] > 1:
                 ax.fill_between(layers, arr.min(0), arr.max(0), color=color, alpha=0.15)
-        ax.set_title(task)
+        ax.set_title(column_name(column))
         ax.set_xlabel("layer")
         ax.set_ylabel("mean gate value g")
         ax.set_xticks(layers)

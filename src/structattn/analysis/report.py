@@ -26,7 +26,8 @@ def _split_column(column: str) -> tuple[str, int]:
     return task, int(first or 0)
 
 
-def _column_name(column: str, suffix: str = "") -> str:
+def column_name(column: str, suffix: str = "") -> str:
+    """``"sst2:first10000"`` -> ``"SST-2, first 10,000"``; ``"conll2003"`` -> ``"CoNLL-2003"``."""
     task, first = _split_column(column)
     return TASK_NAMES.get(task, task) + (f", first {first:,}{suffix}" if first else "")
 
@@ -35,7 +36,7 @@ def column_title(column: str, runs: list[dict]) -> str:
     """``"MRPC (f1)"``, ``"SST-2, first 10,000 (accuracy)"``: the data and the metric the cells hold."""
     task, _ = _split_column(column)
     metric = next((r.get("main_metric") for r in runs if r["task"] == task and r.get("main_metric")), None)
-    return f"{_column_name(column)} ({metric})" if metric else _column_name(column)
+    return f"{column_name(column)} ({metric})" if metric else column_name(column)
 
 
 def _column_order(column: str) -> tuple:
@@ -156,7 +157,7 @@ def _secondary_metrics(best: dict, tasks: list[str], labels: list[str]) -> list[
             continue
         if not lines:
             lines = ["", "All metrics of the selected runs (mean ± std over the same seeds):"]
-        lines += ["", _column_name(t, " train examples") + ":", "", "| variant | " + " | ".join(names) + " |",
+        lines += ["", column_name(t, " train examples") + ":", "", "| variant | " + " | ".join(names) + " |",
                   "|" + "---|" * (len(names) + 1)]
         for label in labels:
             b = best.get((t, label))
