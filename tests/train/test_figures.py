@@ -21,6 +21,11 @@ def test_gate_figure_written_only_with_data(tmp_path):
             for m, lab in [("sla", "SLA (m=3)"), ("wla", "WLA (k=3)")] for s in range(2)]
     assert plot_gate_means(runs, ["sst2", "fce"], tmp_path / "f.png")
     assert (tmp_path / "f.png").stat().st_size > 2000
+    many = [dict(r, task=t) for t in ["sst2", "cola", "mrpc", "stsb", "rte"] for r in runs]
+    assert plot_gate_means(many, ["sst2", "cola", "mrpc", "stsb", "rte"], tmp_path / "g.png")
+    from matplotlib.image import imread
+    one_row, two_rows = imread(tmp_path / "f.png"), imread(tmp_path / "g.png")
+    assert two_rows.shape[0] == 2 * one_row.shape[0]  # five panels wrap into two rows of at most four
 
 
 def test_gate_curves_keep_training_sets_apart():

@@ -19,6 +19,7 @@ import numpy as np
 from .report import column_name, column_of
 
 COLORS = {"SLA": "tab:red", "WLA": "tab:blue"}
+PANELS_PER_ROW = 4  # Figure 2 wraps into rows beyond this
 
 
 def _plt():
@@ -49,8 +50,12 @@ def plot_gate_means(runs: Sequence[dict], columns: Sequence[str], path: Path) ->
     if not panels:
         return False
     plt = _plt()
-    fig, axes = plt.subplots(1, len(panels), figsize=(4.2 * len(panels), 3.2), squeeze=False)
-    for ax, (column, curves) in zip(axes[0], panels):
+    ncols = min(len(panels), PANELS_PER_ROW)
+    nrows = -(-len(panels) // ncols)
+    fig, axes = plt.subplots(nrows, ncols, figsize=(4.2 * ncols, 3.2 * nrows), squeeze=False)
+    for ax in axes.flat[len(panels):]:
+        ax.set_visible(False)
+    for ax, (column, curves) in zip(axes.flat, panels):
         for label, arr in sorted(curves.items()):
             layers = np.arange(1, arr.shape[1] + 1)
             mean = arr.mean(0)
