@@ -93,3 +93,11 @@ def test_runs_on_different_training_data_never_share_a_column():
     # the average runs over full-data columns only, and only where the variant has them all
     assert "| baseline | 21.00 ± 1.41 (n=2) | 90.50 ± 0.71 (n=2) | 95.50 ± 0.71 (n=2) | 55.75 |" in table
     assert "| SLA (m=3) | 25.00 ± 1.41 (n=2) | – | 97.50 ± 0.71 (n=2) | – |" in table
+
+
+def test_rows_follow_the_paper_baseline_wla_sla_lisa():
+    runs = []
+    for mech, extra in [("global", {"lisa_weight": 1.0}), ("sla", {"m": 3}), ("global", {}), ("wla", {"k": 3})]:
+        runs += [_run("cola", mech, s, 0.2 + s / 100, main_metric="mcc", **extra) for s in (1, 2)]
+    rows = [line.split(" | ")[0] for line in markdown_table(runs).splitlines()[2:6]]
+    assert rows == ["| baseline", "| WLA (k=3)", "| SLA (m=3)", "| LISA (w=1)"]

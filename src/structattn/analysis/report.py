@@ -19,6 +19,8 @@ TASK_ORDER = ["cola", "sst2", "mrpc", "stsb", "rte", "qnli", "conll2003", "fce",
 TASK_NAMES = {"cola": "CoLA", "sst2": "SST-2", "mrpc": "MRPC", "stsb": "STS-B", "rte": "RTE", "qnli": "QNLI",
               "conll2003": "CoNLL-2003", "fce": "FCE", "ud_pos": "EWT UPOS"}
 
+ROW_FAMILIES = ["WLA", "SLA", "LISA", "SG-Net"]
+
 
 def _split_column(column: str) -> tuple[str, int]:
     """``"sst2:first10000"`` -> ``("sst2", 10000)``; ``"cola"`` -> ``("cola", 0)`` (inverse of :func:`column_of`)."""
@@ -42,6 +44,12 @@ def column_title(column: str, runs: list[dict]) -> str:
 def _column_order(column: str) -> tuple:
     task, first = _split_column(column)
     return (TASK_ORDER.index(task) if task in TASK_ORDER else len(TASK_ORDER), task, -(first or 10**12))
+
+
+def _row_order(label: str, baseline: str) -> tuple:
+    """Rows as in the SLA paper: the baseline, then WLA, SLA, LISA, SG-Net, then anything else."""
+    family = next((i for i, name in enumerate(ROW_FAMILIES) if label.startswith(name)), len(ROW_FAMILIES))
+    return (label != baseline, family, label)
 
 
 def load_runs(results_dir: Path) -> list[dict]:
@@ -106,7 +114,7 @@ def markdown_table(runs: list[dict], baseline: str = "baseline") -> str:
     best = best_configs(runs)
     tasks = sorted({k[0] for k in best}, key=_column_order)
     full = [t for t in tasks if ":first" not in t]
-    labels = sorted({k[1] for k in best}, key=lambda s: (s != baseline, s))
+    labels = sorted({k[1] for k in best}, key=lambda s: _row_order(s, baseline))
     titles = [column_title(t, runs) for t in tasks]
     header = "| variant | " + " | ".join(titles) + " | Average |"
     lines = [header, "|" + "---|" * (len(tasks) + 2)]
