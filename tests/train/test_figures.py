@@ -1,6 +1,6 @@
 import numpy as np
 
-from structattn.analysis.figures import gate_curves, plot_gate_means, word_attention
+from structattn.analysis.figures import gate_columns, gate_curves, plot_gate_means, word_attention
 
 
 def test_word_attention_merges_subwords():
@@ -38,3 +38,5 @@ def test_gate_curves_keep_training_sets_apart():
     assert full.shape == (2, 2) and np.allclose(full[:, 0], [0.1, 0.2])
     assert first.shape == (1, 2) and np.allclose(first[:, 0], [0.2])
     assert gate_curves(runs, "fce") == {}
+    lisa = dict(run(1, 0), task="fce", lisa_weight=1.0)  # SLA + LISA runs are not Figure 2's
+    assert gate_columns(runs + [lisa]) == ["sst2", "sst2:first10000"]

@@ -29,6 +29,17 @@ def _plt():
     return plt
 
 
+def _has_gate_values(run: dict) -> bool:
+    """An SLA/WLA run without LISA that recorded its mean gate per layer (what Figure 2 plots)."""
+    return (bool((run.get("best_metrics") or {}).get("gate_means"))
+            and run.get("mechanism") in ("sla", "wla") and not run.get("lisa_weight"))
+
+
+def gate_columns(runs: Sequence[dict]) -> list[str]:
+    """The report columns that have gate values to plot, e.g. ``["cola", "sst2:first10000"]``."""
+    return sorted({column_of(r) for r in runs if _has_gate_values(r)})
+
+
 def gate_curves(runs: Sequence[dict], column: str) -> dict[str, np.ndarray]:
     """label -> [seeds, layers] gate means of the SLA/WLA runs of one report column.
 
@@ -36,19 +47,18 @@ def gate_curves(runs: Sequence[dict], column: str) -> dict[str, np.ndarray]:
     examples), as :func:`~structattn.analysis.report.column_of` names them."""
     by_label: dict[str, list] = defaultdict(list)
     for r in runs:
-        gm = (r.get("best_metrics") or {}).get("gate_means")
-        if column_of(r) == column and gm and r.get("mechanism") in ("sla", "wla") and not r.get("lisa_weight"):
-            by_label[r["label"]].append(gm)
+        if column_of(r) == column and _has_gate_values(r):
+            by_label[r["label"]].append(r["best_metrics"]["gate_means"])
     return {label: np.asarray(v, dtype=float) for label, v in by_label.items()
             if len({len(x) for x in v}) == 1}
 
 
-def plot_gate_means(runs: Sequence[dict], columns: Sequence[str], path: Path) -> bool:
-    """Write Figure 2, one panel per column with gate values; False (nothing written) when none has any."""
+def plot_gate_means(runs: Sequence[dict], columns: Sequence[str], path: Path) -> list[str]:
+    """Write Figure 2, one panel per column with gate values; returns the columns drawn (empty: nothing written)."""
     panels = [(c, gate_curves(runs, c)) for c in columns]
     panels = [(t, c) for t, c in panels if c]
     if not panels:
-        return False
+        return []
     plt = _plt()
     ncols = min(len(panels), PANELS_PER_ROW)
     nrows = -(-len(panels) // ncols)
@@ -71,7 +81,7 @@ def plot_gate_means(runs: Sequence[dict], columns: Sequence[str], path: Path) ->
     fig.tight_layout()
     fig.savefig(path, dpi=130)
     plt.close(fig)
-    return True
+    return [column for column, _ in panels]
 
 
 def word_attention(probs: np.ndarray, token_word: np.ndarray, n_words: int) -> np.ndarray:

@@ -19,7 +19,7 @@ TASK_ORDER = ["cola", "sst2", "mrpc", "stsb", "rte", "qnli", "conll2003", "fce",
 TASK_NAMES = {"cola": "CoLA", "sst2": "SST-2", "mrpc": "MRPC", "stsb": "STS-B", "rte": "RTE", "qnli": "QNLI",
               "conll2003": "CoNLL-2003", "fce": "FCE", "ud_pos": "EWT UPOS"}
 
-ROW_FAMILIES = ["WLA", "SLA", "LISA", "SG-Net"]
+ROW_FAMILIES = ["WLA", "SLA", "LISA"]
 
 
 def _split_column(column: str) -> tuple[str, int]:
@@ -47,7 +47,7 @@ def _column_order(column: str) -> tuple:
 
 
 def _row_order(label: str, baseline: str) -> tuple:
-    """Rows as in the SLA paper: the baseline, then WLA, SLA, LISA, SG-Net, then anything else."""
+    """Rows as in the SLA paper: the baseline, then WLA, SLA, LISA, then any other variant."""
     family = next((i for i, name in enumerate(ROW_FAMILIES) if label.startswith(name)), len(ROW_FAMILIES))
     return (label != baseline, family, label)
 

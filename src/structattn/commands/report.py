@@ -21,8 +21,8 @@ def add_parser(sub) -> None:
 
 
 def run(args) -> int:
-    from ..analysis.figures import gate_curves, plot_attention_maps, plot_gate_means, sentence_attention
-    from ..analysis.report import column_of, load_runs, markdown_table
+    from ..analysis.figures import gate_columns, plot_attention_maps, plot_gate_means, sentence_attention
+    from ..analysis.report import load_runs, markdown_table
     from ..train.checkpoint import atomic_write_text
 
     runs = load_runs(Path(args.results_dir))
@@ -32,12 +32,12 @@ def run(args) -> int:
     out = Path(args.output) if args.output else Path(args.results_dir) / "TABLES.md"
 
     fig2 = Path(args.results_dir) / "fig2_gate_per_layer.png"
-    missing = [c for c in args.gate_tasks if not gate_curves(runs, c)]
+    drawn = plot_gate_means(runs, args.gate_tasks, fig2)
+    missing = [c for c in args.gate_tasks if c not in drawn]
     if missing:  # say so rather than drop a panel silently
-        have = sorted({column_of(r) for r in runs if (r.get("best_metrics") or {}).get("gate_means")})
         print(f"Figure 2: no SLA/WLA gate values for {', '.join(missing)} (columns with gate values: "
-              f"{', '.join(have) or 'none'})")
-    if plot_gate_means(runs, args.gate_tasks, fig2):
+              f"{', '.join(gate_columns(runs)) or 'none'})")
+    if drawn:
         text += f"\n![mean gate value per layer]({fig2.name})\n"
         print(f"wrote {fig2}")
     if args.attention_models:
