@@ -135,6 +135,10 @@ class _Runtime:
             self.kernel_cache[key] = resolve_kernel_name(self.mechanism.kernel, device)
         return self.kernel_cache[key]
 
+    def kernels_resolved(self) -> list[str]:
+        """The kernel names resolved so far (one per device type the model ran on)."""
+        return list(self.kernel_cache.values())
+
     def window(self, n: int, m: int, k: int, device: torch.device) -> torch.Tensor:
         key = (n, m, k, str(device))
         if key not in self.window_cache:
