@@ -45,7 +45,7 @@ ALLOCATOR_ENV = {
     "MALLOC_TOP_PAD_": "536870912",
 }
 
-# label -> (mechanism, kernel)
+# label -> (mechanism, kernel); the kernels in BENCHMARK_KERNELS are defined below, the others are the library's
 VARIANTS = {
     "stock sdpa": (None, None),
     "sla fused (default)": ("sla", "fused"),
@@ -56,6 +56,82 @@ VARIANTS = {
     "sla reference": ("sla", "reference"),
     "sla official (2 softmax, 2 PV)": ("sla", "official"),
 }
+
+
+# --------------------------------------------------------------------------------------------- benchmark-only kernels
+# Same arguments and shapes as the library's kernels (structattn.attention.kernels): q [b, h, n, d], k, v [b, h, m, d],
+# local / base [b, 1|h, n, m] bool (True = may attend), gate [b, G, n] -> out [b, h, n, d]. Not valid in a
+# saved configuration: registered with kernels.register_private_kernel and set on the installed mechanism.
+
+
+def official_mixed_attention(q, k, v, local, gate, base=None, *, scale=None, dropout_p=0.0, training=True):
+    """The SLA authors' formulation: two masked softmaxes, two P v, outputs mixed (eager, input dtype).
+
+    Masks become additive finite minima, like HF's eager path. Unlike the library's kernels (one dropout
+    mask on the mixed probabilities) it drops each distribution with its own mask, as the authors' code does.
+    """
+    import torch
+    import torch.nn.functional as F
+
+    from structattn.attention.kernels import local_pattern
+
+    sc = q.shape[-1] ** -0.5 if scale is None else float(scale)
+    s = torch.matmul(q, k.transpose(-1, -2)) * sc
+    neg = torch.finfo(s.dtype).min
+    zero = torch.zeros((), dtype=s.dtype, device=s.device)
+    s_glb = s if base is None else s + torch.where(base, zero, neg)
+    s_loc = s + torch.where(local_pattern(local, base), zero, neg)
+    drop = training and dropout_p > 0
+    p_glb = F.dropout(torch.softmax(s_glb, dim=-1), p=dropout_p, training=drop)
+    p_loc = F.dropout(torch.softmax(s_loc, dim=-1), p=dropout_p, training=drop)
+    g = gate.to(s.dtype).unsqueeze(-1)
+    out = (1.0 - g) * torch.matmul(p_glb, v) + g * torch.matmul(p_loc, v)
+    return out if base is None else out * base.any(dim=-1, keepdim=True)  # rows without keys give 0
+
+
+_compiled_shared_exp = None
+
+
+def compiled_shared_exp_mixed_attention(q, k, v, local, gate, base=None, *, scale=None, dropout_p=0.0):
+    """The library's ``shared_exp`` kernel (branch-free) compiled with ``torch.compile(dynamic=False)``.
+
+    Compiles once per shape and mask layout.
+    """
+    global _compiled_shared_exp
+    import torch
+
+    from structattn.attention.kernels import shared_exp_mixed_attention
+
+    if _compiled_shared_exp is None:
+        _compiled_shared_exp = torch.compile(shared_exp_mixed_attention, dynamic=False)
+    sc = q.shape[-1] ** -0.5 if scale is None else float(scale)
+    return _compiled_shared_exp(q, k, v, local, gate, base, scale=sc, dropout_p=dropout_p, branch_free=True)
+
+
+BENCHMARK_KERNELS = {
+    "official": official_mixed_attention,
+    "shared_exp_compiled": compiled_shared_exp_mixed_attention,
+}
+
+
+def register_benchmark_kernels() -> None:
+    """Make the benchmark-only kernels runnable by name inside a model (never valid in a saved config)."""
+    from structattn.attention.kernels import register_private_kernel
+
+    for name, fn in BENCHMARK_KERNELS.items():
+        register_private_kernel(name, fn)
+
+
+def apply_variant(model, mech: str, kernel: str) -> None:
+    """Install mechanism ``mech`` running ``kernel`` (a library kernel or one of BENCHMARK_KERNELS)."""
+    from structattn.modeling import apply_mechanism, mechanism_of
+
+    if kernel not in BENCHMARK_KERNELS:
+        apply_mechanism(model, mech, kernel=kernel)
+        return
+    register_benchmark_kernels()
+    apply_mechanism(model, mech, kernel="reference")
+    mechanism_of(model).kernel = kernel  # after validation: a private name is refused in a configuration
 
 
 def _ensure_allocator_env(argv: list[str]) -> None:
@@ -138,8 +214,6 @@ def build_models(encoder: str, names: list[str]):
     import torch
     from transformers import AutoModelForSequenceClassification
 
-    from structattn.modeling import apply_mechanism
-
     torch.manual_seed(0)
     stock = AutoModelForSequenceClassification.from_pretrained(encoder, num_labels=2, attn_implementation="sdpa")
     models = {}
@@ -147,7 +221,7 @@ def build_models(encoder: str, names: list[str]):
         mech, kernel = VARIANTS[label]
         model = copy.deepcopy(stock)
         if mech is not None:
-            apply_mechanism(model, mech, kernel=kernel)
+            apply_variant(model, mech, kernel)
         models[label] = model
     return models
 

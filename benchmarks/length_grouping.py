@@ -41,7 +41,7 @@ def main(argv: list[str] | None = None) -> int:
     for task in args.tasks:
         trainer = Trainer(TrainConfig(task=task, mechanism="global", max_length=args.max_length,
                                       batch_size=args.batch_size), show_progress=False)
-        _, feats = trainer.features("train")
+        _, feats = trainer.features("train", training=True)
         lengths = [len(f["input_ids"]) for f in feats]
         plain, grouped = [], []
         for epoch in range(args.epochs):

@@ -9,21 +9,16 @@ import argparse
 import importlib
 import sys
 
-# Order = order in --help. A module that is missing is skipped so partial installs still work.
-COMMANDS = ["preprocess", "masks", "train", "evaluate", "predict", "sweep", "report", "bench", "demo"]
+# Order = order in --help. Every name is a module of structattn.commands (benchmarks are scripts in
+# benchmarks/, run by `make bench`, not commands).
+COMMANDS = ["preprocess", "masks", "cache", "train", "evaluate", "predict", "sweep", "report", "demo"]
 
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="structattn", description="Structure-aware attention for Transformer encoders.")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     for name in COMMANDS:
-        try:
-            module = importlib.import_module(f"structattn.commands.{name}")
-        except ModuleNotFoundError as exc:
-            if exc.name == f"structattn.commands.{name}":
-                continue
-            raise
-        module.add_parser(sub)
+        importlib.import_module(f"structattn.commands.{name}").add_parser(sub)
     return parser
 
 

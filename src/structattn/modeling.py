@@ -80,22 +80,18 @@ def _checkpoint_files(name_or_path: str, hub: dict) -> list[str]:
                 return sorted({os.path.join(folder, f) for f in json.load(fh)["weight_map"].values()})
         single = os.path.join(folder, "model.safetensors")
         return [single] if os.path.isfile(single) else []
-    try:
-        from transformers.utils import cached_file
-    except ImportError:  # pragma: no cover
-        return []
+    from transformers.utils import cached_file
+
     kw = {k: v for k, v in hub.items() if k in _HUB_KEYS}
+    # A missing file gives None (no gate weights to find is not an error); anything else is raised.
     common = dict(_raise_exceptions_for_missing_entries=False, _raise_exceptions_for_connection_errors=False)
-    try:
-        index = cached_file(name_or_path, "model.safetensors.index.json", **common, **kw)
-        if index:
-            with open(index) as fh:
-                names = sorted(set(json.load(fh)["weight_map"].values()))
-            return [f for f in (cached_file(name_or_path, n, **common, **kw) for n in names) if f]
-        single = cached_file(name_or_path, "model.safetensors", **common, **kw)
-        return [single] if single else []
-    except Exception:  # noqa: BLE001 - no gate weights to find is not an error
-        return []
+    index = cached_file(name_or_path, "model.safetensors.index.json", **common, **kw)
+    if index:
+        with open(index) as fh:
+            names = sorted(set(json.load(fh)["weight_map"].values()))
+        return [f for f in (cached_file(name_or_path, n, **common, **kw) for n in names) if f]
+    single = cached_file(name_or_path, "model.safetensors", **common, **kw)
+    return [single] if single else []
 
 
 def _strip(name: str, prefix: str) -> str:
@@ -147,8 +143,8 @@ def from_pretrained(name_or_path: str, task: str = "base", mechanism: str | Mech
             ``multiple-choice`` | ``masked-lm``.
         mechanism: a name of :data:`structattn.attention.MECHANISMS` (``sla``, ``wla``, ``hybrid``, ``sdoi``,
             ``global``) or a :class:`MechanismConfig`. None: the mechanism saved in the checkpoint, or ``sla``.
-        options: mechanism options (fields of :class:`MechanismConfig`: ``m``, ``k``, ``layers``, ``gate``,
-            ``gate_bias``, ``gate_has_bias``, ``gate_init_std``, ``kernel``, ``base``, ``relation``); every other
+        options: mechanism options (fields of :class:`MechanismConfig`: ``m``, ``k``, ``window_unit``, ``layers``,
+            ``gate``, ``gate_bias``, ``gate_has_bias``, ``gate_init_std``, ``kernel``, ``base``, ``relation``); every other
             keyword goes to transformers' ``from_pretrained`` (``num_labels``, ``dtype``, ``revision`` ...).
 
     Returns:
@@ -182,7 +178,12 @@ def from_pretrained(name_or_path: str, task: str = "base", mechanism: str | Mech
             raise UserError(_load_error(name_or_path, exc)) from exc
     install(model, mech)
     if isinstance(saved, dict) and saved.get("name") == mech.name:
-        load_gate_weights(model, name_or_path, **hub)
+        loaded = set(load_gate_weights(model, name_or_path, **hub))
+        fresh = [n for n, _ in model.named_parameters() if f".{GATE_ATTR}." in f".{n}" and n not in loaded]
+        if fresh:
+            warnings.warn(f"structattn: {name_or_path} was saved with mechanism {mech.name!r} but holds no saved "
+                          f"value for {len(fresh)} gate parameter(s) (e.g. {fresh[0]}); they start from the "
+                          "initialisation", UserWarning, stacklevel=2)
     return model
 
 
@@ -196,7 +197,7 @@ def _auto_model_class(auto_cls, config):
     """The concrete transformers class an Auto class would build for ``config``."""
     try:
         return auto_cls._model_mapping[type(config)]
-    except Exception:  # noqa: BLE001 - fall back to the base PreTrainedModel
+    except KeyError:  # the Auto class itself will refuse this config, with transformers' own message
         from transformers import PreTrainedModel
 
         return PreTrainedModel

@@ -73,3 +73,14 @@ def window_mask(b: int, t: int, k: int) -> torch.Tensor:
     i = torch.arange(t)
     return ((i[:, None] - i[None, :]).abs() <= k).expand(b, t, t).clone()
 
+
+
+def require_fused() -> None:
+    """Skip the calling test, with the reason, when the native fused kernel is unavailable here
+    (no compiler, no ninja, ``STRUCTATTN_NO_NATIVE=1``, ...)."""
+    import pytest
+
+    from structattn.attention import kernels
+
+    if not kernels.fused_available():
+        pytest.skip(f"the fused native kernel is unavailable: {kernels.native.failure()}")

@@ -5,7 +5,7 @@ import copy
 
 import pytest
 import torch
-from attn_helpers import random_batch, tiny_config, tiny_model
+from attn_helpers import random_batch, require_fused, tiny_config, tiny_model
 
 from structattn.attention import force_gate, gate_parameters, record
 from structattn.attention.integration import ARCHITECTURES
@@ -31,8 +31,17 @@ def test_exactness_on_every_architecture(arch, base):
         assert torch.equal(exact(input_ids=ids, attention_mask=att, structure_mask=mask).last_hidden_state, want)
     everything = torch.ones_like(mask)
     assert torch.equal(exact(input_ids=ids, attention_mask=att, structure_mask=everything).last_hidden_state, want)
+
+
+@pytest.mark.parametrize("arch", ARCHS)
+@pytest.mark.parametrize("base", ["sdpa", "eager"])
+def test_fused_all_true_mask_is_the_stock_model_on_every_architecture(arch, base):
+    require_fused()
+    ids, att, mask = random_batch()
+    stock = tiny_model(arch, base=base)
+    want = stock(input_ids=ids, attention_mask=att).last_hidden_state
     fused = apply_mechanism(copy.deepcopy(stock), "sla", kernel="fused", base=base)
-    got = fused(input_ids=ids, attention_mask=att, structure_mask=everything).last_hidden_state
+    got = fused(input_ids=ids, attention_mask=att, structure_mask=torch.ones_like(mask)).last_hidden_state
     # padding queries whose every key is masked (ModernBERT's sliding window) are garbage in eager; compare real ones
     assert torch.allclose(got * _real(att), want * _real(att), atol=5e-6)
 

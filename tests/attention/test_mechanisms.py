@@ -18,9 +18,10 @@ def test_paper_defaults():
     assert (sla.relation, sla.m, sla.layers, sla.gate, sla.gate_has_bias, sla.gate_bias) == ("sla", 3, None, "token", True, 0.0)
     assert sla.relation_options() == {"m": 3}
     wla = get_mechanism("wla")
-    assert (wla.relation, wla.k) == ("window", 3) and wla.relation_options() == {"k": 3}
+    assert (wla.relation, wla.k, wla.window_unit) == ("window", 3, "word") and wla.relation_options() == {"k": 3}
     hybrid = get_mechanism("hybrid")
     assert (hybrid.relation, hybrid.k, hybrid.layers, hybrid.gate_has_bias) == ("window", 1, 2, False)
+    assert hybrid.window_unit == "token"  # Xu et al. count sub-word positions
     assert get_mechanism("sdoi").relation == "sdoi"
     assert get_mechanism("global").is_global and get_mechanism("global").relation_options() == {}
 
@@ -40,7 +41,8 @@ def test_unknown_option_lists_valid_options():
 
 @pytest.mark.parametrize("bad", [dict(gate="layer"), dict(kernel="flash"), dict(base="flex"), dict(m=-1),
                                  dict(m=2.5), dict(layers=0), dict(layers=[]), dict(layers="all"),
-                                 dict(relation="nope"), dict(gate_bias=float("nan")), dict(relation="window", k=None)])
+                                 dict(relation="nope"), dict(gate_bias=float("nan")), dict(relation="window", k=None),
+                                 dict(window_unit="subword"), dict(window_unit="token")])
 def test_bad_values_fail_clearly(bad):
     with pytest.raises(UserError):
         get_mechanism("sla", **bad)
@@ -80,3 +82,26 @@ def test_option_names_and_describe():
     assert {"m", "k", "layers", "gate", "gate_bias", "gate_has_bias", "kernel", "base"} <= set(option_names())
     text = describe()
     assert all(name in text for name in MECHANISMS)
+
+
+@pytest.mark.parametrize("name,unit", [("wla", "word"), ("hybrid", "token"), ("sla", "word"), ("my_window", "word")])
+def test_configs_saved_before_window_unit_load_with_the_unit_they_were_built_for(name, unit):
+    """``window_unit`` came with issue 9: older config.json files lack it. wla (and any window of the user's own)
+    was trained on word windows through the collator; hybrid gets Xu et al.'s sub-word window."""
+    old = {**get_mechanism("wla").to_dict(), "name": name}
+    if name == "sla":
+        old.update(relation="sla", m=3, k=None)
+    del old["window_unit"]
+    assert MechanismConfig.from_dict(old).window_unit == unit
+
+
+def test_token_window_needs_the_window_relation():
+    assert get_mechanism("wla", window_unit="token").window_unit == "token"
+    with pytest.raises(UserError, match="window_unit='token' applies only to relation 'window'"):
+        get_mechanism("hybrid", relation="sla", m=3)
+    assert get_mechanism("hybrid", relation="sla", m=3, window_unit="word").relation == "sla"
+
+
+def test_describe_names_the_window_unit():
+    lines = dict(line.split(": ", 1) for line in describe().splitlines())
+    assert "over words" in lines["wla"] and "over tokens" in lines["hybrid"] and "over" not in lines["sla"]

@@ -126,3 +126,31 @@ def test_eager_base_round_trip(stock_dir, tmp_path):
     back = sm.from_pretrained(str(tmp_path / "run")).eval()
     assert back.config.structattn["base"] == "eager"
     assert torch.equal(back(input_ids=ids, attention_mask=att, structure_mask=mask).last_hidden_state, want)
+
+
+@pytest.mark.parametrize("mechanism,unit", [("hybrid", "token"), ("wla", "word")])
+def test_checkpoint_from_before_window_unit_loads_with_its_unit(stock_dir, tmp_path, mechanism, unit):
+    ids, att, _ = random_batch()
+    model = _trained(sm.from_pretrained(str(stock_dir), mechanism=mechanism), None).eval()
+    model.save_pretrained(tmp_path / "run")
+    config = tmp_path / "run" / "config.json"
+    saved = json.loads(config.read_text())
+    assert saved["structattn"]["window_unit"] == unit
+    del saved["structattn"]["window_unit"]  # what a checkpoint written before the field existed holds
+    config.write_text(json.dumps(saved))
+    back = sm.from_pretrained(str(tmp_path / "run")).eval()
+    assert back.config.structattn["window_unit"] == unit
+    if unit == "token":  # the same band without structure_mask, the same gates: the same output
+        assert torch.equal(back(input_ids=ids, attention_mask=att).last_hidden_state,
+                           model(input_ids=ids, attention_mask=att).last_hidden_state)
+    else:
+        with pytest.raises(UserError, match="word boundaries"):
+            back(input_ids=ids, attention_mask=att)
+
+
+def test_gates_missing_from_the_checkpoint_are_reported(stock_dir, tmp_path):
+    model = _trained(sm.from_pretrained(str(stock_dir), mechanism="sla", layers=[1]), None)
+    model.save_pretrained(tmp_path / "run")
+    with pytest.warns(UserWarning, match="no saved value for 2 gate parameter"):
+        more = sm.from_pretrained(str(tmp_path / "run"), layers=None)  # layer 0's gate was never trained
+    assert torch.equal(gate_parameters(more)[2], gate_parameters(model)[0])  # layer 1's gate is loaded

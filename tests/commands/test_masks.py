@@ -1,4 +1,5 @@
 import json
+import re
 
 import pytest
 
@@ -63,3 +64,25 @@ def test_negative_threshold_is_a_clear_error(conllu, capsys):
 def test_empty_text_is_a_clear_error(capsys):
     assert main(["masks", "--text", "   "]) == 2
     assert "--text is empty" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("content, message", [
+    (b"# sent_id = s1\n1\tcaf\xe9\t_\tX\t_\t_\t0\troot\t_\t_\n\n", r"bad\.conllu: line 2: not UTF-8"),
+    (b"1\tThe\tthe\tDET\n\n", r"bad\.conllu: line 1: 4 columns"),
+    (CONLLU.replace("\t_\t_\n\n# sent_id = s2", "\t_\n\n# sent_id = s2").encode(), r"bad\.conllu: line 5: 9 columns"),
+    (b"", r"bad\.conllu: no sentences"),
+])
+def test_malformed_conllu_is_one_line_and_exit_2(tmp_path, capsys, content, message):
+    path = tmp_path / "bad.conllu"
+    path.write_bytes(content)
+    assert main(["masks", "--conllu", str(path)]) == 2
+    captured = capsys.readouterr()
+    assert captured.out == ""
+    err = captured.err.strip()
+    assert len(err.splitlines()) == 1 and err.startswith("structattn masks: error: ")
+    assert re.search(message, err), err
+
+
+def test_missing_conllu_file_is_one_line_and_exit_2(tmp_path, capsys):
+    assert main(["masks", "--conllu", str(tmp_path / "none.conllu")]) == 2
+    assert "none.conllu: no such file" in capsys.readouterr().err

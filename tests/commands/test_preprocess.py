@@ -5,6 +5,8 @@ import pytest
 
 from structattn import cli, settings
 
+DATA = settings.data_dir_candidate()  # may not exist: the tests that need it skip
+
 
 def _model_installed() -> bool:
     import spacy.util
@@ -24,22 +26,29 @@ def test_words_file_first_run_then_cached(tmp_path, capsys):
     assert cli.main(argv) == 0
     out = capsys.readouterr().out
     assert "skipped 1 blank lines" in out and "3 items" in out
-    assert "0 of 1 shards from cache" in out and "sentences/s" in out and "3 items parsed" in out
+    assert "0 of 3 items from cache" in out and "sentences/s" in out and "3 items parsed" in out
     assert cli.main(argv) == 0
     out = capsys.readouterr().out
-    assert "1 of 1 shards from cache" in out and "0 items parsed" in out
+    assert "3 of 3 items from cache" in out and "0 items parsed" in out
 
 
 @needs_model
-@pytest.mark.skipif(not (settings.data_dir() / "sst2" / "dev.tsv").exists(), reason="SST-2 data not found (STRUCTATTN_DATA)")
+@pytest.mark.skipif(not (DATA / "sst2" / "dev.tsv").exists(), reason=f"SST-2 not found under {DATA} (set STRUCTATTN_DATA)")
 def test_dataset_with_limit(tmp_path, capsys):
     assert cli.main(["preprocess", "--dataset", "sst2", "--split", "dev", "--limit", "20",
                      "--cache-dir", str(tmp_path), "--no-progress"]) == 0
     out = capsys.readouterr().out
     assert "sst2 dev: 20 items" in out and "20 items parsed" in out
+    # a larger --limit parses only the items it adds; a smaller one parses nothing
+    assert cli.main(["preprocess", "--dataset", "sst2", "--split", "dev", "--limit", "25",
+                     "--cache-dir", str(tmp_path), "--no-progress"]) == 0
+    assert "20 of 25 items from cache" in (out := capsys.readouterr().out) and "5 items parsed" in out
+    assert cli.main(["preprocess", "--dataset", "sst2", "--split", "dev", "--limit", "10",
+                     "--cache-dir", str(tmp_path), "--no-progress"]) == 0
+    assert "10 of 10 items from cache" in (out := capsys.readouterr().out) and "0 items parsed" in out
 
 
-@pytest.mark.skipif(not (settings.data_dir() / "ud_english_ewt").exists(), reason="UD EWT not found (STRUCTATTN_DATA)")
+@pytest.mark.skipif(not (DATA / "ud_english_ewt").exists(), reason=f"UD EWT not found under {DATA} (set STRUCTATTN_DATA)")
 def test_gold_dataset_needs_no_parser(capsys):
     assert cli.main(["preprocess", "--dataset", "ud_english_ewt", "--split", "dev"]) == 0
     assert "2,001 gold trees" in capsys.readouterr().out

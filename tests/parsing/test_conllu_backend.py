@@ -4,9 +4,10 @@ from __future__ import annotations
 import pytest
 
 from structattn import settings
+from structattn.errors import UserError
 from structattn.parsing import ParseError, parse_conllu_string, read_conllu
 
-EWT_DEV = settings.data_dir() / "ud_english_ewt" / "en_ewt-ud-dev.conllu"
+EWT_DEV = settings.data_dir_candidate() / "ud_english_ewt" / "en_ewt-ud-dev.conllu"
 
 MWT_AND_EMPTY = """\
 # sent_id = mwt-1
@@ -98,3 +99,66 @@ def test_real_ewt_dev():
     assert sum(len(p) for p in parses) == 25147  # words, without the 359 multiword tokens and 4 empty nodes
     assert len({p.sent_id for p in parses}) == 2001
     assert parses[0].sent_id.startswith("weblog-")
+
+
+# --- malformed files: every one is a ParseError (a UserError) naming the file and the line ---------------
+def _write(tmp_path, name: str, content: bytes):
+    path = tmp_path / name
+    path.write_bytes(content)
+    return path
+
+
+def test_non_utf8_file_names_file_and_line(tmp_path):
+    # line 3 holds the Latin-1 byte 0xe9 (é); the lines before it are fine
+    path = _write(tmp_path, "latin1.conllu", b"# sent_id = a\n# text = x\n1\tcaf\xe9\t_\tX\t_\t_\t0\troot\t_\t_\n\n")
+    with pytest.raises(ParseError, match=r"latin1\.conllu: line 3: not UTF-8") as info:
+        read_conllu(path)
+    assert "0xe9" in str(info.value)
+
+
+def test_non_utf8_far_into_a_large_file_names_the_exact_line(tmp_path):
+    good = "".join(_sentence(f"s{i}", [("a", "0"), ("b", "1")]) for i in range(2000))  # 8,000 lines
+    path = _write(tmp_path, "big.conllu", good.encode() + b"1\t\xff\t_\tX\t_\t_\t0\troot\t_\t_\n")
+    with pytest.raises(ParseError, match=r"big\.conllu: line 8001: not UTF-8"):
+        read_conllu(path)
+
+
+@pytest.mark.parametrize("line, columns", [
+    ("1\tThe\tthe\tDET", 4),
+    ("1\tThe\tthe\tDET\tDT\t_\t0\troot\t_", 9),       # one short: would read as a plausible tree
+    ("1\tThe\tthe\tDET\tDT\t_\t0\troot\t_\t_\textra", 11),
+])
+def test_wrong_number_of_columns_names_file_and_line(tmp_path, line, columns):
+    path = _write(tmp_path, "cols.conllu", (GOOD + "# sent_id = c\n" + line + "\n\n").encode())
+    with pytest.raises(ParseError, match=rf"cols\.conllu: line 6: {columns} columns") as info:
+        read_conllu(path)
+    assert "10" in str(info.value)
+
+
+def test_line_without_any_separator_names_the_line():
+    with pytest.raises(ParseError, match=r"x\.conllu: line 5: 1 column,"):
+        parse_conllu_string(GOOD + "justoneword\n\n", source="x.conllu")
+
+
+@pytest.mark.parametrize("content", [b"", b"\n\n  \n"])
+def test_file_without_sentences_is_an_error(tmp_path, content):
+    path = _write(tmp_path, "empty.conllu", content)
+    with pytest.raises(ParseError, match=r"empty\.conllu: no sentences"):
+        read_conllu(path)
+
+
+def test_block_of_comments_only_is_an_error():
+    with pytest.raises(ParseError, match=r"x\.conllu: .*line 5.*no words"):
+        parse_conllu_string(GOOD + "# sent_id = lonely\n\n", source="x.conllu")
+
+
+def test_missing_file_and_folder_are_user_errors(tmp_path):
+    with pytest.raises(UserError, match=r"nope\.conllu: no such file"):
+        read_conllu(tmp_path / "nope.conllu")
+    with pytest.raises(UserError, match=rf"{tmp_path.name}: cannot read"):
+        read_conllu(tmp_path)
+
+
+def test_utf8_byte_order_mark_is_accepted(tmp_path):
+    path = _write(tmp_path, "bom.conllu", b"\xef\xbb\xbf" + GOOD.encode())
+    assert read_conllu(path)[0].sent_id == "good-1"

@@ -7,7 +7,7 @@ from structattn import settings
 from structattn.parsing import ParseError, read_ptb_dependency
 from structattn.parsing.ptb_dependency import PTB_TO_UPOS, ptb_to_upos
 
-DEP_DIR = settings.data_dir() / "ptb_sample_nltk" / "dependency_treebank"
+DEP_DIR = settings.data_dir_candidate() / "ptb_sample_nltk" / "dependency_treebank"
 
 SAMPLE = "Pierre\tNNP\t2\nVinken\tNNP\t3\nsleeps\tVBZ\t0\n.\t.\t3\n\nIt\tPRP\t2\nrains\tVBZ\t0\n"
 

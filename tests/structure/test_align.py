@@ -47,7 +47,7 @@ def test_pairs_number_second_segment_after_first(tok):
 
 def test_long_input_is_windowed_without_loss(tok):
     words = [f"word{i % 7}" for i in range(300)]
-    wins = encode_words(tok, words, max_length=64, stride=16)
+    wins = encode_words(tok, words, max_length=64, stride=16, long_inputs="windows")
     assert len(wins) > 1
     covered = set()
     for w in wins:
@@ -65,7 +65,7 @@ def test_long_pair_windows_the_longer_segment():
     tok = ALL["wordpiece"]()
     a = ["short", "question", "?"]
     b = [f"context{i}" for i in range(200)]
-    wins = encode_words(tok, a, b, max_length=64, stride=16)
+    wins = encode_words(tok, a, b, max_length=64, stride=16, long_inputs="windows")
     assert len(wins) > 1
     for w in wins:  # the question is in every window
         assert {0, 1, 2} <= set(int(x) for x in w.token_word)
@@ -100,4 +100,4 @@ def test_first_subword_positions():
 
 def test_stride_too_large_is_a_clear_error():
     with pytest.raises(UserError, match="stride=32 must be >= 0 and smaller than the 30"):
-        encode_words(ALL["wordpiece"](), ["a", "b"], max_length=32, stride=32)
+        encode_words(ALL["wordpiece"](), ["a", "b"], max_length=32, stride=32, long_inputs="windows")

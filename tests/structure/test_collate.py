@@ -1,4 +1,5 @@
 import numpy as np
+import pytest
 import torch
 
 from tokenizers_fixture import ALL
@@ -63,7 +64,7 @@ def test_five_thousand_word_document_is_windowed_and_batched():
         sentences.append(Parse(words=sent, heads=heads, deprels=["dep"] * n, upos=["X"] * n))
         words += sent
     (structure,) = build_word_structures([sentences], None, "sla", m=3)
-    windows = encode_words(tok, words, max_length=128, stride=32)
+    windows = encode_words(tok, words, max_length=128, stride=32, long_inputs="windows")
     covered = set()
     feats = []
     for w in windows:
@@ -81,3 +82,36 @@ def test_five_thousand_word_document_is_windowed_and_batched():
         for u in range(len(tw)):
             if tw[t] >= 0 and tw[u] >= 0 and sent_of[tw[t]] != sent_of[tw[u]]:
                 assert not m[t, u]
+
+
+def _band(T, k):
+    """|t - u| <= k over T positions, written out pair by pair (independent of the code under test)."""
+    out = np.zeros((T, T), dtype=bool)
+    for t in range(T):
+        for u in range(T):
+            out[t, u] = -k <= t - u <= k
+    return out
+
+
+@pytest.mark.parametrize("k", [0, 1, 3])
+def test_token_window_is_the_band_over_token_positions(k):
+    """window_unit="token": special tokens are positions like any other, words do not matter, padding rows
+    get the band too (the model's padding mask hides padded keys)."""
+    tok = ALL["wordpiece"]()
+    feats = _features(tok, [(["a", "very", "unbelievably", "good", "film"], [5, 3, 4, 5, 0]), (["ok"], [0])], [1, 0])
+    rules = ExpansionRules.for_relation("window", token_window=k)
+    batch = StructureCollator(tok.pad_token_id, rules)(feats)
+    B, T = batch["input_ids"].shape
+    assert T > len(feats[1]["input_ids"])  # the second example is padded
+    for b in range(B):
+        assert np.array_equal(batch["structure_mask"][b].numpy(), _band(T, k))
+    # the features' word structures play no part
+    for f in feats:
+        f["structure"] = None
+    assert torch.equal(StructureCollator(tok.pad_token_id, rules)(feats)["structure_mask"], batch["structure_mask"])
+
+
+@pytest.mark.parametrize("bad", [-1, 1.5, True])
+def test_bad_token_window(bad):
+    with pytest.raises(ValueError, match="token_window"):
+        ExpansionRules(token_window=bad)

@@ -3,10 +3,13 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from brute import brute_ancestors, brute_sla
 from strategies import random_trees
 from structattn.parsing import Parse
 from structattn.structure import ExpansionRules, build_word_structures, example_word_mask, expand_to_tokens
-from structattn.structure.expand import PAD, SPECIAL
+
+# token_word's documented codes (structattn.structure.expand), spelled out so the oracle stays independent
+SPECIAL, PAD = -1, -2
 
 
 def _parse(heads, upos=None, sid="s"):
@@ -37,13 +40,24 @@ def examples(draw):
     return segs, np.array(token_word), rules, relation
 
 
+def brute_word_mask(heads, relation, m=2, k=2):
+    """One sentence's word relation by definition (BFS distances, ancestor walks, explicit loops)."""
+    if relation == "sla":
+        return brute_sla(heads, m)
+    if relation == "sdoi":
+        return brute_ancestors(heads)
+    rule = {"window": lambda i, j: abs(i - j) <= k, "forward": lambda i, j: j >= i,
+            "backward": lambda i, j: j <= i}[relation]
+    n = len(heads)
+    return np.array([[rule(i, j) for j in range(n)] for i in range(n)], dtype=bool).reshape(n, n)
+
+
 def brute_token_mask(segs, token_word, rules, relation):
-    from structattn.structure.relations import word_mask
     # word -> (segment, sentence, local index) and per-sentence masks
     owner, blocks = [], []
     for s, seg in enumerate(segs):
         for p in seg:
-            blocks.append(word_mask(list(p.heads), relation, m=2, k=2))
+            blocks.append(brute_word_mask(list(p.heads), relation))
             for i in range(len(p)):
                 owner.append((s, len(blocks) - 1, i))
     T = len(token_word)

@@ -11,8 +11,8 @@ from fixtures import make_tiny_model, make_tiny_sst2
 pytestmark = pytest.mark.slow
 
 
-def _train(out_dir, model, data, cache, kill_at=None, extra=()):
-    env = dict(os.environ, STRUCTATTN_DATA=str(data), STRUCTATTN_CACHE=str(cache), PYTHONHASHSEED="0")
+def _train(out_dir, model, data, cache, kill_at=None, extra=(), env=None):
+    env = dict(os.environ, STRUCTATTN_DATA=str(data), STRUCTATTN_CACHE=str(cache), PYTHONHASHSEED="0", **(env or {}))
     env.pop("STRUCTATTN_KILL_AT_STEP", None)
     if kill_at is not None:
         env["STRUCTATTN_KILL_AT_STEP"] = str(kill_at)
@@ -60,3 +60,30 @@ def test_sigkill_mid_epoch_then_resume_matches_uninterrupted(tmp_path, extra):
     assert wa.keys() == wb.keys()
     for key in wa:
         assert (wa[key] - wb[key]).abs().max().item() < 1e-5, key
+
+
+def test_sigkill_between_best_renames_then_restart_recovers_best(tmp_path):
+    """Replacing best/ takes two renames; a run killed between them leaves no best/ until the next start."""
+    model = make_tiny_model(tmp_path / "model")
+    data = make_tiny_sst2(tmp_path / "data")
+    cache = tmp_path / "cache"
+    out = tmp_path / "run"
+    # No checkpoints: every start trains from step 0, so its first evaluation (step 2) always writes best/,
+    # replacing the one an earlier start left (the tiny model's accuracy does not improve after step 2).
+    extra = ("--epochs", "1", "--eval-every", "2", "--save-checkpoints", "false")
+
+    first = _train(out, model, data, cache, kill_at=3, extra=extra)  # leaves best/ of step 2
+    assert first.returncode == -9 and (out / "best" / "metrics.json").is_file(), first.stderr[-3000:]
+    # The next start replaces best/ at step 2 and is SIGKILLed after the old one was moved aside.
+    killed = _train(out, model, data, cache, extra=extra, env={"STRUCTATTN_KILL_BETWEEN_RENAMES": "best"})
+    assert killed.returncode == -9, killed.stderr[-3000:]
+    assert not (out / "best").exists()
+    assert [p.name.split("-")[0] for p in out.glob(".best.old-*")] == [".best.old"]
+
+    done = _train(out, model, data, cache, extra=extra)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "restored" in done.stderr
+    state = _final(out)
+    metrics = json.loads((out / "best" / "metrics.json").read_text())
+    assert metrics["accuracy"] == state["best_metric"]  # best/ is the model the run names as its best
+    assert not [p.name for p in out.iterdir() if p.name.startswith(".")]  # no leftovers

@@ -1,10 +1,10 @@
 """The SLA paper's analysis figures.
 
 - Figure 2: mean gate value per layer (averaged over the real tokens of the dev set, then over seeds),
-  SLA vs WLA, one panel per report column (a task and its training data, e.g. ``sst2`` or
-  ``sst2:first10000``: runs trained on different data never share a panel). Read from
-  ``best_metrics.gate_means`` of the runs in results/*.jsonl (recorded at the evaluation that gave the
-  best checkpoint).
+  SLA vs WLA, one panel per report column (a task, its training data and any setting that tells its runs
+  from others, e.g. ``sst2``, ``sst2:first10000``: runs of different configurations never share a
+  panel), from the runs the table selected for each cell. Read from ``best_metrics.gate_means`` of the
+  runs in results/*.jsonl (recorded at the evaluation that gave the best checkpoint).
 - Figure 3: the mixed attention of one sentence averaged over heads and layers, [CLS]/[SEP] excluded,
   sub-words merged into words (rows averaged, columns summed), side by side for several models.
 """
@@ -16,7 +16,7 @@ from typing import Sequence
 
 import numpy as np
 
-from .report import column_name, column_of
+from .report import best_configs, column_matches, column_name
 
 COLORS = {"SLA": "tab:red", "WLA": "tab:blue"}
 PANELS_PER_ROW = 4  # Figure 2 wraps into rows beyond this
@@ -35,27 +35,41 @@ def _has_gate_values(run: dict) -> bool:
             and run.get("mechanism") in ("sla", "wla") and not run.get("lisa_weight"))
 
 
+def _gate_cells(runs: Sequence[dict]) -> dict[tuple[str, str], list[dict]]:
+    """(column, label) -> the table's selected runs of that cell that have gate values to plot."""
+    cells = {cell: [r for r in b["runs"] if _has_gate_values(r)] for cell, b in best_configs(list(runs)).items()}
+    return {cell: members for cell, members in cells.items() if members}
+
+
 def gate_columns(runs: Sequence[dict]) -> list[str]:
     """The report columns that have gate values to plot, e.g. ``["cola", "sst2:first10000"]``."""
-    return sorted({column_of(r) for r in runs if _has_gate_values(r)})
+    return sorted({column for column, _ in _gate_cells(runs)})
 
 
 def gate_curves(runs: Sequence[dict], column: str) -> dict[str, np.ndarray]:
-    """label -> [seeds, layers] gate means of the SLA/WLA runs of one report column.
-
-    ``column`` is a task (runs on its full training set) or ``task:first<N>`` (runs on its first N
-    examples), as :func:`~structattn.analysis.report.column_of` names them."""
-    by_label: dict[str, list] = defaultdict(list)
-    for r in runs:
-        if column_of(r) == column and _has_gate_values(r):
-            by_label[r["label"]].append(r["best_metrics"]["gate_means"])
-    return {label: np.asarray(v, dtype=float) for label, v in by_label.items()
-            if len({len(x) for x in v}) == 1}
+    """label -> [seeds, layers] gate means of the SLA/WLA cells of one report column (as
+    :func:`~structattn.analysis.report.column_ids` names it: a task, ``task:first<N>``, plus any
+    distinguishing settings)."""
+    return _curves(_gate_cells(runs), column)
 
 
-def plot_gate_means(runs: Sequence[dict], columns: Sequence[str], path: Path) -> list[str]:
-    """Write Figure 2, one panel per column with gate values; returns the columns drawn (empty: nothing written)."""
-    panels = [(c, gate_curves(runs, c)) for c in columns]
+def _curves(cells: dict[tuple[str, str], list[dict]], column: str) -> dict[str, np.ndarray]:
+    curves = {}
+    for (col, label), members in cells.items():
+        values = [r["best_metrics"]["gate_means"] for r in members]
+        if col == column and len({len(v) for v in values}) == 1:
+            curves[label] = np.asarray(values, dtype=float)
+    return curves
+
+
+def plot_gate_means(runs: Sequence[dict], selectors: Sequence[str], path: Path) -> list[str]:
+    """Write Figure 2, one panel per column with gate values that a selector names (``sst2`` names every
+    column of SST-2 on its full training set, whatever its other settings); returns the columns drawn
+    (empty: nothing written)."""
+    cells = _gate_cells(runs)
+    columns = sorted({column for column, _ in cells})
+    chosen = dict.fromkeys(c for s in selectors for c in columns if column_matches(s, c))
+    panels = [(c, _curves(cells, c)) for c in chosen]
     panels = [(t, c) for t, c in panels if c]
     if not panels:
         return []

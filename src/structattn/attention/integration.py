@@ -13,8 +13,10 @@ How it plugs in:
   they persist in ``config.json``), and the model's attention implementation becomes ``"structattn"``.
 * ``model(..., structure_mask=M)`` with M [b, T, T] bool (True = query row may attend key column) reaches
   the attention function as an extra keyword. For multiple choice, M may be [b, choices, T, T]; it is
-  flattened like ``input_ids``. Mechanisms with a ``window`` relation build a token window when no mask is
-  given; the others fail with a message saying what to pass.
+  flattened like ``input_ids``. Without it, a ``window`` mechanism over tokens (``window_unit="token"``)
+  builds the band |i - j| <= k over token positions, the very mask the collator builds for it; every
+  other mechanism (a window over words included: the call has no word boundaries) fails with a message
+  saying what to pass.
 
 In the attention function the global part is the stock kernel (``sdpa`` or the model's own ``eager``
 function, setting ``base``) called exactly as the stock model calls it; layers without the mechanism,
@@ -31,30 +33,40 @@ import contextlib
 import dataclasses
 import sys
 import warnings
-from typing import Any, Iterator, Optional
+from typing import Any, Callable, Iterator, Optional
 
 import torch
 from torch import nn
+from transformers.models.albert.modeling_albert import AlbertAttention
+from transformers.models.bert.modeling_bert import BertSelfAttention
+from transformers.models.distilbert.modeling_distilbert import DistilBertSelfAttention
+from transformers.models.electra.modeling_electra import ElectraSelfAttention
+from transformers.models.modernbert.modeling_modernbert import ModernBertAttention
+from transformers.models.roberta.modeling_roberta import RobertaSelfAttention
+from transformers.models.xlm_roberta.modeling_xlm_roberta import XLMRobertaSelfAttention
 
 from ..errors import UserError
+from ..structure.relations import band
 from .gate import StructureGate
-from .kernels import (finite_min, fused_mixed_attention, get_kernel, reference_mixed_attention,
-                      resolve_kernel_name, two_pass_mixed_attention)
+from .kernels import finite_min, get_kernel, reference_mixed_attention, resolve_kernel_name, two_pass_mixed_attention
 from .mechanisms import MechanismConfig, get_mechanism
 
 ATTENTION_NAME = "structattn"
 GATE_ATTR = "structattn_gate"
 
-#: model_type -> class name of the module that calls transformers' attention interface (tested ones).
-ARCHITECTURES: dict[str, str] = {
-    "bert": "BertSelfAttention",
-    "roberta": "RobertaSelfAttention",
-    "xlm-roberta": "XLMRobertaSelfAttention",
-    "electra": "ElectraSelfAttention",
-    "distilbert": "DistilBertSelfAttention",
-    "albert": "AlbertAttention",
-    "modernbert": "ModernBertAttention",
+#: model_type -> the module class that calls transformers' attention interface (tested ones).
+ARCHITECTURES: dict[str, type[nn.Module]] = {
+    "bert": BertSelfAttention,
+    "roberta": RobertaSelfAttention,
+    "xlm-roberta": XLMRobertaSelfAttention,
+    "electra": ElectraSelfAttention,
+    "distilbert": DistilBertSelfAttention,
+    "albert": AlbertAttention,
+    "modernbert": ModernBertAttention,
 }
+
+#: How many token-window masks (one per sequence shape) a model keeps.
+WINDOW_CACHE_SIZE = 8
 
 #: model_type -> why structure-aware attention cannot be installed.
 REFUSED: dict[str, str] = {
@@ -119,9 +131,8 @@ class GateRecord:
 class _Runtime:
     """State shared by the attention modules of one model (kept as a plain attribute, not a submodule)."""
 
-    def __init__(self, mechanism: MechanismConfig, layer_indices: list[int]):
+    def __init__(self, mechanism: MechanismConfig):
         self.mechanism = mechanism
-        self.layer_indices = layer_indices
         self.recorders: list[GateRecord] = []
         self.output_gates: list[Optional[GateRecord]] = []
         self.gate_override: Optional[float] = None
@@ -140,12 +151,16 @@ class _Runtime:
         return list(self.kernel_cache.values())
 
     def window(self, n: int, m: int, k: int, device: torch.device) -> torch.Tensor:
+        """The token window |i - j| <= k as bool [1, 1, n, m]; the :data:`WINDOW_CACHE_SIZE` most recently
+        used shapes are kept (a dict keeps insertion order: the first key is the least recently used)."""
         key = (n, m, k, str(device))
-        if key not in self.window_cache:
-            i = torch.arange(n, device=device)[:, None]
-            j = torch.arange(m, device=device)[None, :]
-            self.window_cache[key] = ((i - j).abs() <= k)[None, None]
-        return self.window_cache[key]
+        mask = self.window_cache.pop(key, None)
+        if mask is None:
+            mask = torch.from_numpy(band(n, m, k)).to(device)[None, None]
+        self.window_cache[key] = mask
+        while len(self.window_cache) > WINDOW_CACHE_SIZE:
+            del self.window_cache[next(iter(self.window_cache))]
+        return mask
 
 
 def runtime_of(model: nn.Module) -> Optional[_Runtime]:
@@ -177,19 +192,33 @@ def _bool_mask(attention_mask: Optional[torch.Tensor]) -> Optional[torch.Tensor]
     return attention_mask > finite_min(attention_mask.dtype) / 2
 
 
-def _local_mask(rt: _Runtime, structure: Optional[torch.Tensor], b: int, n: int, m: int,
-                device: torch.device) -> torch.Tensor:
-    """The local pattern for this call: bool [b|1, 1, n, m]."""
+def _missing_mask_error(mech: MechanismConfig) -> UserError:
+    """What to do when a mechanism that needs ``structure_mask`` was called without one."""
+    build = ("build it with structattn.structure: encode_words (token_word per token), word structures for "
+             f"relation {mech.relation!r}, then StructureCollator (the `structattn train` pipeline does this)")
+    if mech.relation == "window":
+        return UserError(
+            f"mechanism {mech.name!r} counts its window in words (window_unit='word'), and a call without "
+            "structure_mask has no word boundaries. Pass structure_mask=[batch, T, T] bool (True = may attend); "
+            f"{build}. For a window over sub-word tokens (the SLA paper's WLA, Xu et al.'s hybrid) install the "
+            "mechanism with window_unit='token'; then no structure_mask is needed")
+    opts = ", ".join(f"{k}={v}" for k, v in mech.relation_options().items())
+    return UserError(f"mechanism {mech.name!r} needs structure_mask=[batch, T, T] bool (True = may attend) in the "
+                     f"model call{' (' + opts + ')' if opts else ''}; {build}")
+
+
+def _local_mask(rt: _Runtime, structure: Any, b: int, n: int, m: int, device: torch.device) -> torch.Tensor:
+    """The local pattern for this call: bool [b|1, 1, n, m].
+
+    structure: the call's ``structure_mask`` ([b, n, m] or [b, choices, n, m], bool or 0/1) or None.
+    """
     mech = rt.mechanism
     if structure is None:
-        if mech.relation == "window":
+        if mech.relation == "window" and mech.window_unit == "token":
             return rt.window(n, m, mech.k, device)
         if mech.relation == "all":
             return torch.ones((1, 1, n, m), dtype=torch.bool, device=device)
-        opts = ", ".join(f"{k}={v}" for k, v in mech.relation_options().items())
-        raise UserError(
-            f"mechanism {mech.name!r} needs structure_mask=[batch, T, T] bool (True = may attend) in the model call; "
-            f"build it with structattn.structure from relation {mech.relation!r}{' (' + opts + ')' if opts else ''}")
+        raise _missing_mask_error(mech)
     if not isinstance(structure, torch.Tensor):
         structure = torch.as_tensor(structure)
     if structure.dtype != torch.bool:
@@ -202,11 +231,78 @@ def _local_mask(rt: _Runtime, structure: Optional[torch.Tensor], b: int, n: int,
     return structure.to(device=device, non_blocking=True).unsqueeze(1)
 
 
+def _convert_masks(rt: _Runtime, structure: Any, attention_mask: Optional[torch.Tensor], query: torch.Tensor,
+                   key: torch.Tensor) -> tuple[torch.Tensor, Optional[torch.Tensor]]:
+    """Mask conversion: (local bool [b|1, 1, n, m], base bool [b, 1|h, n, m] or None) for this call."""
+    b, _, n, _ = query.shape
+    return _local_mask(rt, structure, b, n, key.shape[2], query.device), _bool_mask(attention_mask)
+
+
+def _stock_attend(module: nn.Module, base_fn: Callable, base_name: str, attention_mask: Optional[torch.Tensor],
+                  base_bool: Optional[torch.Tensor], scaling: Optional[float], kwargs: dict) -> Callable:
+    """The ``attend`` of the ``exact`` kernel: one call of the stock function with a bool mask [b, 1|h, n, m]
+    handed over in the stock format (the prepared mask itself for the global pass, so that pass is the stock
+    call bit for bit); returns [b, h, n, d]."""
+    def attend(q, k, v, mask, *, scale, dropout_p):
+        if mask is base_bool:
+            fmt = attention_mask
+        elif base_name == "eager":
+            dt = attention_mask.dtype if attention_mask is not None else q.dtype
+            fmt = torch.where(mask, torch.zeros((), dtype=dt, device=mask.device), finite_min(dt))
+        else:
+            fmt = mask
+        out, _ = base_fn(module, q, k, v, fmt, dropout=dropout_p, scaling=scaling, **kwargs)
+        return out.transpose(1, 2)
+    return attend
+
+
+def _dispatch(rt: _Runtime, attend: Callable, query: torch.Tensor, key: torch.Tensor, value: torch.Tensor,
+              local: torch.Tensor, gate: torch.Tensor, base_bool: Optional[torch.Tensor], scale: float,
+              dropout: float) -> torch.Tensor:
+    """Kernel dispatch: the mechanism's kernel (resolved for the device) -> out [b, n, h, d] (the stock layout).
+
+    query [b, h, n, d], key/value [b, h, m, d], local [b|1, 1, n, m], gate [b, G, n], base_bool [b, 1|h, n, m]
+    or None; ``attend`` is :func:`_stock_attend`'s function, used by the ``exact`` kernel only.
+    """
+    kernel = rt.kernel_for(query.device)
+    if kernel == "exact":
+        mixed = two_pass_mixed_attention(query, key, value, local, gate, base_bool, scale=scale, dropout_p=dropout,
+                                         attend=attend)
+    else:
+        mixed = get_kernel(kernel, query.device)(query, key, value, local, gate, base_bool, scale=scale,
+                                                 dropout_p=dropout)
+    return mixed.transpose(1, 2).contiguous()
+
+
 def _in_backward() -> bool:
-    try:
-        return torch._C._current_graph_task_id() != -1
-    except AttributeError:  # pragma: no cover - older torch
-        return False
+    return torch._C._current_graph_task_id() != -1
+
+
+def _output_gate_record(rt: _Runtime) -> Optional[GateRecord]:
+    """The record of the current top-level call when it asked for ``output_gates``, else None."""
+    return rt.output_gates[-1] if rt.output_gates else None
+
+
+def _record(rt: _Runtime, module: nn.Module, gate: torch.Tensor, probs: Optional[torch.Tensor]) -> None:
+    """Recording: append this call's gate [b, n] (or [b, h, n]) and, where asked, its mixed probabilities
+    [b, h, n, m] to every open :func:`record` and to the ``output_gates`` record of the current call.
+    Nothing is recorded while autograd recomputes a checkpointed layer in the backward pass."""
+    targets = list(rt.recorders)
+    if _output_gate_record(rt) is not None:
+        targets.append(_output_gate_record(rt))
+    if not targets or _in_backward():
+        return
+    layer = getattr(module, "_structattn_layer", None)
+    if layer is None:  # a module shared by all layers (ALBERT): number its calls
+        layer = rt.call_counter
+        rt.call_counter += 1
+    g = gate.detach()
+    g = g[:, 0] if g.shape[1] == 1 else g
+    for rec in targets:
+        rec.gates.append(g)
+        rec.layers.append(layer)
+        if rec.want_attentions and probs is not None:
+            rec.attentions.append(probs)
 
 
 def structattn_attention(module: nn.Module, query: torch.Tensor, key: torch.Tensor, value: torch.Tensor,
@@ -220,7 +316,8 @@ def structattn_attention(module: nn.Module, query: torch.Tensor, key: torch.Tens
         [b, G, n] (set by the pre-hook of mechanism layers) and ``structure_mask`` [b, n, m] bool.
 
     Returns:
-        (out [b, n, h, d], attention weights [b, h, n, m] or None) like the stock functions.
+        (out [b, n, h, d], attention weights [b, h, n, m] or None) like the stock functions. The weights, on
+        request, are the mixed probabilities recomputed by the reference implementation (before dropout).
     """
     gate = kwargs.pop(GATE_ATTR, None)
     structure = kwargs.pop("structure_mask", None)
@@ -231,61 +328,20 @@ def structattn_attention(module: nn.Module, query: torch.Tensor, key: torch.Tens
         return base_fn(module, query, key, value, attention_mask, dropout=dropout, scaling=scaling, **kwargs)
 
     want_weights = bool(kwargs.pop("output_attentions", False))  # the stock SDPA wrapper would only warn
-    b, h, n, _ = query.shape
-    m = key.shape[2]
-    local = _local_mask(rt, structure, b, n, m, query.device)
-    base_bool = _bool_mask(attention_mask)
-    want_probs = want_weights or any(r.want_attentions for r in rt.recorders)
-    recording = (rt.recorders or rt.output_gates and rt.output_gates[-1] is not None) and not _in_backward()
-    sc = query.shape[-1] ** -0.5 if scaling is None else scaling
-
-    if rt.gate_override == 0.0:
-        out, weights = base_fn(module, query, key, value, attention_mask, dropout=dropout, scaling=scaling, **kwargs)
+    local, base_bool = _convert_masks(rt, structure, attention_mask, query, key)
+    scale = query.shape[-1] ** -0.5 if scaling is None else scaling
+    if rt.gate_override == 0.0:  # force_gate(model, 0): the stock call alone
+        out, _ = base_fn(module, query, key, value, attention_mask, dropout=dropout, scaling=scaling, **kwargs)
     else:
-        kernel = rt.kernel_for(query.device)
-        if kernel == "exact":
-            def attend(q, k, v, mask, *, scale, dropout_p):
-                if mask is base_bool:
-                    fmt = attention_mask
-                elif base_name == "eager":
-                    dt = attention_mask.dtype if attention_mask is not None else q.dtype
-                    fmt = torch.where(mask, torch.zeros((), dtype=dt, device=mask.device), finite_min(dt))
-                else:
-                    fmt = mask
-                o, _ = base_fn(module, q, k, v, fmt, dropout=dropout_p, scaling=scaling, **kwargs)
-                return o.transpose(1, 2)
-
-            mixed = two_pass_mixed_attention(query, key, value, local, gate, base_bool, scale=sc,
-                                             dropout_p=dropout, attend=attend)
-        elif kernel == "fused":
-            mixed = fused_mixed_attention(query, key, value, local, gate, base_bool, scale=sc, dropout_p=dropout)
-        else:
-            mixed = get_kernel(kernel, query.device)(query, key, value, local, gate, base_bool, scale=sc,
-                                                     dropout_p=dropout)
-        out = mixed.transpose(1, 2).contiguous()
-        weights = None
+        attend = _stock_attend(module, base_fn, base_name, attention_mask, base_bool, scaling, kwargs)
+        out = _dispatch(rt, attend, query, key, value, local, gate, base_bool, scale, dropout)
 
     probs = None
-    if want_probs:
+    if want_weights or any(r.want_attentions for r in rt.recorders):
         with torch.no_grad():
-            probs = reference_mixed_attention(query, key, value, local, gate, base_bool, scale=sc)[1]
-        weights = probs.to(query.dtype) if want_weights else weights
-    if recording:
-        layer = getattr(module, "_structattn_layer", None)
-        if layer is None:
-            layer = rt.call_counter
-            rt.call_counter += 1
-        g = gate.detach()
-        g = g[:, 0] if g.shape[1] == 1 else g
-        targets = list(rt.recorders)
-        if rt.output_gates and rt.output_gates[-1] is not None:
-            targets.append(rt.output_gates[-1])
-        for rec in targets:
-            rec.gates.append(g)
-            rec.layers.append(layer)
-            if rec.want_attentions and probs is not None:
-                rec.attentions.append(probs)
-    return out, weights
+            probs = reference_mixed_attention(query, key, value, local, gate, base_bool, scale=scale)[1]
+    _record(rt, module, gate, probs)
+    return out, probs.to(query.dtype) if want_weights else None
 
 
 # ============================================================================================ hooks
@@ -345,7 +401,9 @@ def _remove_hooks(module: nn.Module, *fns) -> None:
 # ============================================================================================ install
 
 
-def _attention_class_name(model: nn.Module) -> str:
+def _attention_class(model: nn.Module) -> type[nn.Module]:
+    """The self-attention module class of ``model``: from :data:`ARCHITECTURES`, or (with a warning) the class
+    that an untested architecture records attentions from when it uses transformers' attention interface."""
     config = model.config
     model_type = getattr(config, "model_type", None)
     if model_type in REFUSED:
@@ -359,7 +417,7 @@ def _attention_class_name(model: nn.Module) -> str:
     if getattr(model, "_supports_attention_backend", False) and isinstance(cls, type):
         warnings.warn(f"structattn: architecture {model_type!r} is not in the tested list; installing into its "
                       f"{cls.__name__} modules", UserWarning, stacklevel=3)
-        return cls.__name__
+        return cls
     raise UserError(f"structattn does not know where the self-attention of {model_type!r} ({type(model).__name__}) "
                     "is, or it does not use transformers' attention interface. Supported architectures: "
                     f"{', '.join(sorted(ARCHITECTURES))}")
@@ -391,8 +449,8 @@ def _input_size(module: nn.Module) -> int:
 
 def attention_modules(model: nn.Module) -> list[nn.Module]:
     """The self-attention modules of the encoder, lowest layer first (ALBERT: its shared module(s))."""
-    name = _attention_class_name(model)
-    return [mod for mod in model.modules() if type(mod).__name__ == name]
+    cls = _attention_class(model)
+    return [mod for mod in model.modules() if isinstance(mod, cls)]
 
 
 def install(model: nn.Module, mechanism: str | MechanismConfig | dict = "sla", **options: Any) -> nn.Module:
@@ -418,7 +476,7 @@ def install(model: nn.Module, mechanism: str | MechanismConfig | dict = "sla", *
         raise UserError(f"{type(model).__name__} shares its attention module across layers ({len(modules)} modules "
                         f"for {num_layers} layers): the mechanism applies to every layer; leave layers unset")
     indices = mech.layer_indices(num_layers)
-    rt = _Runtime(mech, indices)
+    rt = _Runtime(mech)
     param = next(model.parameters())
     init_std = mech.gate_init_std
     if init_std is None:
@@ -444,20 +502,13 @@ def install(model: nn.Module, mechanism: str | MechanismConfig | dict = "sla", *
 
 
 def _set_implementation(model: nn.Module, name: str) -> None:
+    """Switch the model (and its sub-models) to attention implementation ``name``; a refusal is the user's to
+    see (the gate pre-hook also fails loudly if a module ends up on another implementation)."""
     try:
         model.set_attn_implementation(name)
-    except Exception:  # noqa: BLE001 - some models refuse dynamic switching; set the config directly
-        pass
-    if model.config._attn_implementation != name:
-        model.config._attn_implementation = name
-    for module in model.modules():
-        cfg = getattr(module, "config", None)
-        if cfg is not None and cfg is not model.config and hasattr(cfg, "_attn_implementation"):
-            if getattr(cfg, "_attn_implementation", None) != name:
-                try:
-                    cfg._attn_implementation = name
-                except Exception:  # noqa: BLE001
-                    pass
+    except ValueError as exc:
+        raise UserError(f"transformers refused attention implementation {name!r} for {type(model).__name__}: "
+                        f"{exc}") from exc
 
 
 def uninstall(model: nn.Module) -> nn.Module:

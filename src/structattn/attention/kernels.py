@@ -23,17 +23,33 @@ SLA paper's eq. 6), because P -> P v is linear. Row rules (no NaN ever):
       local mask, or an empty one, gives global attention);
     * a row whose base row is empty (a fully padded example) gives 0, as SDPA does.
 
-Kernels (registry :data:`KERNELS`):
-    reference            plain: two softmaxes, explicit blend of probabilities, one P v (eager, autograd)
-    official             the SLA authors' form: two softmaxes, two P v, outputs mixed (eager; benchmarks)
-    exact                two passes of the stock kernel (SDPA by default), outputs mixed as
-                         O_glb + g * (O_loc - O_glb): at g = 0 and for an all-True local mask it reproduces
-                         the stock kernel bit for bit
-    shared_exp           one exponential shared by both softmaxes, one P v (eager, autograd), with the
-                         underflow guard described at :func:`shared_exp_mixed_attention`
-    shared_exp_compiled  the same, compiled with ``torch.compile(dynamic=False)``
-    fused                native CPU kernel (:mod:`structattn.attention.native`): shared exponential in one
-                         pass per row, flash-style recompute in backward (saves only per-row statistics)
+Dropout (``dropout_p > 0``; the integration passes 0 outside training, as the stock functions do): every
+kernel draws ONE mask on the mixed probabilities and rescales the kept entries,
+
+    out = (keep * P / (1 - dropout_p)) @ v,   P = (1 - g) P_glb + g P_loc,   keep ~ Bernoulli(1 - dropout_p)
+
+so a key dropped for a query is dropped from both the global and the local distribution. ``exact`` does
+this too: with dropout it computes P eagerly (as ``reference``) instead of its two stock passes, which
+would draw two independent masks; without dropout it keeps the two bit-exact stock passes. ``fused``
+draws its mask from a hash of (seed, element index) (:func:`dropout_keep_mask`), the others from torch's
+generator through ``F.dropout``. (Xu et al.'s code never drops the local weights, the SLA code drops each
+distribution separately; neither form is offered here.)
+
+Kernels a model may run (registry :data:`KERNELS`; names valid in ``MechanismConfig.kernel``: :data:`KERNEL_NAMES`):
+    auto        ``fused`` on CPU when the native kernel builds, else ``exact``
+    reference   plain: two softmaxes, explicit blend of probabilities, one P v (eager, autograd)
+    exact       two passes of the stock kernel (SDPA by default), outputs mixed as
+                O_glb + g * (O_loc - O_glb): at g = 0 and for an all-True local mask it reproduces the stock
+                kernel bit for bit (without dropout; see above)
+    shared_exp  one exponential shared by both softmaxes, one P v (eager, autograd; any device), with the
+                underflow guard described at :func:`shared_exp_mixed_attention`
+    fused       native CPU kernel (:mod:`structattn.attention.native`): shared exponential in one pass per
+                row, flash-style recompute in backward (saves only per-row statistics); float32 inside
+                (float64 for float64 inputs, which gradient checks use)
+
+Benchmark-only kernels (the SLA authors' two-output form, ``torch.compile``d shared_exp) live in
+``benchmarks/attention.py``; it registers them with :func:`register_private_kernel`, which makes them
+runnable but never valid in a saved configuration.
 """
 from __future__ import annotations
 
@@ -72,6 +88,11 @@ def _scale(q: Tensor, scale: Optional[float]) -> float:
     return q.shape[-1] ** -0.5 if scale is None else float(scale)
 
 
+def _compute_dtype(q: Tensor) -> torch.dtype:
+    """float32 for half, bfloat16 and float32 inputs; float64 for float64 (used by gradient checks)."""
+    return torch.promote_types(q.dtype, torch.float32)
+
+
 def _gate4(gate: Tensor, dtype: torch.dtype) -> Tensor:
     """gate [b, G, n] -> [b, G, n, 1] in ``dtype``."""
     return gate.to(dtype).unsqueeze(-1)
@@ -96,18 +117,19 @@ def reference_mixed_attention(q: Tensor, k: Tensor, v: Tensor, local: Tensor, ga
                               training: bool = True) -> tuple[Tensor, Tensor]:
     """Plain formulation: P = (1 - g) softmax_base(s) + g softmax_local(s); out = dropout(P) v.
 
-    Computed in float32 whatever the input dtype. ``keep`` ([b, h, n, m] bool) fixes the dropout mask
+    Computed in float32 (float64 for float64 inputs). ``keep`` ([b, h, n, m] bool) fixes the dropout mask
     (elements scaled by 1 / (1 - dropout_p)); otherwise ``F.dropout`` draws one when training.
 
     Returns:
-        out [b, h, n, d] in q's dtype, and the mixed probabilities P [b, h, n, m] (float32, before dropout).
+        out [b, h, n, d] in q's dtype, and the mixed probabilities P [b, h, n, m] (float32 or float64,
+        before dropout).
     """
-    dtype = q.dtype
-    qf, kf, vf = q.float(), k.float(), v.float()
+    dtype, ct = q.dtype, _compute_dtype(q)
+    qf, kf, vf = q.to(ct), k.to(ct), v.to(ct)
     s = torch.matmul(qf, kf.transpose(-1, -2)) * _scale(q, scale)
     p_glb = _masked_softmax(s, base)
     p_loc = _masked_softmax(s, local_pattern(local, base))
-    g = _gate4(gate, torch.float32)
+    g = _gate4(gate, ct)
     probs = (1.0 - g) * p_glb + g * p_loc
     dropped = probs
     if keep is not None:
@@ -119,26 +141,6 @@ def reference_mixed_attention(q: Tensor, k: Tensor, v: Tensor, local: Tensor, ga
 
 def _reference_kernel(q, k, v, local, gate, base=None, *, scale=None, dropout_p=0.0):
     return reference_mixed_attention(q, k, v, local, gate, base, scale=scale, dropout_p=dropout_p)[0]
-
-
-def official_mixed_attention(q: Tensor, k: Tensor, v: Tensor, local: Tensor, gate: Tensor,
-                             base: Optional[Tensor] = None, *, scale: Optional[float] = None,
-                             dropout_p: float = 0.0, training: bool = True) -> Tensor:
-    """The SLA authors' formulation, for comparison: two masked softmaxes, two P v, outputs mixed.
-
-    Eager, in the input dtype (masks as additive finite minima, like HF's eager path). Returns
-    out [b, h, n, d].
-    """
-    s = torch.matmul(q, k.transpose(-1, -2)) * _scale(q, scale)
-    neg = torch.finfo(s.dtype).min
-    zero = torch.zeros((), dtype=s.dtype, device=s.device)
-    s_glb = s if base is None else s + torch.where(base, zero, neg)
-    s_loc = s + torch.where(local_pattern(local, base), zero, neg)
-    p_glb = F.dropout(torch.softmax(s_glb, dim=-1), p=dropout_p, training=training and dropout_p > 0)
-    p_loc = F.dropout(torch.softmax(s_loc, dim=-1), p=dropout_p, training=training and dropout_p > 0)
-    g = _gate4(gate, s.dtype)
-    out = (1.0 - g) * torch.matmul(p_glb, v) + g * torch.matmul(p_loc, v)
-    return out if base is None else out * base.any(dim=-1, keepdim=True)  # rows without keys give 0
 
 
 # ---------------------------------------------------------------------------------------------- exact
@@ -159,11 +161,17 @@ def two_pass_mixed_attention(q: Tensor, k: Tensor, v: Tensor, local: Tensor, gat
     ``attend(q, k, v, mask, scale=, dropout_p=)`` is the stock kernel (default: SDPA with a bool mask);
     the global pass gets ``base`` unchanged, the local pass :func:`local_pattern`. Because O_glb is the
     stock kernel's own output, g = 0 reproduces it bit for bit, and so does an all-True local mask (the
-    local pass then sees the very same mask). With dropout the two passes draw independent masks.
+    local pass then sees the very same mask).
+
+    With ``dropout_p > 0`` two passes would draw two independent dropout masks, one per distribution; to
+    keep the one-mask semantics of every kernel (module docstring) the mixed probabilities are then
+    computed eagerly by :func:`reference_mixed_attention` with one ``F.dropout`` (``attend`` is not used).
     Returns out [b, h, n, d].
     """
-    attend = attend or sdpa_attend
     sc = _scale(q, scale)
+    if dropout_p > 0.0:
+        return reference_mixed_attention(q, k, v, local, gate, base, scale=sc, dropout_p=dropout_p)[0]
+    attend = attend or sdpa_attend
     o_glb = attend(q, k, v, base, scale=sc, dropout_p=dropout_p)
     o_loc = attend(q, k, v, local_pattern(local, base), scale=sc, dropout_p=dropout_p)
     return o_glb + _gate4(gate, o_glb.dtype) * (o_loc - o_glb)
@@ -182,10 +190,10 @@ def shared_exp_mixed_attention(q: Tensor, k: Tensor, v: Tensor, local: Tensor, g
     one, E L would underflow, so those rows take their local part from exp(s - local max) instead.
     ``branch_free`` computes that fallback for every row and selects with ``torch.where`` (no
     data-dependent Python branch, for ``torch.compile``); otherwise it is computed only when a row needs
-    it. Computed in float32. Returns out [b, h, n, d] in q's dtype.
+    it. Computed in float32 (float64 for float64 inputs). Returns out [b, h, n, d] in q's dtype.
     """
-    dtype = q.dtype
-    qf, kf, vf = q.float(), k.float(), v.float()
+    dtype, ct = q.dtype, _compute_dtype(q)
+    qf, kf, vf = q.to(ct), k.to(ct), v.to(ct)
     s = torch.matmul(qf, kf.transpose(-1, -2)) * _scale(q, scale)
     neg_inf = float("-inf")
     loc = local_pattern(local, base)
@@ -212,28 +220,11 @@ def shared_exp_mixed_attention(q: Tensor, k: Tensor, v: Tensor, local: Tensor, g
     one = torch.ones((), dtype=s.dtype, device=s.device)
     z_glb = torch.where(z_glb > 0, z_glb, one)
     z_loc = torch.where(z_loc > 0, z_loc, one)
-    g = _gate4(gate, torch.float32)
+    g = _gate4(gate, ct)
     probs = e * ((1.0 - g) / z_glb) + e_loc * (g / z_loc)
     if dropout_p > 0.0 and training:
         probs = F.dropout(probs, p=dropout_p, training=True)
     return torch.matmul(probs, vf).to(dtype)
-
-
-_compiled_shared_exp = None
-
-
-def compiled_shared_exp_mixed_attention(q: Tensor, k: Tensor, v: Tensor, local: Tensor, gate: Tensor,
-                                        base: Optional[Tensor] = None, *, scale: Optional[float] = None,
-                                        dropout_p: float = 0.0) -> Tensor:
-    """:func:`shared_exp_mixed_attention` (branch-free) compiled with ``torch.compile(dynamic=False)``.
-
-    Compiles once per shape and mask layout. Returns out [b, h, n, d].
-    """
-    global _compiled_shared_exp
-    if _compiled_shared_exp is None:
-        _compiled_shared_exp = torch.compile(shared_exp_mixed_attention, dynamic=False)
-    return _compiled_shared_exp(q, k, v, local, gate, base, scale=_scale(q, scale), dropout_p=dropout_p,
-                                branch_free=True)
 
 
 # ---------------------------------------------------------------------------------------------- fused (native)
@@ -305,7 +296,8 @@ def fused_available() -> bool:
 def fused_mixed_attention(q: Tensor, k: Tensor, v: Tensor, local: Tensor, gate: Tensor,
                           base: Optional[Tensor] = None, *, scale: Optional[float] = None,
                           dropout_p: float = 0.0, seed: Optional[int] = None) -> Tensor:
-    """The native fused kernel (CPU, float32 inside; other dtypes are upcast and the output cast back).
+    """The native fused kernel (CPU; float32 inside, float64 for float64 inputs; other dtypes are upcast to
+    float32 and the output cast back).
 
     Dropout (when ``dropout_p > 0``) uses a hash of ``seed`` and the element index; ``seed`` defaults to a
     draw from torch's generator, so ``torch.manual_seed`` makes it reproducible. Returns out [b, h, n, d]
@@ -313,8 +305,10 @@ def fused_mixed_attention(q: Tensor, k: Tensor, v: Tensor, local: Tensor, gate: 
     """
     if q.device.type != "cpu":
         raise UserError("kernel 'fused' runs on CPU only; use kernel='exact' (or 'auto') on other devices")
-    dtype = q.dtype
-    qf, kf, vf = (_unit_last(t.float()) for t in (q, k, v))
+    if not fused_available():
+        raise UserError(f"kernel 'fused' is not available here ({native.failure()}); use kernel='auto' or 'exact'")
+    dtype, ct = q.dtype, _compute_dtype(q)
+    qf, kf, vf = (_unit_last(t.to(ct)) for t in (q, k, v))
     h = q.shape[1]
     b, n, m = q.shape[0], q.shape[2], k.shape[2]
     for name, mask in (("local", local), ("base", base)):
@@ -325,9 +319,9 @@ def fused_mixed_attention(q: Tensor, k: Tensor, v: Tensor, local: Tensor, gate: 
     base = None if base is None else _unit_last(base)
     if dropout_p > 0.0 and seed is None:
         seed = int(torch.randint(0, 2 ** 62, ()).item())
-    out, _ = _native_forward(qf, kf, vf, base, local, gate.float().contiguous(), _scale(q, scale),
+    out, _ = _native_forward(qf, kf, vf, base, local, gate.to(ct).contiguous(), _scale(q, scale),
                              float(dropout_p), int(seed or 0))
-    return out if dtype == torch.float32 else out.to(dtype)
+    return out if dtype == ct else out.to(dtype)
 
 
 def dropout_keep_mask(b: int, h: int, n: int, m: int, dropout_p: float, seed: int) -> Tensor:
@@ -341,14 +335,29 @@ def dropout_keep_mask(b: int, h: int, n: int, m: int, dropout_p: float, seed: in
 # ---------------------------------------------------------------------------------------------- registry
 
 
+# The kernels a model may run, by the name ``MechanismConfig.kernel`` gives.
 KERNELS: dict[str, Callable[..., Tensor]] = {
     "reference": _reference_kernel,
-    "official": official_mixed_attention,
     "exact": two_pass_mixed_attention,
     "shared_exp": shared_exp_mixed_attention,
-    "shared_exp_compiled": compiled_shared_exp_mixed_attention,
     "fused": fused_mixed_attention,
 }
+KERNEL_NAMES: tuple[str, ...] = ("auto", *KERNELS)
+
+# Kernels that only benchmarks run (see register_private_kernel); never valid in a configuration.
+_PRIVATE_KERNELS: dict[str, Callable[..., Tensor]] = {}
+
+
+def register_private_kernel(name: str, fn: Callable[..., Tensor]) -> None:
+    """Make ``fn`` runnable under ``name`` by :func:`get_kernel` (for benchmarks).
+
+    ``fn`` takes the arguments of every kernel (module docstring). The name stays out of :data:`KERNELS`
+    and :data:`KERNEL_NAMES`, so no saved configuration can name it; a benchmark sets it on an installed
+    mechanism.
+    """
+    if name in KERNEL_NAMES:
+        raise ValueError(f"{name!r} is a public kernel name")
+    _PRIVATE_KERNELS[name] = fn
 
 
 def resolve_kernel_name(name: str, device: torch.device | str = "cpu") -> str:
@@ -357,14 +366,15 @@ def resolve_kernel_name(name: str, device: torch.device | str = "cpu") -> str:
         if torch.device(device).type == "cpu" and fused_available():
             return "fused"
         return "exact"
-    if name not in KERNELS:
-        raise UserError(f"unknown kernel {name!r}; valid kernels: auto, {', '.join(KERNELS)}")
+    if name not in KERNELS and name not in _PRIVATE_KERNELS:
+        raise UserError(f"unknown kernel {name!r}; valid kernels: {', '.join(KERNEL_NAMES)}")
     return name
 
 
 def get_kernel(name: str, device: torch.device | str = "cpu") -> Callable[..., Tensor]:
     """The kernel function for ``name`` (``auto`` resolved for ``device``)."""
-    return KERNELS[resolve_kernel_name(name, device)]
+    resolved = resolve_kernel_name(name, device)
+    return KERNELS.get(resolved) or _PRIVATE_KERNELS[resolved]
 
 
 def mixed_attention(q: Tensor, k: Tensor, v: Tensor, local: Tensor, gate: Tensor, base: Optional[Tensor] = None,
@@ -378,8 +388,7 @@ def finite_min(dtype: torch.dtype) -> float:
     return torch.finfo(dtype).min
 
 
-__all__ = ["KERNELS", "UNDERFLOW_GAP", "compiled_shared_exp_mixed_attention", "dropout_keep_mask", "finite_min",
-           "fused_available", "fused_mixed_attention", "get_kernel", "local_pattern", "mixed_attention",
-           "official_mixed_attention",
-           "reference_mixed_attention", "resolve_kernel_name", "sdpa_attend", "shared_exp_mixed_attention",
+__all__ = ["KERNELS", "KERNEL_NAMES", "UNDERFLOW_GAP", "dropout_keep_mask", "finite_min", "fused_available",
+           "fused_mixed_attention", "get_kernel", "local_pattern", "mixed_attention", "reference_mixed_attention",
+           "register_private_kernel", "resolve_kernel_name", "sdpa_attend", "shared_exp_mixed_attention",
            "two_pass_mixed_attention"]

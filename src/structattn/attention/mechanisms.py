@@ -7,6 +7,20 @@ name up and applies option overrides, failing with the list of valid names or fi
 The local pattern itself is built by the structure pipeline (``structattn.structure``) from
 ``relation`` and its option (``m`` for ``sla``/``tree``, ``k`` for ``window``) and reaches the model as
 ``structure_mask [batch, T, T]`` bool (True = query row may attend key column).
+
+Window unit. The ``window`` relation counts either words or tokens (``window_unit``):
+
+* ``"word"`` (``wla``): |i - j| <= k over words, every sub-word of a word shares its row and column and
+  special tokens see and are seen by every token (the expansion rules of ``structattn.structure``). The
+  committed WLA results used this. It needs word boundaries, so the model call must carry a
+  ``structure_mask`` (from :class:`~structattn.structure.StructureCollator`).
+* ``"token"`` (``hybrid``): a band |i - j| <= k over sub-word token positions, special tokens being
+  positions like any other (Xu et al.'s local pattern; also the SLA paper's own definition of WLA, which
+  ``wla`` with ``window_unit="token"`` gives). The collator and a call without ``structure_mask`` build
+  exactly the same band.
+
+Saved configurations from before ``window_unit`` existed load as ``"token"`` for ``hybrid`` and ``"word"``
+for every other mechanism (see :meth:`MechanismConfig.from_dict`).
 """
 from __future__ import annotations
 
@@ -18,8 +32,9 @@ from typing import Any, Sequence
 from ..errors import UserError
 
 GATE_KINDS = ("token", "head")
-KERNEL_NAMES = ("auto", "fused", "exact", "shared_exp", "shared_exp_compiled", "reference", "official")
+from .kernels import KERNEL_NAMES  # noqa: E402 - the public kernel registry, one list
 BASE_NAMES = ("sdpa", "eager")
+WINDOW_UNITS = ("word", "token")
 RELATION_NAMES = ("sla", "tree", "window", "sdoi", "forward", "backward", "all")
 CONFIG_VERSION = 1
 
@@ -34,6 +49,9 @@ class MechanismConfig:
             or None for ``global`` (no local pattern).
         m: distance threshold of ``sla``/``tree`` relations (SLA: D(i, j) <= m).
         k: half-width of the ``window`` relation (|i - j| <= k).
+        window_unit: what the ``window`` relation counts: ``"word"`` (words, special tokens visible to all;
+            needs ``structure_mask``) or ``"token"`` (a band over token positions, built in the model when no
+            ``structure_mask`` is given). Only the ``window`` relation takes ``"token"``.
         layers: encoder layers that mix local and global attention: None = all, an int L = the lowest L
             layers, a list of indices (negative counts from the top).
         gate: ``"token"`` = one gate per token shared by all heads (the papers), ``"head"`` = one per
@@ -43,8 +61,8 @@ class MechanismConfig:
         gate_has_bias: whether the gate has a bias (Xu et al.: g = sigmoid(W h), no bias).
         gate_init_std: std of the initial gate weights W (None = the model's ``initializer_range``).
         kernel: ``auto`` (fused native kernel when it builds, else ``exact``), ``fused``, ``exact`` (two
-            passes of the stock kernel, outputs mixed: bit-exact at g = 0), ``shared_exp``,
-            ``shared_exp_compiled``, ``reference``, ``official`` (the SLA code's two-softmax form).
+            passes of the stock kernel, outputs mixed: bit-exact at g = 0), ``shared_exp``, ``reference``
+            (:data:`structattn.attention.kernels.KERNEL_NAMES`).
         base: the stock kernel the global part reproduces and whose mask format is used: ``sdpa`` or ``eager``.
     """
 
@@ -52,6 +70,7 @@ class MechanismConfig:
     relation: str | None = "sla"
     m: int | None = 3
     k: int | None = None
+    window_unit: str = "word"
     layers: int | list[int] | None = None
     gate: str = "token"
     gate_bias: float = 0.0
@@ -76,6 +95,12 @@ class MechanismConfig:
         if self.kernel not in KERNEL_NAMES:
             raise UserError(f"mechanism {self.name!r}: unknown kernel {self.kernel!r}; "
                             f"valid kernels: {', '.join(KERNEL_NAMES)}")
+        if self.window_unit not in WINDOW_UNITS:
+            raise UserError(f"mechanism {self.name!r}: window_unit must be one of {', '.join(WINDOW_UNITS)}, "
+                            f"got {self.window_unit!r}")
+        if self.window_unit == "token" and self.relation != "window":
+            raise UserError(f"mechanism {self.name!r}: window_unit='token' applies only to relation 'window', not "
+                            f"{self.relation!r}; set window_unit='word'")
         if self.base not in BASE_NAMES:
             raise UserError(f"mechanism {self.name!r}: base must be one of {', '.join(BASE_NAMES)}, got {self.base!r}")
         for key in ("m", "k"):
@@ -145,9 +170,16 @@ class MechanismConfig:
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> "MechanismConfig":
-        """Inverse of :meth:`to_dict`; unknown keys (from a newer version or set by the installer) are ignored."""
+        """Inverse of :meth:`to_dict`; unknown keys (from a newer version or set by the installer) are ignored.
+
+        A dict saved before ``window_unit`` existed gets the unit its model was built for: ``"token"`` for
+        ``hybrid`` (Xu et al.'s sub-word window), ``"word"`` otherwise (the committed WLA runs).
+        """
         names = {f.name for f in dataclasses.fields(cls)}
-        return cls(**{k: v for k, v in data.items() if k in names})
+        values = {k: v for k, v in data.items() if k in names}
+        if "window_unit" not in values:
+            values["window_unit"] = "token" if values.get("name") == "hybrid" else "word"
+        return cls(**values)
 
     def replace(self, **options: Any) -> "MechanismConfig":
         """A copy with some fields changed; an unknown field fails listing the valid ones."""
@@ -170,10 +202,13 @@ def check_options(options: dict[str, Any]) -> None:
 MECHANISMS: dict[str, MechanismConfig] = {
     # Li et al. 2021: dependency-tree distance (from i or a neighbour of i) <= m, gate per token, all layers.
     "sla": MechanismConfig(name="sla", relation="sla", m=3),
-    # Li et al.'s window baseline (WLA): |i - j| <= k, same gate.
-    "wla": MechanismConfig(name="wla", relation="window", m=None, k=3),
-    # Xu et al. 2019: window local pattern with m = 1 (k here), g = sigmoid(W h) without bias, lowest 2 layers.
-    "hybrid": MechanismConfig(name="hybrid", relation="window", m=None, k=1, layers=2, gate_has_bias=False),
+    # Li et al.'s window baseline (WLA): |i - j| <= k over words (the committed runs; the paper counts tokens:
+    # window_unit="token"), same gate.
+    "wla": MechanismConfig(name="wla", relation="window", m=None, k=3, window_unit="word"),
+    # Xu et al. 2019: band of half-width 1 (their m, k here) over sub-word positions, g = sigmoid(W h) without
+    # bias, lowest 2 layers.
+    "hybrid": MechanismConfig(name="hybrid", relation="window", m=None, k=1, window_unit="token", layers=2,
+                              gate_has_bias=False),
     # SG-Net's SDOI pattern (a word sees itself and its ancestors) used as the local pattern inside the encoder.
     "sdoi": MechanismConfig(name="sdoi", relation="sdoi", m=None),
     # The stock model through the same code path (baselines).
@@ -205,6 +240,8 @@ def describe(names: Sequence[str] | None = None) -> str:
     for key in names or sorted(MECHANISMS):
         c = MECHANISMS[key]
         rel = "none (stock attention)" if c.is_global else f"{c.relation} {c.relation_options()}"
+        if c.relation == "window":
+            rel += f" over {c.window_unit}s"
         layers = "all" if c.layers is None else (f"lowest {c.layers}" if isinstance(c.layers, int) else str(c.layers))
         lines.append(f"{key}: local={rel}, layers={layers}, gate={c.gate}{'' if c.gate_has_bias else ' (no bias)'}")
     return "\n".join(lines)

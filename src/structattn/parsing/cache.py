@@ -1,21 +1,39 @@
-"""On-disk cache of parses, keyed by the inputs' content and the parser's fingerprint.
+"""On-disk parse cache, content-addressed per item, so subsets and supersets of an input reuse it.
 
-Layout: ``<directory>/<key[:32]>/<shard number>.parses.jsonl``, one file per block of
-``shard_size`` consecutive items (4096 by default, so SST-2 train's 67,349 items are 17 files).
+Layout::
 
-Each shard file is:
+    <directory>/v2/<namespace>/namespace.json   fingerprint, kind, options, format; touched on every use
+    <directory>/v2/<namespace>/<b>.jsonl        16 bucket files, b = the first hex digit of an entry's key
 
-* line 1, a JSON header: format name and version, full key, fingerprint, kind, shard number and
-  count, index of its first item, number of items, sha256 of its items' JSON, sha256 of the payload;
-* the payload: one JSON line with the label tables ``{"deprel": [...], "upos": [...]}``, then one
-  JSON line per item, a list of sentences ``[sent_id, words, heads, deprel ids, upos ids]``.
+A namespace is one (format version, parser fingerprint, kind, options); its id is the first 32 hex digits
+of their sha256. An item's key is the sha256 of the namespace id and the item as compact JSON: the same
+item parsed by the same parser has the same key wherever it sits in whatever input, so a subset
+(``--max-train-examples``), a superset (one added example) or another split sharing items parses only
+the items that are new. Identical items in one input are parsed once.
 
-Every header field is compared with what this run expects and the payload with its checksum, so a
-missing, truncated, corrupt (bit flip, unparsable) or stale (other fingerprint or format version)
-shard is logged as a warning and rebuilt - never reused. Files are written to a temporary file in
-the same folder and moved into place with ``os.replace``, so a crash leaves either the old file or
-the new one, never half a file. Complete shards are written as soon as their items are parsed, so
-an interrupted run resumes where it stopped.
+A bucket file is:
+
+* line 1, a JSON header: format name and version, namespace id, fingerprint, kind and bucket name;
+* one line per entry, ``<key> <check> <payload>``: ``check`` is the first 16 hex digits of the sha256
+  of key and payload, the payload the JSON list of the item's sentences
+  ``[relative, sent_id, words, heads, deprels, upos]``.
+
+A bucket whose header is unreadable or names another format, namespace, fingerprint, kind or bucket is
+stale, an entry whose check or JSON fails is corrupt: both are logged as a warning and their items parsed
+again, never reused, and rewriting the bucket drops them. Files are written to a temporary file in the
+same folder and moved into place with ``os.replace``, so a crash leaves either the old file or the new
+one (there is no fsync: a file torn by a power loss fails its checks and is parsed again). New entries
+are written after ``flush_items`` parsed items and then whenever the unwritten ones are as many as the
+written ones, so an interrupted run resumes where it stopped and loses at most half of its work. Two
+processes adding to one bucket at the same moment can lose one's additions (parsed again next time),
+never mix them.
+
+Sentence ids: parsers name sentences after the item's position in the input (``"12"``, ``"12.2"``). An
+id that is the item's index, or that index and a dot and more, is stored relative to the index
+(``relative`` = 1) and rebuilt for the position the item has now; any other id is stored as it is.
+
+Anything else under ``<directory>`` (such as the per-input shard folders of format 1) is another format:
+never read, listed by :func:`cache_info` and removed by :func:`prune`.
 """
 from __future__ import annotations
 
@@ -24,10 +42,13 @@ import hashlib
 import json
 import logging
 import os
+import shutil
+import sys
 import tempfile
+import time
 from collections.abc import Callable, Iterable, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from .. import settings
@@ -36,8 +57,16 @@ from .record import Parse
 log = logging.getLogger(__name__)
 
 FORMAT_NAME = "structattn-parses"
-FORMAT_VERSION = 1
-DEFAULT_SHARD_SIZE = 4096
+FORMAT_VERSION = 2
+VERSION_DIR = f"v{FORMAT_VERSION}"
+NAMESPACE_FILE = "namespace.json"
+BUCKET_SUFFIX = ".jsonl"
+DEFAULT_FLUSH_ITEMS = 4096
+# Few buckets: opening a file costs more than scanning a few thousand lines, and every lookup of more
+# than a handful of items touches every bucket anyway (keys are spread evenly).
+BUCKET_DIGITS = 1
+_KEY_LEN = 64    # hex digits of an entry key
+_CHECK_LEN = 16  # hex digits of an entry check
 
 # parse_fn(items, indices) -> one passage (list[Parse]) per item, in order; indices are the items'
 # positions in the whole input (used in sentence ids).
@@ -46,58 +75,84 @@ ParseFn = Callable[[list, list[int]], Iterable[list[Parse]]]
 
 @dataclass
 class CacheStats:
-    """What the last :meth:`ParseCache.get_or_parse` did, counted in shards and items."""
+    """What the last :meth:`ParseCache.get_or_parse` did, counted in items."""
 
     directory: Path | None = None
-    shards: int = 0
-    hits: int = 0          # shards loaded from disk
-    misses: int = 0        # shards absent
-    rebuilt: int = 0       # shards present but corrupt or stale, parsed again
-    parsed_items: int = 0  # items sent to the parser
-    write_errors: int = 0  # shards that could not be written (results still returned)
+    items: int = 0
+    hits: int = 0          # items loaded from disk
+    misses: int = 0        # items without an entry
+    rebuilt: int = 0       # items whose entry or bucket file was corrupt or stale, parsed again
+    parsed_items: int = 0  # distinct items sent to the parser
+    write_errors: int = 0  # bucket files that could not be written (results still returned)
 
     def summary(self) -> str:
-        return (f"{self.hits} of {self.shards} shards from cache, {self.misses} missing, "
-                f"{self.rebuilt} rebuilt (corrupt/stale); {self.parsed_items:,} items parsed")
+        return (f"{self.hits:,} of {self.items:,} items from cache, {self.misses:,} new, "
+                f"{self.rebuilt:,} rebuilt (corrupt/stale); {self.parsed_items:,} items parsed")
 
 
 class CacheInvalid(Exception):
-    """A shard file that must not be used; the message says why."""
+    """A bucket file that must not be used; the message says why."""
+
+
+@dataclass
+class Namespace:
+    """One (format, fingerprint, kind, options): where its buckets live and how its keys are made."""
+
+    directory: Path
+    fingerprint: str
+    kind: str
+    options: dict = field(default_factory=dict)
+
+    def __post_init__(self):
+        self.id = hashlib.sha256(_dumps([FORMAT_NAME, FORMAT_VERSION, self.kind, self.fingerprint,
+                                         self.options]).encode()).hexdigest()[:32]
+        self.folder = self.directory / VERSION_DIR / self.id
+        self._hasher = hashlib.sha256(self.id.encode() + b"\n")
+
+    def key(self, item) -> str:
+        """The entry key of one item (hex sha256 of the namespace id and the item's JSON)."""
+        h = self._hasher.copy()
+        h.update(_dumps(item).encode("utf-8"))
+        return h.hexdigest()
+
+    def record(self) -> dict:
+        """The content of ``namespace.json``."""
+        return {"format": FORMAT_NAME, "version": FORMAT_VERSION, "namespace": self.id,
+                "fingerprint": self.fingerprint, "kind": self.kind, "options": self.options}
+
+    def bucket_header(self, bucket: str) -> dict:
+        return {"format": FORMAT_NAME, "version": FORMAT_VERSION, "namespace": self.id,
+                "fingerprint": self.fingerprint, "kind": self.kind, "bucket": bucket}
+
+    def bucket_path(self, bucket: str) -> Path:
+        return self.folder / f"{bucket}{BUCKET_SUFFIX}"
 
 
 class ParseCache:
-    """Sharded, checksummed, atomically written parse cache.
+    """Content-addressed, checksummed, atomically written parse cache.
 
     Args:
         directory: where the cache lives; default ``settings.cache_dir() / "parses"``.
-        shard_size: items per shard file.
+        flush_items: new entries are first written after this many parsed items (see the module docstring).
     """
 
-    def __init__(self, directory: str | Path | None = None, shard_size: int = DEFAULT_SHARD_SIZE):
-        if shard_size < 1:
-            raise ValueError("shard_size must be positive")
+    def __init__(self, directory: str | Path | None = None, flush_items: int = DEFAULT_FLUSH_ITEMS):
+        if flush_items < 1:
+            raise ValueError("flush_items must be positive")
         self.directory = Path(directory) if directory is not None else settings.cache_dir() / "parses"
-        self.shard_size = shard_size
+        self.flush_items = flush_items
         self.last_stats = CacheStats()
 
-    # ------------------------------------------------------------------ keys
-    def _shard_digests(self, items: Sequence) -> list[str]:
-        """sha256 of each shard's items, as compact JSON (one ``json.dumps`` per shard)."""
-        return [hashlib.sha256(_dumps(list(items[s:s + self.shard_size])).encode()).hexdigest()
-                for s in range(0, len(items), self.shard_size)]
+    def namespace(self, fingerprint: str, kind: str, options: dict | None = None) -> Namespace:
+        return Namespace(self.directory, fingerprint, kind, dict(options or {}))
 
-    def key(self, items: Sequence, fingerprint: str, kind: str, options: dict | None = None) -> str:
-        """The cache key of ``items`` parsed by a parser with this fingerprint (hex sha256)."""
-        return self._key(self._shard_digests(items), len(items), fingerprint, kind, options)
+    def key(self, item, fingerprint: str, kind: str, options: dict | None = None) -> str:
+        """The entry key of ``item`` parsed by a parser with this fingerprint (hex sha256)."""
+        return self.namespace(fingerprint, kind, options).key(item)
 
-    def _key(self, digests, n_items, fingerprint, kind, options) -> str:
-        h = hashlib.sha256()
-        h.update(_dumps([FORMAT_NAME, FORMAT_VERSION, kind, fingerprint, options or {},
-                         self.shard_size, n_items, digests]).encode())
-        return h.hexdigest()
-
-    def folder(self, key: str) -> Path:
-        return self.directory / key[:32]
+    def folder(self, fingerprint: str, kind: str, options: dict | None = None) -> Path:
+        """The folder holding the entries of this fingerprint, kind and options."""
+        return self.namespace(fingerprint, kind, options).folder
 
     # ------------------------------------------------------------------ main entry
     def get_or_parse(self, items: Sequence, parse_fn: ParseFn, fingerprint: str, kind: str,
@@ -107,123 +162,258 @@ class ParseCache:
 
         Args:
             items: texts (``kind="texts"``) or word lists (``kind="words"``), or anything JSON-able.
-            parse_fn: called once with the items of every shard not usable from disk and their
-                global indices; must yield one passage per item, in order.
+            parse_fn: called once with the distinct items that have no usable entry and the index of
+                each one's first occurrence; must yield one passage per item, in order.
             fingerprint: the parser's fingerprint (model, versions, options).
             progress: called with the number of items done (loaded or parsed).
         """
         items = list(items)
-        digests = self._shard_digests(items)
-        key = self._key(digests, len(items), fingerprint, kind, options)
-        folder = self.folder(key)
-        n_shards = len(digests)
-        stats = CacheStats(directory=folder, shards=n_shards)
+        ns = self.namespace(fingerprint, kind, options)
+        keys = [ns.key(item) for item in items]
+        stats = CacheStats(directory=ns.folder, items=len(items))
         self.last_stats = stats
         results: list[list[Parse] | None] = [None] * len(items)
-
-        def expected_header(shard: int) -> dict:
-            start = shard * self.shard_size
-            return {"format": FORMAT_NAME, "version": FORMAT_VERSION, "key": key, "fingerprint": fingerprint,
-                    "kind": kind, "shard": shard, "shards": n_shards, "first_index": start,
-                    "count": min(self.shard_size, len(items) - start), "items_sha256": digests[shard]}
-
-        todo: list[int] = []
-        for shard in range(n_shards):
-            path = self._shard_path(folder, shard)
-            if not path.exists():
-                stats.misses += 1
-                todo.append(shard)
-                continue
-            try:
-                passages = read_shard(path, expected_header(shard))
-            except CacheInvalid as exc:
-                log.warning("parse cache: %s is unusable (%s); parsing these items again", path, exc)
-                stats.rebuilt += 1
-                todo.append(shard)
-                continue
-            start = shard * self.shard_size
-            results[start:start + len(passages)] = passages
-            stats.hits += 1
-            if progress is not None:
-                progress(len(passages))
-
-        if todo:
-            self._parse_missing(items, todo, parse_fn, expected_header, folder, results, stats, progress)
+        missing: dict[str, list[int]] = {}  # key -> positions, in order of first occurrence
+        # Loading makes millions of small acyclic objects; with the cyclic GC running it would rescan
+        # them over and over (half of the load time on SST-2), so it is paused meanwhile.
+        with _gc_paused():
+            found, bad = _load(ns, set(keys))
+            for index, key in enumerate(keys):
+                if key in found:
+                    try:
+                        results[index] = _passage(found[key], index)
+                        continue
+                    except (ValueError, TypeError) as exc:  # checksum fine, content not: a writer's bug
+                        log.warning("parse cache: entry %s is malformed (%s); parsing it again", key, exc)
+                        del found[key]
+                        bad.add(key)
+                missing.setdefault(key, []).append(index)
+                if key in bad:
+                    stats.rebuilt += 1
+                else:
+                    stats.misses += 1
+            del found  # freed while the GC is off: the collection when it is back on has less to scan
+        stats.hits = len(items) - stats.misses - stats.rebuilt
+        if progress is not None and stats.hits:
+            progress(stats.hits)
+        if items:
+            self._mark_used(ns, stats)
+        if missing:
+            self._parse_missing(ns, items, missing, parse_fn, results, stats, progress)
         return results  # type: ignore[return-value]
 
-    def _parse_missing(self, items, todo, parse_fn, expected_header, folder, results, stats, progress):
-        indices = [i for shard in todo
-                   for i in range(shard * self.shard_size, min((shard + 1) * self.shard_size, len(items)))]
-        stats.parsed_items = len(indices)
-        pending = iter(todo)
-        shard = next(pending)
-        shard_end = min((shard + 1) * self.shard_size, len(items))
-        produced = 0
+    def _mark_used(self, ns: Namespace, stats: CacheStats) -> None:
+        """Write ``namespace.json`` if it is not there, else set its time to now (``prune --days``)."""
+        path = ns.folder / NAMESPACE_FILE
+        try:
+            if path.exists():
+                os.utime(path)
+            else:
+                write_atomic(path, [(_dumps(ns.record()) + "\n").encode("utf-8")])
+        except OSError as exc:
+            stats.write_errors += 1
+            log.warning("parse cache: could not write %s (%s); results are not cached", path, exc)
+
+    def _parse_missing(self, ns, items, missing, parse_fn, results, stats, progress) -> None:
+        todo = list(missing)
+        indices = [missing[key][0] for key in todo]
+        stats.parsed_items = len(todo)
         stream = iter(parse_fn([items[i] for i in indices], indices))
-        for index in indices:
+        pending: list[tuple[str, bytes]] = []
+        written = 0
+        for produced, (key, index) in enumerate(zip(todo, indices)):
             try:
-                passage = next(stream)
+                passage = list(next(stream))
             except StopIteration:
-                raise RuntimeError(f"parse_fn returned {produced} passages for {len(indices)} items") from None
-            results[index] = list(passage)
-            produced += 1
+                raise RuntimeError(f"parse_fn returned {produced} passages for {len(todo)} items") from None
+            rows = _rows(passage, index)
+            for position in missing[key]:
+                results[position] = passage if position == index else _passage(rows, position)
+            pending.append((key, _dumps(rows).encode("utf-8")))
             if progress is not None:
-                progress(1)
-            if index + 1 == shard_end:  # this shard is complete: write it now (resumable runs)
-                start = shard * self.shard_size
-                try:
-                    write_shard(self._shard_path(folder, shard), expected_header(shard), results[start:shard_end])
-                except OSError as exc:
-                    stats.write_errors += 1
-                    log.warning("parse cache: could not write %s (%s); results are not cached",
-                                self._shard_path(folder, shard), exc)
-                shard = next(pending, None)
-                if shard is not None:
-                    shard_end = min((shard + 1) * self.shard_size, len(items))
+                progress(len(missing[key]))
+            # Write now, so an interrupted run resumes here. The interval grows with what this run has
+            # written (every bucket is rewritten each time), so a long run writes each entry about twice.
+            if len(pending) >= max(self.flush_items, written):
+                self._write(ns, pending, stats)
+                written += len(pending)
+                pending = []
+        if pending:
+            self._write(ns, pending, stats)
+
+    def _write(self, ns: Namespace, entries: list[tuple[str, bytes]], stats: CacheStats) -> None:
+        """Add ``entries`` (key, payload) to their buckets, one atomic rewrite per bucket."""
+        by_bucket: dict[str, dict[str, bytes]] = {}
+        for key, payload in entries:
+            by_bucket.setdefault(key[:BUCKET_DIGITS], {})[key] = payload
+        for bucket, new in sorted(by_bucket.items()):
+            path = ns.bucket_path(bucket)
+            header = ns.bucket_header(bucket)
+            kept = self._intact_entries(path, header)
+            kept.update(new)
+            try:
+                write_atomic(path, _bucket_chunks(header, kept))
+            except OSError as exc:
+                stats.write_errors += 1
+                log.warning("parse cache: could not write %s (%s); results are not cached", path, exc)
 
     @staticmethod
-    def _shard_path(folder: Path, shard: int) -> Path:
-        return folder / f"{shard:05d}.parses.jsonl"
+    def _intact_entries(path: Path, header: dict) -> dict[str, bytes]:
+        """{key: payload} of the intact entries of an existing bucket, to keep when it is rewritten."""
+        if not path.exists():
+            return {}
+        try:
+            lines = read_bucket(path, header)
+        except CacheInvalid as exc:
+            log.warning("parse cache: %s is unusable (%s); rewriting it with the new entries only", path, exc)
+            return {}
+        entries = [split_entry(line) for line in lines]
+        corrupt = sum(e is None for e in entries)
+        if corrupt:
+            log.warning("parse cache: %s: dropping %d corrupt entries", path, corrupt)
+        return dict(e for e in entries if e is not None)
 
 
-# ---------------------------------------------------------------------- file format
-def _dumps(value) -> str:
-    return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+# ---------------------------------------------------------------------- loading
+def _load(ns: Namespace, keys: set[str]) -> tuple[dict[str, list], set[str]]:
+    """Decoded entries (rows, see :func:`_passage`) of ``keys`` found intact, and the keys whose entries are corrupt or in a bucket
+    that is unusable (corrupt or stale)."""
+    wanted: dict[str, set[str]] = {}
+    for key in keys:
+        wanted.setdefault(key[:BUCKET_DIGITS], set()).add(key)
+    found: dict[str, list] = {}
+    bad: set[str] = set()
+    for bucket, bucket_keys in sorted(wanted.items()):
+        path = ns.bucket_path(bucket)
+        if not path.exists():
+            continue
+        try:
+            payloads, corrupt = _wanted_entries(read_bucket(path, ns.bucket_header(bucket)), bucket_keys)
+            found.update(decode_entries(payloads))
+        except CacheInvalid as exc:
+            log.warning("parse cache: %s is unusable (%s); parsing its items again", path, exc)
+            bad |= bucket_keys
+            continue
+        if corrupt:
+            log.warning("parse cache: %s: %d entries fail their checksum (corrupt); parsing those items again",
+                        path, len(corrupt))
+            bad |= corrupt
+    return found, bad
 
 
-def encode_payload(passages: Sequence[Sequence[Parse]]) -> bytes:
-    """Label tables line + one line per passage (see the module docstring)."""
-    deprel_ids: dict[str, int] = {}
-    upos_ids: dict[str, int] = {}
-    lines = []
-    for passage in passages:
-        row = []
-        for p in passage:
-            d = [deprel_ids.setdefault(x, len(deprel_ids)) for x in p.deprels]
-            u = [upos_ids.setdefault(x, len(upos_ids)) for x in p.upos]
-            row.append([p.sent_id, list(p.words), list(p.heads), d, u])
-        lines.append(_dumps(row))
-    table = _dumps({"deprel": list(deprel_ids), "upos": list(upos_ids)})
-    return ("\n".join([table, *lines]) + "\n").encode("utf-8")
+def _wanted_entries(lines: list[bytes], wanted: set[str]) -> tuple[dict[str, bytes], set[str]]:
+    """{key: payload} of the intact entries of ``wanted`` keys, and the wanted keys with only corrupt lines."""
+    wanted_bytes = {k.encode("ascii") for k in wanted}
+    payloads: dict[str, bytes] = {}
+    corrupt: set[str] = set()
+    for line in lines:
+        key = line[:_KEY_LEN]
+        if key not in wanted_bytes:  # cheap test first: most lines of a bucket are other items
+            continue
+        entry = split_entry(line)
+        if entry is None:
+            corrupt.add(key.decode("ascii"))
+        else:
+            payloads[entry[0]] = entry[1]
+    return payloads, corrupt - set(payloads)
 
 
-def decode_payload(payload: bytes, count: int) -> list[list[Parse]]:
-    """Inverse of :func:`encode_payload`; raises ValueError/KeyError/TypeError/IndexError on bad data."""
-    lines = payload.decode("utf-8").split("\n")
-    if lines[-1] != "":
-        raise ValueError("payload does not end with a newline")
-    table = json.loads(lines[0])
-    deprels, upos = table["deprel"], table["upos"]
-    rows = lines[1:-1]
-    if len(rows) != count:
-        raise ValueError(f"{len(rows)} items in payload, header says {count}")
-    # Decoding makes millions of small acyclic objects; with the cyclic GC running it would rescan
-    # them over and over (half of the load time on SST-2), so it is paused meanwhile.
-    with _gc_paused():
-        decoded = json.loads("[" + ",".join(rows) + "]")
-        return [[Parse(tuple(words), tuple(heads), tuple([deprels[i] for i in d]),
-                       tuple([upos[i] for i in u]), sent_id)
-                 for sent_id, words, heads, d, u in item] for item in decoded]
+def read_bucket(path: Path, expected: dict) -> list[bytes]:
+    """The entry lines of one bucket file, unchecked (see :func:`split_entry`).
+
+    Raises:
+        CacheInvalid: the file cannot be read or its header is corrupt or not ``expected``.
+    """
+    try:
+        data = path.read_bytes()
+    except OSError as exc:
+        raise CacheInvalid(f"unreadable: {exc}") from exc
+    newline = data.find(b"\n")
+    if newline < 0:
+        raise CacheInvalid("truncated: no header line")
+    _check_header(data[:newline], expected)
+    return [line for line in data[newline + 1:].split(b"\n") if line]
+
+
+def _check_header(line: bytes, expected: dict) -> None:
+    try:
+        header = json.loads(line)
+    except ValueError as exc:
+        raise CacheInvalid(f"corrupt header: {exc}") from exc
+    if not isinstance(header, dict):
+        raise CacheInvalid("corrupt header: not an object")
+    if header.get("format") != FORMAT_NAME or header.get("version") != FORMAT_VERSION:
+        raise CacheInvalid(f"stale: format {header.get('format')!r} version {header.get('version')!r}, "
+                           f"expected {FORMAT_NAME!r} version {FORMAT_VERSION}")
+    if header.get("fingerprint") != expected["fingerprint"]:
+        raise CacheInvalid(f"stale: made by {header.get('fingerprint')!r}, expected {expected['fingerprint']!r}")
+    if header != expected:
+        wrong = sorted(k for k in set(header) | set(expected) if header.get(k) != expected.get(k))
+        raise CacheInvalid(f"header does not match this namespace (fields {', '.join(wrong)})")
+
+
+def _check(key: bytes, payload: bytes) -> bytes:
+    return hashlib.sha256(key + b" " + payload).hexdigest()[:_CHECK_LEN].encode("ascii")
+
+
+def split_entry(line: bytes) -> tuple[str, bytes] | None:
+    """(key, payload) of an entry line, or None when it is malformed or fails its check (corrupt)."""
+    body = _KEY_LEN + _CHECK_LEN + 2
+    if len(line) <= body or line[_KEY_LEN:_KEY_LEN + 1] != b" " or line[body - 1:body] != b" ":
+        return None
+    key, payload = line[:_KEY_LEN], line[body:]
+    if _check(key, payload) != line[_KEY_LEN + 1:body - 1]:
+        return None
+    return key.decode("ascii"), payload
+
+
+def _bucket_chunks(header: dict, entries: dict[str, bytes]) -> list[bytes]:
+    lines = [(_dumps(header) + "\n").encode("utf-8")]
+    for key, payload in entries.items():
+        k = key.encode("ascii")
+        lines.append(k + b" " + _check(k, payload) + b" " + payload + b"\n")
+    return lines
+
+
+# ---------------------------------------------------------------------- entries
+# One encoder for all calls: json.dumps with options builds a new encoder every time (slow per item).
+_dumps = json.JSONEncoder(ensure_ascii=False, separators=(",", ":")).encode
+
+
+def _rows(passage: Sequence[Parse], index: int) -> list[list]:
+    """One item's sentences as JSON-able rows, ids relative to ``index`` where they start with it."""
+    prefix = str(index)
+    rows = []
+    for p in passage:
+        relative = p.sent_id == prefix or p.sent_id.startswith(prefix + ".")
+        sent_id = p.sent_id[len(prefix):] if relative else p.sent_id
+        rows.append([int(relative), sent_id, list(p.words), list(p.heads), list(p.deprels), list(p.upos)])
+    return rows
+
+
+def _passage(rows: list[list], index: int) -> list[Parse]:
+    """One item's :class:`Parse` records at position ``index`` (relative sentence ids rebuilt) from its
+    rows; ValueError or TypeError when a row is malformed."""
+    prefix = str(index)
+    intern = sys.intern  # labels come from a small set: one string object per label, not one per word
+    passage = []
+    for relative, sent_id, words, heads, deprels, upos in rows:
+        if not (isinstance(sent_id, str) and len(words) == len(heads) == len(deprels) == len(upos)):
+            raise ValueError("malformed sentence row")
+        passage.append(Parse(tuple(words), tuple(heads), tuple(map(intern, deprels)), tuple(map(intern, upos)),
+                             prefix + sent_id if relative else sent_id))
+    return passage
+
+
+def decode_entries(payloads: dict[str, bytes]) -> dict[str, list]:
+    """Decode payloads (key -> JSON bytes) in one ``json.loads``; CacheInvalid if one is malformed."""
+    if not payloads:
+        return {}
+    try:
+        decoded = json.loads(b"[" + b",".join(payloads.values()) + b"]")
+    except ValueError as exc:
+        raise CacheInvalid(f"corrupt payload: {exc}") from exc
+    return dict(zip(payloads, decoded))
 
 
 @contextmanager
@@ -237,46 +427,6 @@ def _gc_paused():
             gc.enable()
 
 
-def write_shard(path: Path, header: dict, passages: Sequence[Sequence[Parse]]) -> None:
-    """Write one shard file atomically."""
-    payload = encode_payload(passages)
-    full = dict(header, payload_sha256=hashlib.sha256(payload).hexdigest())
-    write_atomic(path, [(_dumps(full) + "\n").encode("utf-8"), payload])
-
-
-def read_shard(path: Path, expected: dict) -> list[list[Parse]]:
-    """Load a shard; raise :class:`CacheInvalid` unless header and checksum match ``expected``."""
-    try:
-        data = path.read_bytes()
-    except OSError as exc:
-        raise CacheInvalid(f"unreadable: {exc}") from exc
-    newline = data.find(b"\n")
-    if newline < 0:
-        raise CacheInvalid("truncated: no header line")
-    try:
-        header = json.loads(data[:newline])
-    except ValueError as exc:
-        raise CacheInvalid(f"corrupt header: {exc}") from exc
-    if not isinstance(header, dict):
-        raise CacheInvalid("corrupt header: not an object")
-    checksum = header.pop("payload_sha256", None)
-    if header.get("format") != FORMAT_NAME or header.get("version") != FORMAT_VERSION:
-        raise CacheInvalid(f"stale: format {header.get('format')!r} version {header.get('version')!r}, "
-                           f"expected {FORMAT_NAME!r} version {FORMAT_VERSION}")
-    if header.get("fingerprint") != expected["fingerprint"]:
-        raise CacheInvalid(f"stale: made by {header.get('fingerprint')!r}, expected {expected['fingerprint']!r}")
-    if header != expected:
-        wrong = sorted(k for k in set(header) | set(expected) if header.get(k) != expected.get(k))
-        raise CacheInvalid(f"header does not match this input (fields {', '.join(wrong)})")
-    payload = data[newline + 1:]
-    if hashlib.sha256(payload).hexdigest() != checksum:
-        raise CacheInvalid("checksum mismatch (truncated or corrupt payload)")
-    try:
-        return decode_payload(payload, expected["count"])
-    except (ValueError, KeyError, TypeError, IndexError) as exc:
-        raise CacheInvalid(f"corrupt payload: {exc}") from exc
-
-
 def write_atomic(path: Path, chunks: Iterable[bytes]) -> None:
     """Write ``chunks`` to ``path`` via a temporary file in the same folder and ``os.replace``.
 
@@ -288,8 +438,6 @@ def write_atomic(path: Path, chunks: Iterable[bytes]) -> None:
         with os.fdopen(fd, "wb") as handle:
             for chunk in chunks:
                 handle.write(chunk)
-            handle.flush()
-            os.fsync(handle.fileno())
         os.chmod(tmp, 0o644)  # mkstemp makes 0600; cache files are not secret
         os.replace(tmp, path)
     except BaseException:
@@ -298,6 +446,113 @@ def write_atomic(path: Path, chunks: Iterable[bytes]) -> None:
         except FileNotFoundError:
             pass
         raise
+
+
+# ---------------------------------------------------------------------- info and prune
+@dataclass
+class NamespaceInfo:
+    """One namespace folder on disk (``fingerprint`` etc. None when ``namespace.json`` is unreadable)."""
+
+    folder: Path
+    fingerprint: str | None
+    kind: str | None
+    options: dict | None
+    entries: int
+    bytes: int
+    last_used: float
+
+
+@dataclass
+class OtherFormat:
+    """Something under the cache directory that this version does not read (an older format)."""
+
+    path: Path
+    bytes: int
+
+
+@dataclass
+class CacheInfo:
+    directory: Path
+    namespaces: list[NamespaceInfo]
+    others: list[OtherFormat]
+
+    @property
+    def bytes(self) -> int:
+        return sum(n.bytes for n in self.namespaces) + sum(o.bytes for o in self.others)
+
+
+def _size(path: Path) -> int:
+    if path.is_file():
+        return path.stat().st_size
+    return sum(p.stat().st_size for p in path.rglob("*") if p.is_file())
+
+
+def _read_namespace(folder: Path) -> NamespaceInfo:
+    record: dict = {}
+    meta = folder / NAMESPACE_FILE
+    try:
+        loaded = json.loads(meta.read_text(encoding="utf-8"))
+        record = loaded if isinstance(loaded, dict) else {}
+    except (OSError, ValueError) as exc:
+        log.warning("parse cache: %s is unreadable (%s); its fingerprint is unknown", meta, exc)
+    entries = 0
+    for bucket in folder.glob(f"*{BUCKET_SUFFIX}"):
+        entries += max(bucket.read_bytes().count(b"\n") - 1, 0)  # minus the header line
+    last_used = meta.stat().st_mtime if meta.exists() else folder.stat().st_mtime
+    return NamespaceInfo(folder, record.get("fingerprint"), record.get("kind"), record.get("options"),
+                         entries, _size(folder), last_used)
+
+
+def cache_info(directory: str | Path | None = None) -> CacheInfo:
+    """What the cache at ``directory`` (default: the default cache folder) holds."""
+    directory = Path(directory) if directory is not None else ParseCache().directory
+    namespaces, others = [], []
+    if directory.is_dir():
+        for path in sorted(directory.iterdir()):
+            if path.name != VERSION_DIR:
+                others.append(OtherFormat(path, _size(path)))
+                continue
+            for folder in sorted(path.iterdir()):
+                if folder.is_dir():
+                    namespaces.append(_read_namespace(folder))
+                else:
+                    others.append(OtherFormat(folder, _size(folder)))
+    return CacheInfo(directory, namespaces, others)
+
+
+@dataclass
+class Removed:
+    path: Path
+    bytes: int
+    entries: int | None  # None: another format, not counted
+    reason: str
+
+
+def prune(directory: str | Path | None = None, *, remove_all: bool = False, days: float | None = None,
+          keep_fingerprints: Iterable[str] | None = None, now: float | None = None) -> list[Removed]:
+    """Remove from the cache: always what another format version wrote; with ``remove_all`` everything;
+    with ``days`` the namespaces not used for that many days; with ``keep_fingerprints`` every namespace
+    whose fingerprint is not one of them. Returns what was removed and why."""
+    info = cache_info(directory)
+    now = time.time() if now is None else now
+    keep = None if keep_fingerprints is None else set(keep_fingerprints)
+    removed = [Removed(o.path, o.bytes, None, f"format other than version {FORMAT_VERSION}") for o in info.others]
+    for ns in info.namespaces:
+        if remove_all:
+            reason = "--all"
+        elif days is not None and now - ns.last_used > days * 86400:
+            reason = f"not used for {(now - ns.last_used) / 86400:.1f} days"
+        elif keep is not None and ns.fingerprint not in keep:
+            reason = f"fingerprint {ns.fingerprint!r} is not kept"
+        else:
+            continue
+        removed.append(Removed(ns.folder, ns.bytes, ns.entries, reason))
+    for item in removed:
+        if item.path.is_dir():
+            shutil.rmtree(item.path)
+        else:
+            item.path.unlink()
+    return removed
 
 
 # ---------------------------------------------------------------------- convenience

@@ -7,11 +7,14 @@ the running sentence number (from 1) in the file.
 
 Every tree is validated; a missing head (``_``), a head out of range, two roots or a cycle raise
 :class:`ParseError` naming the file, the sentence id and the line where the sentence (or the
-offending token) starts.
+offending token) starts. A malformed file is a :class:`ParseError` naming the file and line too:
+bytes that are not UTF-8, a word line without exactly 10 columns, a block of comments without
+words, and a file without any sentence. A UTF-8 byte order mark at the start is accepted.
 """
 from __future__ import annotations
 
 import io
+import re
 from collections import deque
 from collections.abc import Iterator
 from pathlib import Path
@@ -19,19 +22,28 @@ from pathlib import Path
 import conllu
 from conllu.exceptions import ParseException
 
+from ..errors import UserError
 from .record import Parse, ParseError
+
+N_COLUMNS = 10  # ID FORM LEMMA UPOS XPOS FEATS HEAD DEPREL DEPS MISC
+# How ``conllu`` splits a word line into columns (a tab, or two or more spaces); counting with the
+# same rule means the check sees exactly the columns the parser will read.
+_COLUMN_SEPARATOR = re.compile(r"\t| {2,}")
 
 
 class _LineTracker:
-    """Iterate a text file's lines for ``conllu`` while recording where each sentence block starts.
+    """Iterate a file's lines for ``conllu`` while checking them and recording where each sentence
+    block starts.
 
+    Lines may be ``bytes`` (decoded here, so a non-UTF-8 byte is reported on its own line) or ``str``.
     ``conllu`` splits sentences at blank lines; a block is a run of non-blank lines. For each block
     this keeps ``(first line number, number of comment lines)``; the parser reads the blank line
     after a block before it yields that sentence, so the queue's head is the sentence just yielded.
     """
 
-    def __init__(self, lines):
+    def __init__(self, lines, source: str):
         self._lines = iter(lines)
+        self.source = source
         self.line_no = 0
         self.blocks: deque[tuple[int, int]] = deque()
         self._in_block = False
@@ -40,8 +52,7 @@ class _LineTracker:
         return self
 
     def __next__(self) -> str:
-        line = next(self._lines)
-        self.line_no += 1
+        line = self._next_text()
         if line.strip() == "":
             self._in_block = False
         else:
@@ -51,21 +62,50 @@ class _LineTracker:
             if line.startswith("#"):
                 start, comments = self.blocks[-1]
                 self.blocks[-1] = (start, comments + 1)
+            else:
+                self._check_columns(line)
         return line
+
+    def _next_text(self) -> str:
+        try:
+            line = next(self._lines)
+        except UnicodeDecodeError as exc:  # a text handle decodes in chunks: only "after line N" is known
+            raise ParseError(f"{self.source}: not UTF-8 after line {self.line_no} ({exc}); "
+                             "CoNLL-U files must be UTF-8") from None
+        self.line_no += 1
+        if isinstance(line, bytes):
+            try:
+                line = line.decode("utf-8")
+            except UnicodeDecodeError as exc:
+                raise ParseError(f"{self.source}: line {self.line_no}: not UTF-8 (byte 0x{line[exc.start]:02x} "
+                                 f"at byte {exc.start + 1} of the line); CoNLL-U files must be UTF-8 "
+                                 "(convert it, e.g. iconv -f latin1 -t utf-8)") from None
+        return line.removeprefix("\ufeff") if self.line_no == 1 else line
+
+    def _check_columns(self, line: str) -> None:
+        n = len(_COLUMN_SEPARATOR.split(line.strip()))
+        if n != N_COLUMNS:
+            raise ParseError(f"{self.source}: line {self.line_no}: {n} column{'s' if n != 1 else ''}, a CoNLL-U "
+                             f"word line needs {N_COLUMNS} separated by tabs "
+                             "(ID FORM LEMMA UPOS XPOS FEATS HEAD DEPREL DEPS MISC; '_' for an empty field)")
 
     def read(self, *args):  # parse_incr only checks that the attribute exists
         raise io.UnsupportedOperation("read line by line")
 
 
 def iter_conllu(handle, source: str = "<string>") -> Iterator[Parse]:
-    """Stream validated :class:`Parse` records from an open text handle; ``source`` names it in errors."""
-    tracker = _LineTracker(handle)
+    """Stream validated :class:`Parse` records from an open handle (text, or binary holding UTF-8);
+    ``source`` names it in errors. A handle without any sentence is a :class:`ParseError`."""
+    tracker = _LineTracker(handle, source)
     sentences = iter(conllu.parse_incr(tracker))
     number = 0
     while True:
         try:
             tokenlist = next(sentences)
         except StopIteration:
+            if number == 0:
+                raise ParseError(f"{source}: no sentences ({tracker.line_no} lines, none of them a word line); "
+                                 "is it the right file?") from None
             return
         except ParseException as exc:
             line = tracker.blocks[0][0] if tracker.blocks else tracker.line_no
@@ -96,6 +136,8 @@ def _to_parse(tokenlist, number: int, source: str, start: int, comments: int) ->
         heads.append(head)
         deprels.append(token["deprel"] if token["deprel"] not in (None, "_") else "")
         upos.append(token["upos"] if token["upos"] not in (None, "_") else "")
+    if not words:
+        raise ParseError(f"{where}: no words, only comment lines; a sentence needs at least one word line")
     record = Parse(words, heads, deprels, upos, sent_id)
     try:
         record.validate()
@@ -107,7 +149,13 @@ def _to_parse(tokenlist, number: int, source: str, start: int, comments: int) ->
 def read_conllu(path: str | Path) -> list[Parse]:
     """All sentences of a CoNLL-U file as validated :class:`Parse` records (streamed while reading)."""
     path = Path(path)
-    with open(path, encoding="utf-8") as handle:
+    try:
+        handle = open(path, "rb")  # bytes: each line is decoded on its own, so errors name the exact line
+    except FileNotFoundError:
+        raise UserError(f"{path}: no such file") from None
+    except OSError as exc:
+        raise UserError(f"{path}: cannot read ({exc.strerror})") from None
+    with handle:
         return list(iter_conllu(handle, source=str(path)))
 
 

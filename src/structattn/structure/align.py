@@ -2,8 +2,21 @@
 
 Any Hugging Face *fast* tokenizer works (WordPiece, byte-level BPE, SentencePiece):
 the alignment comes from ``word_ids()`` and ``sequence_ids()``, never from
-string matching. Inputs longer than ``max_length`` become several overlapping
-windows (``stride`` tokens of overlap); every word appears in at least one window.
+string matching.
+
+Inputs longer than ``max_length`` are handled one of two ways (``long_inputs``):
+
+- ``"truncate"`` (the papers' choice, as BERT's ``run_glue``): one window; a pair loses
+  tokens from its longer segment first (``longest_first``), a single segment loses its end.
+  The cut may fall inside a word; the kept pieces of that word still map to it.
+- ``"windows"``: overlapping windows over whole words. A window never starts inside a word;
+  consecutive windows share the longest run of whole words that holds at most ``stride``
+  sub-words (the overlap is rounded down to word boundaries). In a pair, the longer segment
+  slides and the other is repeated in every window; the sliding one gets at least half of each
+  window and the repeated one is cut at its end where it does not fit beside it. A single word
+  longer than a whole window gets a window of its own holding its first sub-words, so every
+  word of the sliding segment has its first sub-word in some window. Cut sub-words are counted
+  (``EncodedWindow.dropped_tokens``).
 """
 from __future__ import annotations
 
@@ -16,6 +29,8 @@ import numpy as np
 from ..errors import UserError
 from .expand import SPECIAL
 
+LONG_INPUTS = ("truncate", "windows")
+
 
 @dataclass
 class EncodedWindow:
@@ -26,6 +41,9 @@ class EncodedWindow:
             (``token_type_ids`` None for models without them).
         token_word: ``[T]`` int32, global word index (segment 0 words first) or -1 for special tokens.
         example_index: which input example this window came from.
+        example_length: tokens the whole example needs as one sequence (special tokens included);
+            more than ``max_length`` means it was truncated or split.
+        dropped_tokens: sub-word tokens of the example that are in none of its windows.
     """
 
     input_ids: list[int]
@@ -33,6 +51,8 @@ class EncodedWindow:
     token_type_ids: list[int] | None
     token_word: np.ndarray
     example_index: int
+    example_length: int
+    dropped_tokens: int
 
 
 def check_fast_tokenizer(tokenizer) -> None:
@@ -42,19 +62,30 @@ def check_fast_tokenizer(tokenizer) -> None:
                         "AutoTokenizer.from_pretrained(name, use_fast=True).")
 
 
-def _repair_empty_words(tokenizer, words: list[str], where: str) -> list[str]:
-    """Replace words the tokenizer maps to no token by its unknown token.
+def check_long_inputs(long_inputs: str) -> None:
+    if long_inputs not in LONG_INPUTS:
+        raise UserError(f"long_inputs={long_inputs!r} is not valid; choose truncate (cut at max_length, the "
+                        "papers' choice) or windows (overlapping windows over whole words): "
+                        "--long-inputs truncate|windows")
+
+
+def _word_token_counts(tokenizer, words: list[str]) -> np.ndarray:
+    """``[N]`` int: sub-words of each word in the un-truncated encoding (no special tokens)."""
+    # verbose=False: a long example is measured here, never fed to the model whole
+    word_ids = tokenizer(words, is_split_into_words=True, add_special_tokens=False, verbose=False).word_ids()
+    return np.bincount([w for w in word_ids if w is not None], minlength=len(words))
+
+
+def _repair_empty_words(tokenizer, words: list[str], where: str) -> tuple[list[str], np.ndarray]:
+    """Replace words the tokenizer maps to no token by its unknown token; return words and token counts.
 
     A word with no token would lose its place in the mask and its label, so it is
     replaced (and a warning is given) rather than dropped.
     """
-    if not words:
-        return words
-    enc = tokenizer(words, is_split_into_words=True, add_special_tokens=False)
-    seen = set(w for w in enc.word_ids() if w is not None)
-    missing = [i for i in range(len(words)) if i not in seen]
+    counts = _word_token_counts(tokenizer, words)
+    missing = np.nonzero(counts == 0)[0].tolist()
     if not missing:
-        return words
+        return words, counts
     unk = tokenizer.unk_token
     if unk is None:
         raise UserError(f"{where}: words {[words[i] for i in missing]!r} give no token with this tokenizer "
@@ -64,70 +95,147 @@ def _repair_empty_words(tokenizer, words: list[str], where: str) -> list[str]:
     fixed = list(words)
     for i in missing:
         fixed[i] = unk
-    return fixed
+    return fixed, _word_token_counts(tokenizer, fixed)
+
+
+def word_windows(counts: np.ndarray, room: int, stride: int) -> list[tuple[int, int]]:
+    """Word ranges ``[start, end)`` of overlapping windows that never start inside a word.
+
+    Args:
+        counts: ``[N]`` sub-words per word (each >= 1).
+        room: sub-words a window holds.
+        stride: most sub-words two consecutive windows share; the shared part is the longest
+            run of whole words that fits in it (possibly none).
+    Returns:
+        ranges in order, together covering every word. A range holds at most ``room``
+        sub-words, except a range of one word longer than ``room`` (its own window).
+    """
+    cum = np.concatenate([[0], np.cumsum(counts)])
+    n = len(counts)
+
+    def size(start: int, end: int) -> int:
+        return int(cum[end] - cum[start])
+
+    ranges = []
+    start = 0
+    while True:
+        end = start + 1
+        while end < n and size(start, end + 1) <= room:
+            end += 1
+        ranges.append((start, end))
+        if end == n:
+            return ranges
+        # Step back over whole words while the overlap fits in the stride and the next
+        # window still reaches the first word this one could not hold (so it adds a word).
+        nxt = end
+        while nxt - 1 > start and size(nxt - 1, end) <= stride and size(nxt - 1, end + 1) <= room:
+            nxt -= 1
+        start = nxt
 
 
 def encode_words(tokenizer, words_a: Sequence[str], words_b: Sequence[str] | None = None, *,
-                 max_length: int = 128, stride: int = 32, example_index: int = 0,
-                 where: str = "") -> list[EncodedWindow]:
-    """Encode one example given as words; split it into windows if it is too long.
+                 max_length: int = 128, stride: int = 32, long_inputs: str = "truncate",
+                 example_index: int = 0, where: str = "") -> list[EncodedWindow]:
+    """Encode one example given as words; truncate it or split it into windows if it is too long.
 
     Args:
         tokenizer: a fast Hugging Face tokenizer (byte-level BPE ones need ``add_prefix_space=True``).
         words_a: the first segment's words (N_a).
         words_b: the second segment's words (N_b), or None.
         max_length: tokens per window including special tokens.
-        stride: overlapping tokens between consecutive windows.
+        stride: ``"windows"`` only: most sub-words shared by consecutive windows.
+        long_inputs: ``"truncate"`` or ``"windows"`` (module docstring).
     Returns:
-        one or more windows; ``token_word`` indexes words 0..N_a-1 then N_a..N_a+N_b-1.
+        one window (always, under ``"truncate"``) or more; ``token_word`` indexes words
+        0..N_a-1 then N_a..N_a+N_b-1.
     """
     check_fast_tokenizer(tokenizer)
+    check_long_inputs(long_inputs)
     where = where or f"example {example_index}"
-    if len(words_a) == 0 or (words_b is not None and len(words_b) == 0):
+    segments = [list(words_a)] + ([list(words_b)] if words_b is not None else [])
+    if any(len(seg) == 0 for seg in segments):
         raise UserError(f"{where}: a segment has no words")
-    words_a = _repair_empty_words(tokenizer, list(words_a), where)
-    if words_b is not None:
-        words_b = _repair_empty_words(tokenizer, list(words_b), where)
-    n_a = len(words_a)
-    room = max_length - tokenizer.num_special_tokens_to_add(pair=words_b is not None)
-    if stride < 0 or stride >= room:
+    repaired = [_repair_empty_words(tokenizer, seg, where) for seg in segments]
+    segments = [words for words, _ in repaired]
+    counts = [c for _, c in repaired]
+    room = max_length - tokenizer.num_special_tokens_to_add(pair=len(segments) == 2)
+    if room < len(segments):
+        raise UserError(f"max_length={max_length} leaves no room for the words of every segment next to the "
+                        "special tokens; raise max_length")
+    if long_inputs == "windows" and not 0 <= stride < room:
         raise UserError(f"stride={stride} must be >= 0 and smaller than the {room} non-special tokens a window of "
                         f"max_length={max_length} holds; lower the stride or raise max_length")
-    kwargs = dict(is_split_into_words=True, max_length=max_length, stride=stride,
-                  return_overflowing_tokens=True, return_token_type_ids=True)
-    if words_b is None:
-        enc = tokenizer(words_a, truncation=True, **kwargs)
+    total = sum(int(c.sum()) for c in counts)
+    if total <= room:
+        plans = [(segments, [0] * len(segments), False)]
+    elif long_inputs == "truncate":
+        # longest_first: a pair loses tokens from its longer segment first (BERT's run_glue).
+        plans = [(segments, [0] * len(segments), "longest_first")]
     else:
-        # Overflowing windows need a single segment to slide over: slide over the longer one.
-        len_a = len(tokenizer(words_a, is_split_into_words=True, add_special_tokens=False)["input_ids"])
-        len_b = len(tokenizer(words_b, is_split_into_words=True, add_special_tokens=False)["input_ids"])
-        strategy = "only_second" if len_b >= len_a else "only_first"
-        try:
-            enc = tokenizer(words_a, words_b, truncation=strategy, **kwargs)
-        except Exception as exc:  # the tokenizer raises when the kept segment alone is too long
-            raise UserError(f"{where}: the pair does not fit in {max_length} tokens even with one segment "
-                            f"windowed ({len_a} + {len_b} sub-words): {exc}") from exc
-    has_types = "token_type_ids" in enc and getattr(tokenizer, "model_input_names", None) and \
-        "token_type_ids" in tokenizer.model_input_names
-    windows = []
-    for w in range(len(enc["input_ids"])):
-        word_ids = enc.word_ids(w)
-        seq_ids = enc.sequence_ids(w)
-        tw = np.full(len(word_ids), SPECIAL, dtype=np.int32)
-        for t, (wid, sid) in enumerate(zip(word_ids, seq_ids)):
-            if wid is not None and sid is not None:
-                tw[t] = wid + (n_a if sid == 1 else 0)
-        windows.append(EncodedWindow(
-            input_ids=list(enc["input_ids"][w]),
-            attention_mask=list(enc["attention_mask"][w]),
-            token_type_ids=list(enc["token_type_ids"][w]) if has_types else None,
-            token_word=tw, example_index=example_index))
-    covered = set(int(x) for win in windows for x in win.token_word if x >= 0)
-    n_total = n_a + (len(words_b) if words_b is not None else 0)
-    if len(covered) != n_total:  # pragma: no cover - a tokenizer bug, not user input
-        lost = sorted(set(range(n_total)) - covered)
-        raise RuntimeError(f"{where}: words {lost} are in no window; please report this with the tokenizer name")
-    return windows
+        plans = _window_plans(segments, counts, room, stride)
+    n_a = len(segments[0])
+    encoded = [_encode(tokenizer, segs, offsets, n_a, max_length, truncation)
+               for segs, offsets, truncation in plans]
+    dropped = total - _kept_tokens([tw for *_, tw in encoded])
+    if long_inputs == "windows" and len(segments) == 1:  # tagging needs every word in some window
+        lost = sorted(set(range(n_a)) - set(int(x) for *_, tw in encoded for x in tw))
+        if lost:  # pragma: no cover - a tokenizer bug
+            raise RuntimeError(f"{where}: words {lost} are in no window; please report this with the tokenizer name")
+    return [EncodedWindow(input_ids=ids, attention_mask=mask, token_type_ids=types, token_word=tw,
+                          example_index=example_index, example_length=total + max_length - room,
+                          dropped_tokens=dropped)
+            for ids, mask, types, tw in encoded]
+
+
+def _window_plans(segments, counts, room, stride):
+    """(segments, word offsets, truncation) per window: the longer segment slides, the other is repeated."""
+    slide = 1 if len(segments) == 2 and counts[1].sum() >= counts[0].sum() else 0
+    other = int(counts[1 - slide].sum()) if len(segments) == 2 else 0
+    # The sliding segment gets at least half of each window; the repeated one fills the rest.
+    room_w = room - min(other, room // 2)
+    only = ("only_first", "only_second")
+    plans = []
+    for start, end in word_windows(counts[slide], room_w, stride):
+        segs, offsets = list(segments), [0] * len(segments)
+        segs[slide], offsets[slide] = segments[slide][start:end], start
+        size = int(counts[slide][start:end].sum())
+        if size + other <= room:
+            truncation = False
+        elif size <= room_w:
+            truncation = only[1 - slide]  # the repeated segment loses its end
+        elif other <= room // 2:
+            truncation = only[slide]  # a lone word longer than the window keeps its first sub-words
+        else:
+            truncation = "longest_first"  # both at once; each keeps at least half the room
+        plans.append((segs, offsets, truncation))
+    return plans
+
+
+def _encode(tokenizer, segments, offsets, n_a, max_length, truncation):
+    """Tokenise one window's words: (input_ids, attention_mask, token_type_ids or None, token_word ``[T]``).
+
+    ``offsets``: global index of each segment's first word in this window; ``truncation``: False
+    or a Hugging Face truncation strategy applied at ``max_length``.
+    """
+    enc = tokenizer(*segments, is_split_into_words=True, return_token_type_ids=True, truncation=truncation,
+                    max_length=max_length if truncation else None)
+    tw = np.full(len(enc["input_ids"]), SPECIAL, dtype=np.int32)
+    for t, (wid, sid) in enumerate(zip(enc.word_ids(), enc.sequence_ids())):
+        if wid is not None and sid is not None:
+            tw[t] = wid + offsets[sid] + (n_a if sid == 1 else 0)
+    has_types = "token_type_ids" in getattr(tokenizer, "model_input_names", ())
+    return (list(enc["input_ids"]), list(enc["attention_mask"]),
+            list(enc["token_type_ids"]) if has_types else None, tw)
+
+
+def _kept_tokens(token_words: list[np.ndarray]) -> int:
+    """Sub-words of the example present in at least one window (a word's most complete copy counts)."""
+    best: dict[int, int] = {}
+    for tw in token_words:
+        words, n = np.unique(tw[tw >= 0], return_counts=True)
+        for w, k in zip(words.tolist(), n.tolist()):
+            best[w] = max(best.get(w, 0), k)
+    return sum(best.values())
 
 
 def first_subword_positions(token_word: np.ndarray) -> np.ndarray:

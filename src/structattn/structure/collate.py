@@ -18,8 +18,9 @@ class StructureCollator:
 
     Each feature is a dict with ``input_ids``, ``attention_mask`` (lists, length T_i),
     optionally ``token_type_ids``, ``token_word`` (``[T_i]`` ints), ``structure``
-    (:class:`WordStructure`) and any label fields (``labels`` scalar or per-token list,
-    padded with ``label_pad``).
+    (:class:`WordStructure`; unused, and may be None, when ``rules.token_window`` is set: the
+    mask is then the band over the T padded positions) and any label fields (``labels`` scalar
+    or per-token list, padded with ``label_pad``).
 
     Output: ``input_ids`` / ``attention_mask`` / ``token_type_ids`` ``[B, T]`` long,
     ``structure_mask`` ``[B, T, T]`` bool, ``labels`` ``[B]`` or ``[B, T]``.

@@ -6,6 +6,10 @@ tokens ([CLS], [SEP], <s>, </s>) and ``-2`` for padding.
 
 The result is a ``[T, T]`` bool mask (row = query token, True = may attend).
 All sub-words of a word share its row and column. No row is ever all False.
+
+The one exception is a window over token positions (``ExpansionRules.token_window``, a mechanism's
+``window_unit="token"``): there the mask is the band |t - u| <= k over the T positions, words ignored,
+exactly the band the attention function builds when a model is called without ``structure_mask``.
 """
 from __future__ import annotations
 
@@ -14,6 +18,7 @@ from dataclasses import asdict, dataclass
 import numpy as np
 
 from .example import WordStructure
+from .relations import band
 
 SPECIAL = -1
 PAD = -2
@@ -34,6 +39,10 @@ class ExpansionRules:
             ``"all"`` – words of different sentences of the same segment see each other.
         punct_visible: the official SLA code makes punctuation columns visible to every
             token; off by default (not in the paper).
+        token_window: None, or k for a window over token positions (``window_unit="token"``):
+            :func:`token_mask` then gives the band |t - u| <= k over all T positions, special tokens
+            and padding included (the model's padding mask hides padded keys), and the word
+            relation and the rules above are not used.
     """
 
     special_rows: str = "all"
@@ -41,6 +50,7 @@ class ExpansionRules:
     cross_segment: str = "all"
     cross_sentence: str = "none"
     punct_visible: bool = False
+    token_window: int | None = None
 
     _CHOICES = {"special_rows": ("all", "self"), "special_cols": ("visible", "hidden"),
                 "cross_segment": ("all", "none"), "cross_sentence": ("none", "all")}
@@ -50,6 +60,9 @@ class ExpansionRules:
             value = getattr(self, name)
             if value not in valid:
                 raise ValueError(f"{name}={value!r} is not valid; choose one of {', '.join(valid)}")
+        k = self.token_window
+        if k is not None and (isinstance(k, bool) or not isinstance(k, (int, np.integer)) or k < 0):
+            raise ValueError(f"token_window must be None or a non-negative integer, got {k!r}")
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -112,6 +125,11 @@ def expand_to_tokens(word_mask: np.ndarray, token_word: np.ndarray, rules: Expan
     return mask
 
 
-def token_mask(structure: WordStructure, token_word: np.ndarray, rules: ExpansionRules) -> np.ndarray:
-    """``[T, T]`` bool token mask for one encoded window of an example."""
+def token_mask(structure: WordStructure | None, token_word: np.ndarray, rules: ExpansionRules) -> np.ndarray:
+    """``[T, T]`` bool token mask for one encoded window of an example (T = ``len(token_word)``).
+
+    With ``rules.token_window`` set the mask is the band over token positions and ``structure`` may be None.
+    """
+    if rules.token_window is not None:
+        return band(len(token_word), len(token_word), rules.token_window)
     return expand_to_tokens(example_word_mask(structure, rules), token_word, rules)

@@ -103,12 +103,20 @@ def tree_distance_masks(heads: np.ndarray, m: int = 3) -> np.ndarray:
     return tree_distances(heads) <= m
 
 
-def window_masks(heads: np.ndarray, k: int = 3) -> np.ndarray:
-    """Window mask (WLA; Xu et al.'s local pattern): |i - j| <= k. ``[B, n, n]`` bool."""
+def band(n: int, m: int, k: int) -> np.ndarray:
+    """|i - j| <= k for query positions i < n and key positions j < m: ``[n, m]`` bool.
+
+    The one definition of a window: over words (:func:`window_masks`) and over token positions (the
+    ``window_unit="token"`` mask that the collator and the attention function both build from it).
+    """
     _check_threshold("k", k)
+    return np.abs(np.arange(n)[:, None] - np.arange(m)[None, :]) <= k
+
+
+def window_masks(heads: np.ndarray, k: int = 3) -> np.ndarray:
+    """Window mask over words (WLA; Xu et al.'s local pattern): |i - j| <= k. ``[B, n, n]`` bool."""
     B, n = np.asarray(heads).shape
-    idx = np.arange(n)
-    return np.broadcast_to(np.abs(idx[:, None] - idx[None, :]) <= k, (B, n, n)).copy()
+    return np.broadcast_to(band(n, n, k), (B, n, n)).copy()
 
 
 def sdoi_masks(heads: np.ndarray) -> np.ndarray:
@@ -166,12 +174,6 @@ def get_relation(name: str) -> Relation:
         return RELATIONS[name]
     except KeyError:
         raise ValueError(f"unknown relation {name!r}; valid relations: {', '.join(sorted(RELATIONS))}") from None
-
-
-def relation_options(name: str, options: dict) -> dict:
-    """Keep the options that relation ``name`` takes; reject unknown ones that are set."""
-    rel = get_relation(name)
-    return {k: v for k, v in options.items() if k in rel.options and v is not None}
 
 
 # ---------------------------------------------------------------- whole datasets

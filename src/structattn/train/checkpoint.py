@@ -8,7 +8,9 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
+import signal
 import tempfile
 from pathlib import Path
 
@@ -45,32 +47,93 @@ def append_jsonl(path: Path, obj) -> None:
 
 
 class AtomicDir:
-    """Context manager: write into ``<final>.tmp-<pid>``, rename onto ``final`` on success.
+    """Context manager: write into ``.<name>.tmp-<tag>``, rename onto ``final`` on success.
 
-    An existing ``final`` is replaced (moved aside first, then deleted).
+    Replacing an existing ``final`` takes two renames: ``final`` -> ``.<name>.old-<tag>``, then
+    tmp -> ``final``. The second rename is the commit. A process killed between the two leaves no
+    ``final``; :func:`recover_atomic_dirs` (called when a Trainer starts) then puts the old version
+    back, i.e. rolls back to the last committed one (see there why not forward).
+
+    tag: ``None`` = this process id; processes that write one folder together pass one shared tag
+    (see :meth:`begin` / :meth:`commit` for splitting the steps between them).
     """
 
-    def __init__(self, final: Path):
+    def __init__(self, final: Path, tag: str | None = None):
         self.final = Path(final)
-        self.tmp = self.final.with_name(f".{self.final.name}.tmp-{os.getpid()}")
+        tag = str(os.getpid()) if tag is None else tag
+        self.tmp = self.final.with_name(f".{self.final.name}.tmp-{tag}")
+        self.old = self.final.with_name(f".{self.final.name}.old-{tag}")
 
-    def __enter__(self) -> Path:
+    def begin(self) -> Path:
+        """Create an empty temporary folder (removing a stale one of the same tag) and return it."""
         if self.tmp.exists():
             shutil.rmtree(self.tmp)
         self.tmp.mkdir(parents=True)
         return self.tmp
 
+    def commit(self) -> None:
+        """Move the finished temporary folder onto ``final`` (the old version aside, then deleted)."""
+        if self.final.exists():
+            os.replace(self.final, self.old)
+            _maybe_kill_between_renames(self.final)
+        os.replace(self.tmp, self.final)
+        if self.old.exists():
+            shutil.rmtree(self.old)
+
+    def abort(self) -> None:
+        shutil.rmtree(self.tmp, ignore_errors=True)  # best effort while another error propagates
+
+    def __enter__(self) -> Path:
+        return self.begin()
+
     def __exit__(self, exc_type, exc, tb) -> bool:
         if exc_type is not None:
-            shutil.rmtree(self.tmp, ignore_errors=True)
-            return False
-        old = self.final.with_name(f".{self.final.name}.old-{os.getpid()}")
-        if self.final.exists():
-            os.replace(self.final, old)
-        os.replace(self.tmp, self.final)
-        if old.exists():
-            shutil.rmtree(old, ignore_errors=True)
+            self.abort()
+        else:
+            self.commit()
         return False
+
+
+KILL_BETWEEN_RENAMES_ENV = "STRUCTATTN_KILL_BETWEEN_RENAMES"
+
+
+def _maybe_kill_between_renames(final: Path) -> None:
+    """Fault injection for the recovery test: ``STRUCTATTN_KILL_BETWEEN_RENAMES=best`` SIGKILLs this process
+    after an existing ``best`` was moved aside and before the new one is renamed in."""
+    if os.environ.get(KILL_BETWEEN_RENAMES_ENV) == final.name:
+        os.kill(os.getpid(), signal.SIGKILL)
+
+
+_LEFTOVER = re.compile(r"^\.(?P<name>.+)\.(?P<kind>tmp|old)-(?P<tag>[^.]+)$")
+
+
+def recover_atomic_dirs(parent: Path) -> list[Path]:
+    """Repair what killed :class:`AtomicDir` writers left in ``parent``; return the folders restored.
+
+    A ``final`` that is missing while its ``.old-*`` exists was killed between the two renames: the
+    old version is renamed back (the newest one if several). Roll back rather than forward because
+    the old version is the last committed one: a complete ``.tmp-*`` cannot be told from one killed
+    while being written, and for ``best/`` the old version is the one the last checkpoint's
+    ``trainer_state.json`` names (checkpoints are written after ``best/``), so a resumed run stays
+    consistent and recomputes the lost update. Every other leftover (``.tmp-*``, ``.old-*`` beside an
+    existing ``final``) is deleted. Call it only while no writer is active in ``parent``.
+    """
+    parent = Path(parent)
+    if not parent.is_dir():
+        return []
+    leftovers = [(p, _LEFTOVER.match(p.name)) for p in parent.iterdir() if p.is_dir()]
+    leftovers = [(p, m) for p, m in leftovers if m is not None]
+    restored = []
+    olds = sorted((p for p, m in leftovers if m["kind"] == "old"), key=lambda p: p.stat().st_ctime, reverse=True)
+    for p in olds:  # newest first: a rename sets the ctime
+        final = parent / _LEFTOVER.match(p.name)["name"]
+        if not final.exists():
+            os.replace(p, final)
+            restored.append(final)
+    for p, _ in leftovers:
+        if p.exists():
+            shutil.rmtree(p)
+    return restored
 
 
 def latest_checkpoint(output_dir: Path) -> Path | None:

@@ -3,11 +3,16 @@
 A run is fully described by a :class:`TrainConfig`: it can be read from a JSON
 file, overridden from the command line (every field is a ``--flag``), and is
 written to ``<output_dir>/train_config.json``. Unknown keys are errors.
+
+Runs are identified by the fields that change their results (every field but
+:data:`RESULT_NEUTRAL_FIELDS`): :func:`config_key` hashes them for sweeps and reports, and a
+checkpoint is resumed only under the same values.
 """
 from __future__ import annotations
 
 import argparse
 import dataclasses
+import hashlib
 import json
 from dataclasses import dataclass, field, fields
 from pathlib import Path
@@ -42,7 +47,8 @@ class TrainConfig:
     grad_accum: int = 1
     max_length: int = 128
     group_by_length: bool = False  # batch examples of similar length together (less padding, faster on CPU)
-    stride: int = 32
+    stride: int = 32  # windows only: most sub-word tokens two consecutive windows share
+    long_inputs: str = "truncate"  # longer than max_length: truncate (the papers' choice) | windows (word-aligned)
     eval_every: int = 500  # optimizer steps; 0 = once per epoch
     patience: int = 0  # evaluations without improvement before stopping; 0 = never stop early
     max_steps: int = 0  # 0 = from epochs
@@ -88,6 +94,38 @@ class TrainConfig:
         return cls.from_dict(data, source=str(path))
 
 
+# Fields that never change a run's results (where it writes, how often it logs, how it batches evaluation,
+# what it keeps on disk, free-form notes). Every other field does, and is part of the run's key.
+RESULT_NEUTRAL_FIELDS = frozenset({"output_dir", "log_every", "eval_batch_size", "save_checkpoints",
+                                   "keep_best_model", "extra"})
+
+
+def mechanism_options(mechanism: str, m: int | None = None, k: int | None = None,
+                      gate_bias: float | None = None) -> dict[str, Any]:
+    """``m``, ``k`` and ``gate_bias`` as a run of ``mechanism`` uses them (None = the mechanism's default)."""
+    from ..attention.mechanisms import get_mechanism
+
+    given = {name: value for name, value in (("m", m), ("k", k), ("gate_bias", gate_bias)) if value is not None}
+    mech = get_mechanism(mechanism, **given)
+    return {"m": mech.m, "k": mech.k, "gate_bias": float(mech.gate_bias)}
+
+
+def result_fields(cfg: TrainConfig) -> dict[str, Any]:
+    """The fields that change a run's results, typed as the config types them, with the mechanism's
+    options as the run uses them (an ``sla`` run with m=None is the same run as one with m=3)."""
+    data = dataclasses.asdict(TrainConfig.from_dict(dataclasses.asdict(cfg)))
+    data.update(mechanism_options(cfg.mechanism, cfg.m, cfg.k, cfg.gate_bias))
+    return {name: value for name, value in data.items() if name not in RESULT_NEUTRAL_FIELDS}
+
+
+def config_key(cfg: TrainConfig, ignore: tuple[str, ...] = ()) -> str:
+    """A short hash of :func:`result_fields` less ``ignore``: equal keys, the same run.
+
+    ``ignore=("seed",)`` keys a report cell (the same configuration over seeds)."""
+    data = {k: v for k, v in result_fields(cfg).items() if k not in ignore}
+    return hashlib.sha256(json.dumps(data, sort_keys=True).encode()).hexdigest()[:16]
+
+
 def _coerce(key: str, value: Any, hint: Any, source: str) -> Any:
     """Check/convert one value to its field type; raise a UserError naming the key."""
     text = str(hint)
@@ -130,12 +168,18 @@ def add_config_arguments(parser: argparse.ArgumentParser) -> None:
                             help=f"(default {f.default!r})" if f.default is not dataclasses.MISSING else None)
 
 
-def config_from_args(args: argparse.Namespace) -> TrainConfig:
-    """A config from ``--config`` (if given) with every flag that was given applied on top."""
-    base = TrainConfig.load(args.config) if getattr(args, "config", None) else TrainConfig()
-    data = dataclasses.asdict(base)
+def given_flags(args: argparse.Namespace) -> dict[str, Any]:
+    """The ``TrainConfig`` fields given as flags (``none`` = None), uncoerced."""
+    out = {}
     for f in fields(TrainConfig):
         value = getattr(args, f.name, None)
         if value is not None and f.name != "extra":
-            data[f.name] = None if value == "none" else value
+            out[f.name] = None if value == "none" else value
+    return out
+
+
+def config_from_args(args: argparse.Namespace) -> TrainConfig:
+    """A config from ``--config`` (if given) with every flag that was given applied on top."""
+    base = TrainConfig.load(args.config) if getattr(args, "config", None) else TrainConfig()
+    data = dataclasses.asdict(base) | given_flags(args)
     return TrainConfig.from_dict(data, source="command line")

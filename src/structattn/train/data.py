@@ -4,20 +4,27 @@ examples (words, labels) -> parses (spaCy, cached) -> word structures (compact
 per-sentence relation blocks) -> encoded windows -> feature dicts that
 :class:`~structattn.structure.StructureCollator` batches.
 
-A long example becomes several overlapping windows; every feature records its
-``example_index`` so predictions can be put back together per example.
+An example longer than ``max_length`` is truncated or split into overlapping word-aligned
+windows (``long_inputs``, see :func:`encoding_mode`); every feature records its
+``example_index`` so predictions can be put back together per example, and how many
+examples were cut or split is logged per split.
 """
 from __future__ import annotations
 
 import logging
+import sys
 from dataclasses import dataclass
-from typing import Sequence
+from typing import TYPE_CHECKING, Sequence
 
 import numpy as np
 
-from ..structure import (ExpansionRules, WordStructure, build_word_structures, encode_words,
+from ..structure import (EncodedWindow, ExpansionRules, WordStructure, build_word_structures, encode_words,
                          first_subword_positions)
+from ..structure.align import check_long_inputs
 from ..tasks.base import Example, TaskSpec
+
+if TYPE_CHECKING:
+    from ..attention.mechanisms import MechanismConfig
 
 log = logging.getLogger(__name__)
 
@@ -26,7 +33,11 @@ IGNORE = -100
 
 @dataclass
 class StructureSpec:
-    """Which word relation the model's mechanism needs (None = no structure mask)."""
+    """Which word relation the model's mechanism needs (None = no structure mask).
+
+    ``rules.token_window`` set: the mask is a band over token positions (``window_unit="token"``), the
+    same one the model builds when called without ``structure_mask``.
+    """
 
     relation: str | None
     options: dict
@@ -36,6 +47,15 @@ class StructureSpec:
     @property
     def needs_parse(self) -> bool:
         return self.relation not in (None, "all", "window", "forward", "backward") or self.need_parents
+
+    @classmethod
+    def for_mechanism(cls, mech: "MechanismConfig | None", need_parents: bool = False) -> "StructureSpec":
+        """The spec of an installed mechanism (None or ``global``: no structure mask)."""
+        relation = None if mech is None else mech.relation
+        options = {} if mech is None else mech.relation_options()
+        token_window = options.get("k") if relation == "window" and mech.window_unit == "token" else None
+        rules = ExpansionRules.for_relation(relation or "all", token_window=token_window)
+        return cls(relation=relation, options=options, rules=rules, need_parents=need_parents)
 
 
 def parse_examples(examples: Sequence[Example], parser_name: str, *, show_progress: bool = True):
@@ -75,8 +95,60 @@ def _flat_structures(examples: Sequence[Example], relation: str, options: dict) 
     return build_word_structures(pa, pb, relation, **options)
 
 
+def encoding_mode(task: TaskSpec, long_inputs: str, training: bool) -> str:
+    """How examples longer than ``max_length`` are encoded: ``"truncate"`` or ``"windows"``.
+
+    ``long_inputs`` is the user's choice and holds everywhere with one exception: tagging metrics
+    need a prediction for every gold word, so under ``truncate`` tagging examples are truncated
+    for training only; for evaluation and prediction they are split into word-aligned windows
+    (and counted as such). Under ``windows`` a classification/regression example gives several
+    windows that all carry its label, and its prediction is the mean of their logits.
+    """
+    check_long_inputs(long_inputs)
+    if long_inputs == "truncate" and task.kind == "tagging" and not training:
+        return "windows"
+    return long_inputs
+
+
+@dataclass
+class LongInputCounts:
+    """How many examples of one split did not fit in ``max_length`` tokens, and what was done."""
+
+    split: str
+    mode: str  # encoding_mode's answer
+    max_length: int
+    examples: int = 0
+    long: int = 0  # examples longer than max_length (special tokens included)
+    windows: int = 0  # windows those long examples became
+    cut: int = 0  # examples that lost sub-word tokens (see encode_words)
+    dropped: int = 0  # sub-word tokens in no window
+
+    def add(self, windows: Sequence[EncodedWindow]) -> None:
+        """Count one example from its windows."""
+        self.examples += 1
+        if windows[0].example_length > self.max_length:
+            self.long += 1
+            self.windows += len(windows)
+        if windows[0].dropped_tokens:
+            self.cut += 1
+            self.dropped += windows[0].dropped_tokens
+
+    def summary(self, tagging_evaluation: bool = False) -> str:
+        head = f"{self.split}: {self.long:,} of {self.examples:,} examples longer than {self.max_length} tokens"
+        if self.mode == "truncate":
+            return f"{head}: truncated ({self.dropped:,} sub-word tokens dropped)"
+        text = f"{head}: split into {self.windows:,} overlapping windows starting at word starts"
+        if self.cut:
+            text += (f"; {self.cut:,} example(s) lost {self.dropped:,} sub-word tokens (a word longer than a window "
+                     "keeps its first ones; the repeated segment of a pair is cut to fit beside the sliding one)")
+        if tagging_evaluation:
+            text += " (tagging evaluation predicts every word; --long-inputs truncate applies to training)"
+        return text
+
+
 def build_features(task: TaskSpec, examples: Sequence[Example], tokenizer, structure: StructureSpec, *,
                    max_length: int, stride: int, parser_name: str, label_to_id: dict | None = None,
+                   long_inputs: str = "truncate", training: bool = False, split: str = "examples",
                    show_progress: bool = True) -> list[dict]:
     """Feature dicts (one per window) for ``examples``.
 
@@ -85,7 +157,11 @@ def build_features(task: TaskSpec, examples: Sequence[Example], tokenizer, struc
     (class id / float / per-token tag ids with -100 off first sub-words, or None when unlabelled),
     and ``parent_targets`` (``[T]`` token index of the parent word's first sub-word, -100 where
     undefined) when ``structure.need_parents``.
+
+    ``long_inputs`` and ``training`` decide how long examples are encoded (:func:`encoding_mode`);
+    how many were cut or split is logged under ``split`` and printed when ``show_progress``.
     """
+    mode = encoding_mode(task, long_inputs, training)
     structures: list[WordStructure | None]
     if structure.relation is None and not structure.need_parents:
         structures = [None] * len(examples)
@@ -97,9 +173,11 @@ def build_features(task: TaskSpec, examples: Sequence[Example], tokenizer, struc
         structures = _flat_structures(examples, structure.relation, structure.options)
 
     features = []
+    counts = LongInputCounts(split, mode, max_length)
     for idx, (ex, st) in enumerate(zip(examples, structures)):
         windows = encode_words(tokenizer, ex.words_a, ex.words_b, max_length=max_length, stride=stride,
-                               example_index=idx, where=ex.guid)
+                               long_inputs=mode, example_index=idx, where=ex.guid)
+        counts.add(windows)
         for win in windows:
             feat = {"input_ids": win.input_ids, "attention_mask": win.attention_mask,
                     "token_type_ids": win.token_type_ids, "token_word": win.token_word,
@@ -108,15 +186,32 @@ def build_features(task: TaskSpec, examples: Sequence[Example], tokenizer, struc
             if structure.need_parents and st is not None:
                 feat["parent_targets"] = parent_targets(win.token_word, st.parents)
             features.append(feat)
+    _report_long_inputs(counts, tagging_evaluation=mode != long_inputs, show_progress=show_progress)
     return features
 
 
+def _report_long_inputs(counts: LongInputCounts, tagging_evaluation: bool, show_progress: bool) -> None:
+    """Log the counts; print them too (beside the progress bars) when some example was too long."""
+    message = counts.summary(tagging_evaluation)
+    log.info(message)
+    if counts.long and show_progress:
+        from tqdm.auto import tqdm
+
+        tqdm.write(message, file=sys.stderr)
+
+
 def _check_word_counts(examples, pa, pb) -> None:
+    # The parse cache returns exactly what the parser returned for these words (entries are keyed by the
+    # words and the parser's fingerprint, and checksummed), so a mismatch comes from the parser itself.
     for i, ex in enumerate(examples):
-        n_a = sum(len(p) for p in pa[i])
-        if n_a != len(ex.words_a) or (pb is not None and sum(len(p) for p in pb[i]) != len(ex.words_b)):
-            raise RuntimeError(f"{ex.guid}: the parser returned a different number of words than it was given; "
-                               "the parse cache may be stale (delete it and rerun)")
+        for name, words, passages in (("first", ex.words_a, pa), ("second", ex.words_b, pb)):
+            if passages is None:
+                continue
+            n = sum(len(p) for p in passages[i])
+            if n != len(words):
+                raise RuntimeError(f"{ex.guid}: the parser returned {n} words for the {len(words)} words of the {name} "
+                                   "segment; use a spaCy pipeline that keeps the words it is given (no component "
+                                   "that merges or splits tokens), or report this as a bug")
 
 
 def _labels(task: TaskSpec, ex: Example, token_word: np.ndarray, label_to_id: dict | None):
@@ -157,10 +252,12 @@ def aggregate_predictions(task: TaskSpec, features: Sequence[dict], window_logit
                           examples: Sequence[Example], id_to_label: Sequence[str] | None):
     """Put window predictions back together per example.
 
-    Classification/regression: mean of the windows' logits. Tagging: each word takes the
-    prediction at its first sub-word in the window where that sub-word is farthest from an
-    edge (most context on both sides). Returns one prediction per example, in the form of
-    ``Example.label`` (class id, float, or a list of tag strings per word).
+    Classification/regression: mean of the windows' logits (under ``--long-inputs windows`` every
+    window of an example carries its label and votes with equal weight). Tagging: each word takes
+    the prediction at its first sub-word in the window where that sub-word is farthest from an
+    edge (most context on both sides); the features must cover every word (built with
+    ``training=False``). Returns one prediction per example, in the form of ``Example.label``
+    (class id, float, or a list of tag strings per word).
     """
     n = len(examples)
     if task.kind in ("classification", "regression"):
@@ -189,7 +286,8 @@ def aggregate_predictions(task: TaskSpec, features: Sequence[dict], window_logit
     for i, ex in enumerate(examples):
         n_words = len(ex.words_a)
         missing = [w for w in range(n_words) if w not in best[i]]
-        if missing:  # pragma: no cover - encode_words guarantees coverage
-            raise RuntimeError(f"{ex.guid}: words {missing} got no prediction")
+        if missing:  # features built for training truncate tagging examples
+            raise RuntimeError(f"{ex.guid}: words {missing} got no prediction; build evaluation features with "
+                               "build_features(..., training=False)")
         preds.append([id_to_label[best[i][w][1]] for w in range(n_words)])
     return preds

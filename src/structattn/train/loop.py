@@ -6,6 +6,11 @@ model, optimizer, scheduler and RNG states (``Accelerator.save_state``) plus
 ``trainer_state.json`` (step, epoch, position in the epoch, best metric, history).
 The data order of epoch e is a permutation seeded by (seed, e), so a resumed run
 sees exactly the batches the interrupted run would have seen.
+
+With several processes every one keeps an identical ``TrainerState``: the main process
+evaluates and broadcasts the result, so all take the same early-stopping decision at the
+same step; every process writes its own RNG state into the shared checkpoint folder, and a
+resume loads each one (and refuses a checkpoint written by another number of processes).
 """
 from __future__ import annotations
 
@@ -25,8 +30,8 @@ from torch.utils.data import DataLoader, Sampler
 
 from ..errors import UserError
 from ..tasks import get_task
-from .checkpoint import AtomicDir, atomic_write_json, latest_checkpoint
-from .config import TrainConfig
+from .checkpoint import AtomicDir, atomic_write_json, latest_checkpoint, recover_atomic_dirs
+from .config import RESULT_NEUTRAL_FIELDS, TrainConfig
 from .data import StructureSpec, aggregate_predictions, build_features
 
 log = logging.getLogger(__name__)
@@ -87,6 +92,8 @@ class TrainerState:
     evals_without_improvement: int = 0
     history: list = field(default_factory=list)
     finished: bool = False
+    num_processes: int = 1  # processes that wrote it: the data shards and RNG files depend on it
+    kernels: list = field(default_factory=list)  # attention kernels that actually ran (resolved, never "auto")
 
     def save(self, path: Path) -> None:
         atomic_write_json(path, self.__dict__)
@@ -115,14 +122,8 @@ def model_task_name(kind: str) -> str:
 def structure_spec_for(model, cfg: TrainConfig) -> StructureSpec:
     """The relation the model's installed mechanism needs (the model is the one source of truth)."""
     from ..modeling import mechanism_of
-    from ..structure import ExpansionRules
 
-    mech = mechanism_of(model)
-    relation = mech.relation if mech is not None else None  # None (global): no structure mask at all
-    options = {"m": mech.m, "k": mech.k} if mech is not None else {}
-    return StructureSpec(relation=relation, options=options,
-                         rules=ExpansionRules.for_relation(relation or "all"),
-                         need_parents=cfg.lisa_weight > 0)
+    return StructureSpec.for_mechanism(mechanism_of(model), need_parents=cfg.lisa_weight > 0)
 
 
 def _mechanism_options(cfg: TrainConfig) -> dict:
@@ -170,7 +171,10 @@ class Trainer:
         self.show_progress = show_progress
         self.task = get_task(cfg.task)
         self.out = Path(cfg.output_dir)
-        self.accelerator = Accelerator(gradient_accumulation_steps=cfg.grad_accum)
+        # Without an accelerator device, Accelerate joins the processes of a launch (torchrun, accelerate
+        # launch) into one gloo group only when told cpu=True; otherwise every process trains alone.
+        self.accelerator = Accelerator(gradient_accumulation_steps=cfg.grad_accum,
+                                       cpu=not torch.accelerator.is_available())
         set_seed(cfg.seed, deterministic=cfg.deterministic)
         if cfg.deterministic:
             torch.use_deterministic_algorithms(True, warn_only=True)
@@ -185,12 +189,13 @@ class Trainer:
             self.lisa = None
 
     # ------------------------------------------------------------------ data
-    def features(self, split: str, limit: int = 0):
+    def features(self, split: str, limit: int = 0, training: bool = False):
         examples = self.task.read(split)
         if limit:
             examples = examples[:limit]
         feats = build_features(self.task, examples, self.tokenizer, self.structure, max_length=self.cfg.max_length,
                                stride=self.cfg.stride, parser_name=self.cfg.parser, label_to_id=self.label_to_id,
+                               long_inputs=self.cfg.long_inputs, training=training, split=split,
                                show_progress=self.show_progress and self.accelerator.is_main_process)
         return examples, feats
 
@@ -272,10 +277,11 @@ class Trainer:
     def train(self) -> dict:
         cfg, acc = self.cfg, self.accelerator
         self.out.mkdir(parents=True, exist_ok=True)
+        self._recover_interrupted_writes()
         ckpt = latest_checkpoint(self.out)
         self._check_resumable(ckpt)
         cfg.save(self.out / "train_config.json")
-        train_examples, train_feats = self.features("train", cfg.max_train_examples)
+        train_examples, train_feats = self.features("train", cfg.max_train_examples, training=True)
         eval_examples, eval_feats = self.features(cfg.eval_split, cfg.max_eval_examples)
         if cfg.group_by_length:
             sampler = LengthGroupedSampler([len(f["input_ids"]) for f in train_feats], cfg.batch_size, cfg.seed)
@@ -285,7 +291,9 @@ class Trainer:
         # the global RNG instead would shift every dropout mask after a resume.
         loader = DataLoader(train_feats, batch_size=cfg.batch_size, sampler=sampler, collate_fn=self.collator(),
                             drop_last=False, generator=torch.Generator().manual_seed(cfg.seed))
-        steps_per_epoch = math.ceil(len(loader) / cfg.grad_accum)
+        # Each process sees 1/num_processes of the batches: count an epoch in this process's batches.
+        prepared_loader = acc.prepare(loader)
+        steps_per_epoch = math.ceil(len(prepared_loader) / cfg.grad_accum)
         total = cfg.max_steps or int(math.ceil(steps_per_epoch * cfg.epochs))
         params = [p for p in self.model.parameters() if p.requires_grad]
         decay = [p for p in params if p.ndim >= 2]
@@ -295,13 +303,13 @@ class Trainer:
         from transformers import get_linear_schedule_with_warmup
         sched = get_linear_schedule_with_warmup(optim, int(cfg.warmup_ratio * total), total)
         self.model, optim, sched = acc.prepare(self.model, optim, sched)
-        prepared_loader = acc.prepare(loader)
         eval_every = cfg.eval_every or steps_per_epoch
 
-        state = TrainerState()
+        state = TrainerState(num_processes=acc.num_processes)
         if ckpt is not None:
-            acc.load_state(str(ckpt))
             state = TrainerState.load(ckpt / "trainer_state.json")
+            self._check_same_processes(ckpt, state)
+            acc.load_state(str(ckpt))
             log.info("resumed from %s (step %d)", ckpt, state.global_step)
             if state.finished:
                 return self._summary(state)
@@ -316,6 +324,9 @@ class Trainer:
             # Accelerate's loaders re-seed the sampler from their own iteration counter on every iter();
             # a fresh (skipping) loader starts that counter at 0, so set the real epoch explicitly.
             epoch_loader.set_epoch(state.epoch)
+            # ... and tell the sampler itself: with several processes the skipping loader nests it where
+            # Accelerate's set_epoch does not reach (the resumed epoch would reuse epoch 0's order).
+            sampler.set_epoch(state.epoch)
             self.model.train()
             for batch in epoch_loader:
                 with acc.accumulate(self.model):
@@ -344,6 +355,7 @@ class Trainer:
                 state.step_in_epoch = 0
         bar.close()
         state.finished = True
+        self._note_kernels(state)
         if acc.is_main_process:
             state.save(self.out / "trainer_state.json")
             if cfg.save_checkpoints:
@@ -361,12 +373,17 @@ class Trainer:
         return self.model(**batch).loss
 
     def _evaluate_and_checkpoint(self, state: TrainerState, examples, feats, elapsed: float) -> bool:
-        """Evaluate, save best model and a resumable checkpoint; return True to stop early."""
+        """Evaluate, save best model and a resumable checkpoint; return True to stop early.
+
+        Called by every process at the same step; all of them get the same metrics and so update
+        their ``state`` identically (same best, same patience count, same decision to stop).
+        """
         acc = self.accelerator
-        metrics = self.evaluate(examples, feats, with_gates=True) if acc.is_main_process else {}
+        entry = self._evaluate_on_main(state, examples, feats, elapsed)
+        metrics = {k: v for k, v in entry.items() if k not in ("step", "epoch", "elapsed_s")}
         main = metrics.get(self.task.main_metric)
-        state.history.append({"step": state.global_step, "epoch": state.epoch, "elapsed_s": round(elapsed, 1),
-                              **metrics})
+        state.history.append(entry)
+        self._note_kernels(state)
         improved = main is not None and (state.best_metric is None or main > state.best_metric)
         if improved:
             state.best_metric, state.best_step = main, state.global_step
@@ -381,17 +398,65 @@ class Trainer:
         acc.wait_for_everyone()
         return stop
 
+    def _evaluate_on_main(self, state: TrainerState, examples, feats, elapsed: float) -> dict:
+        """The history entry of this evaluation: computed by the main process, broadcast to all."""
+        from accelerate.utils import broadcast_object_list
+
+        acc = self.accelerator
+        entry = [None]
+        if acc.is_main_process:
+            entry[0] = {"step": state.global_step, "epoch": state.epoch, "elapsed_s": round(elapsed, 1),
+                        **self.evaluate(examples, feats, with_gates=True)}
+        broadcast_object_list(entry, from_process=0)  # a no-op with one process
+        return entry[0]
+
     def _save_checkpoint(self, state: TrainerState) -> None:
+        """Every process writes into one shared temporary folder (the main process: model, optimizer,
+        scheduler, trainer state; each process: its RNG state); the main process commits it once all
+        are done, then prunes older checkpoints."""
+        import shutil
+
         acc = self.accelerator
         final = self.out / f"checkpoint-{state.global_step}"
+        staging = AtomicDir(final, tag="ranks")  # one name that every process computes alike
         if acc.is_main_process:
-            with AtomicDir(final) as tmp:
-                acc.save_state(str(tmp))
-                state.save(tmp / "trainer_state.json")
+            staging.begin()
+        acc.wait_for_everyone()
+        acc.save_state(str(staging.tmp))
+        if acc.is_main_process:
+            state.save(staging.tmp / "trainer_state.json")
+        acc.wait_for_everyone()
+        if acc.is_main_process:
+            staging.commit()
             for old in self.out.glob("checkpoint-*"):  # keep only the newest resumable checkpoint
                 if old != final and old.is_dir():
-                    import shutil
-                    shutil.rmtree(old, ignore_errors=True)
+                    shutil.rmtree(old)
+
+    def _recover_interrupted_writes(self) -> None:
+        """Repair folders whose atomic replacement was killed half-way (e.g. ``best/``) before reading any."""
+        if self.accelerator.is_main_process:
+            for folder in recover_atomic_dirs(self.out):
+                log.warning("restored %s: a previous run was killed while replacing it", folder)
+        self.accelerator.wait_for_everyone()
+
+    def _check_same_processes(self, ckpt: Path, state: TrainerState) -> None:
+        """Refuse a checkpoint that cannot resume exactly with this number of processes."""
+        acc = self.accelerator
+        if state.num_processes != acc.num_processes:
+            raise UserError(f"{ckpt} was written by {state.num_processes} process(es), this run has "
+                            f"{acc.num_processes}: the data shards and RNG states would not match. Resume with "
+                            f"{state.num_processes} process(es), or give a new --output-dir to start over.")
+        rng_file = ckpt / f"random_states_{acc.process_index}.pkl"
+        if not rng_file.is_file():
+            raise UserError(f"{ckpt} holds no RNG state for process {acc.process_index} ({rng_file.name} is "
+                            "missing), so the run cannot resume exactly. Give a new --output-dir, or delete "
+                            "that folder to start over.")
+
+    def _note_kernels(self, state: TrainerState) -> None:
+        """Add the kernels the model has run so far (``auto`` resolved) to ``state.kernels``."""
+        from ..provenance import kernels_used
+
+        state.kernels = sorted(set(state.kernels) | set(kernels_used(self.accelerator.unwrap_model(self.model))))
 
     def save_model(self, folder: Path, metrics: dict) -> None:
         model = self.accelerator.unwrap_model(self.model)
@@ -402,8 +467,7 @@ class Trainer:
             atomic_write_json(tmp / "metrics.json", metrics)
 
     # Settings that do not change what a run computes; anything else must match to resume.
-    _RESUME_FREE = frozenset({"output_dir", "log_every", "eval_batch_size", "save_checkpoints", "keep_best_model",
-                              "extra"})
+    _RESUME_FREE = RESULT_NEUTRAL_FIELDS  # the same fields a sweep ignores when it keys runs
 
     def _check_resumable(self, ckpt: Path | None) -> None:
         """Refuse to resume a checkpoint that another configuration wrote (it would mix two runs)."""
@@ -426,4 +490,12 @@ class Trainer:
                 "epochs": self.cfg.epochs, "model": self.cfg.model or "all-MiniLM-L6-v2",
                 "main_metric": self.task.main_metric, "best": state.best_metric, "best_step": state.best_step,
                 "best_metrics": {k: v for k, v in best.items() if k not in ("step", "epoch", "elapsed_s")},
-                "steps": state.global_step, "history": state.history}
+                "steps": state.global_step, "history": state.history, **self._provenance(state)}
+
+    def _provenance(self, state: TrainerState) -> dict:
+        """Package version, git commit and the kernel(s) that ran (recorded in the state, so a finished
+        run that is asked again still reports what ran when it trained)."""
+        from ..provenance import provenance
+
+        self._note_kernels(state)
+        return {**provenance(), "kernel": "+".join(state.kernels) or None}

@@ -1,10 +1,18 @@
 """Grids of runs over seeds, appended to ``results/<task>.jsonl`` one line per run.
 
 A variant is written ``name[:opt=value,...]``: ``global``, ``sla:m=3``, ``wla:k=4``,
-``lisa:w=1.0`` (plain attention + LISA supervision), ``sla:m=3,w=0.5`` (SLA + LISA).
+``lisa:w=1.0`` (plain attention + LISA supervision), ``sla:m=3,w=0.5`` (SLA + LISA),
+``sla:m=3,bias=-2`` (another initial gate bias).
+
+Every line records the run's whole configuration (``config``) and its :func:`~.config.config_key`
+(``config_key``): a run is skipped only when a line with the same key (every field that changes results)
+is in the file. Lines written before ``config`` was recorded get theirs from what they do record
+(:func:`record_config`).
 """
 from __future__ import annotations
 
+import argparse
+import dataclasses
 import itertools
 import json
 import shlex
@@ -15,7 +23,7 @@ from pathlib import Path
 
 from ..errors import UserError
 from .checkpoint import append_jsonl
-from .config import TrainConfig
+from .config import TrainConfig, add_config_arguments, config_key, given_flags, mechanism_options, result_fields
 
 VARIANT_NAMES = {"global", "sla", "wla", "hybrid", "sdoi", "lisa"}
 
@@ -45,21 +53,64 @@ def parse_variant(text: str) -> dict:
     return out
 
 
+DISPLAY_NAMES = {"global": "baseline", "sla": "SLA", "wla": "WLA"}
+MAIN_OPTION = {"sla": "m", "wla": "k", "hybrid": "k"}  # always in the label, as the papers name their variants
+
+
 def variant_label(record: dict) -> str:
-    """The display name of a run's variant, e.g. ``SLA (m=3)``, ``WLA (k=4)``, ``LISA (w=1)``."""
+    """The display name of a run's variant, e.g. ``SLA (m=3)``, ``WLA (k=4)``, ``LISA (w=1)``,
+    ``SLA (m=3, bias=-2) + LISA (w=0.1)``: the mechanism's main option, every other variant option
+    (m, k, initial gate bias) that differs from the mechanism's default, and the LISA weight."""
     mech = record.get("mechanism", "global")
     lisa = record.get("lisa_weight") or 0
-    if mech == "global":
-        base = "baseline" if not lisa else f"LISA (w={lisa:g})"
-    elif mech == "sla":
-        base = f"SLA (m={record.get('m') if record.get('m') is not None else 3})"
-    elif mech == "wla":
-        base = f"WLA (k={record.get('k') if record.get('k') is not None else 3})"
-    else:
-        base = mech
-    if lisa and mech != "global":
-        base += f" + LISA (w={lisa:g})"
-    return base
+    values = mechanism_options(mech, record.get("m"), record.get("k"), record.get("gate_bias"))
+    defaults = mechanism_options(mech)
+    main = MAIN_OPTION.get(mech)
+    opts = [f"{n}={values[n]}" for n in sorted(("m", "k"), key=lambda n: n != main)
+            if n == main or values[n] != defaults[n]]
+    if values["gate_bias"] != defaults["gate_bias"]:
+        opts.append(f"bias={values['gate_bias']:g}")
+    name = DISPLAY_NAMES.get(mech, mech)
+    if mech == "global" and lisa:  # plain attention + LISA is the LISA row
+        name, opts, lisa = "LISA", [f"w={lisa:g}"] + opts, 0
+    label = name + (f" ({', '.join(opts)})" if opts else "")
+    return label + (f" + LISA (w={lisa:g})" if lisa else "")
+
+
+# Values in force for fields a line does not record: older lines predate these fields, or recorded the
+# offline default model by name. A field neither recorded nor listed here takes TrainConfig's default, so
+# whoever changes a default, or adds a field that changes results, adds the earlier behaviour here.
+_UNRECORDED = {"gate_bias": None, "stride": 32, "model": "", "group_by_length": False,
+               "long_inputs": "windows"}  # before --long-inputs, long examples became overlapping windows
+_OFFLINE_MODEL_NAME = "all-MiniLM-L6-v2"  # what lines without ``config`` record for model ""
+
+
+def record_config(record: dict, source: str = "results line") -> TrainConfig:
+    """The configuration of one results line: its ``config`` where recorded, else rebuilt from the fields
+    and the ``structattn`` command line it records, with :data:`_UNRECORDED` for what it lacks."""
+    names = {f.name for f in dataclasses.fields(TrainConfig)}
+    data = dataclasses.asdict(TrainConfig()) | {k: v for k, v in _UNRECORDED.items() if k in names}
+    if "config" in record:
+        return TrainConfig.from_dict(data | record["config"], source=source)
+    data |= _command_flags(record.get("command") or "", source)
+    data |= {k: v for k, v in record.items() if k in names}
+    if data["model"] == _OFFLINE_MODEL_NAME:
+        data["model"] = ""
+    return TrainConfig.from_dict(data, source=source)
+
+
+def _command_flags(command: str, source: str) -> dict:
+    """The TrainConfig flags given in a recorded command line (``--eval-every 0`` -> ``{"eval_every": "0"}``)."""
+    parser = argparse.ArgumentParser(add_help=False, allow_abbrev=False, exit_on_error=False)
+    add_config_arguments(parser)
+    try:
+        args, _ = parser.parse_known_args(shlex.split(command))
+    except (argparse.ArgumentError, ValueError) as exc:
+        raise UserError(f"{source}: cannot read the settings of its command {command!r}: {exc}") from None
+    if args.config:
+        raise UserError(f"{source}: its command read --config {args.config}, whose values the line does not "
+                        "record; add them to the line as a \"config\" object")
+    return given_flags(args)
 
 
 def run_grid(base: TrainConfig, variants: list[str], seeds: list[int], learning_rates: list[float],
@@ -79,34 +130,33 @@ def run_grid(base: TrainConfig, variants: list[str], seeds: list[int], learning_
         name = f"{base.task}-{variant.replace(':', '_').replace(',', '_').replace('=', '')}-lr{lr}-ep{ep}-s{seed}"
         name += (f"-n{base.max_train_examples}" if base.max_train_examples else "") + \
             ("-grouped" if base.group_by_length else "")
-        cfg = replace(base, learning_rate=lr, epochs=ep, seed=seed, output_dir=str(run_root / name), **opts)
-        key = _key(cfg)
+        cfg = replace(base, learning_rate=lr, epochs=ep, seed=seed, **opts)
+        key = config_key(cfg)
         if key in done:
             print(f"skip (already in {out_file}): {name}", file=sys.stderr)
             continue
+        # One folder per configuration: runs whose names agree (other max length, gate bias, ...) never
+        # share a checkpoint.
+        cfg = replace(cfg, output_dir=str(run_root / name / key))
         t0 = time.time()
         summary = Trainer(cfg).train()
-        summary.update(variant=variant, label=variant_label(summary), wall_s=round(time.time() - t0, 1),
+        summary.update(variant=variant, label=variant_label(result_fields(cfg)), wall_s=round(time.time() - t0, 1),
                        command=command, max_train_examples=cfg.max_train_examples, batch_size=cfg.batch_size,
-                       max_length=cfg.max_length, group_by_length=cfg.group_by_length, finished_at=time.strftime("%Y-%m-%dT%H:%M:%S"))
+                       max_length=cfg.max_length, group_by_length=cfg.group_by_length,
+                       config=dataclasses.asdict(cfg), config_key=key,
+                       finished_at=time.strftime("%Y-%m-%dT%H:%M:%S"))
         append_jsonl(out_file, summary)
         summaries.append(summary)
         print(f"{name}: {summary['main_metric']}={summary['best']:.4f}", file=sys.stderr)
     return summaries
 
 
-def _key(cfg_or_record) -> tuple:
-    get = (lambda k: getattr(cfg_or_record, k, None)) if not isinstance(cfg_or_record, dict) else cfg_or_record.get
-    return (get("task"), get("mechanism"), get("m"), get("k"), float(get("lisa_weight") or 0),
-            float(get("learning_rate")), float(get("epochs")), int(get("seed")), int(get("max_train_examples") or 0),
-            bool(get("group_by_length")))
-
-
-def _done_keys(path: Path) -> set:
+def _done_keys(path: Path) -> set[str]:
+    """The config keys of the runs recorded in ``path`` (recomputed from each line's configuration)."""
     if not path.is_file():
         return set()
     keys = set()
-    for line in path.read_text(encoding="utf-8").splitlines():
+    for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
         if line.strip():
-            keys.add(_key(json.loads(line)))
+            keys.add(config_key(record_config(json.loads(line), source=f"{path}:{n}")))
     return keys

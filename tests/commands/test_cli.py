@@ -1,0 +1,21 @@
+"""The command list: every name has its module and shows in --help; no dead names."""
+from __future__ import annotations
+
+import importlib.util
+
+import pytest
+
+from structattn import cli
+
+
+@pytest.mark.parametrize("name", cli.COMMANDS)
+def test_every_command_name_has_a_module(name):
+    assert importlib.util.find_spec(f"structattn.commands.{name}") is not None, name
+
+
+def test_help_lists_exactly_the_commands(capsys):
+    with pytest.raises(SystemExit):
+        cli.main(["--help"])
+    out = capsys.readouterr().out
+    assert all(name in out for name in cli.COMMANDS)
+    assert "bench" not in out  # benchmarks are scripts (make bench), not a command
