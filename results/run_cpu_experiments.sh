@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # The CPU experiments whose results are committed in results/*.jsonl and results/TABLES.md.
 # all-MiniLM-L6-v2 (offline default), 2-core CPU, torch 2.13. Each line appends one JSON line per run.
-# Runs are resumable: a finished (variant, lr, epochs, seed, ...) is skipped when the script is started again.
+# Runs are resumable: a finished configuration (its key: every setting that changes results) is skipped when the
+# script is started again. The committed lines were made before --long-inputs existed (overlapping token windows
+# that could start inside a word, a behaviour no flag reproduces): these lines now make new configurations.
 set -uo pipefail  # one failing sweep does not stop the others
 cd "$(dirname "$0")/.."
 S=".venv/bin/structattn sweep --results-dir results --run-root runs/sweeps --eval-every 0 --batch-size 32 --learning-rate 5e-5"

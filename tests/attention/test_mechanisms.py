@@ -105,3 +105,9 @@ def test_token_window_needs_the_window_relation():
 def test_describe_names_the_window_unit():
     lines = dict(line.split(": ", 1) for line in describe().splitlines())
     assert "over words" in lines["wla"] and "over tokens" in lines["hybrid"] and "over" not in lines["sla"]
+
+
+def test_gate_bias_without_a_gate_bias_is_refused():
+    with pytest.raises(UserError, match="gate_has_bias is False"):
+        get_mechanism("hybrid", gate_bias=-2.0)
+    assert get_mechanism("hybrid", gate_bias=-2.0, gate_has_bias=True).gate_bias == -2.0

@@ -113,7 +113,7 @@ def test_runs_of_other_settings_never_share_a_cell():
     assert f"| SLA (m=3) | {p:.3f} / " in table
     # one task in two columns: no average over tasks
     assert "| baseline | 81.00 ± 1.41 (n=2) | 90.50 ± 0.71 (n=2) | – |" in table
-    assert "long_inputs='windows', max_length=64\n" in table  # each cell names what sets it apart from the defaults
+    assert "long_inputs='token-windows-before-0.2', max_length=64\n" in table  # each cell names what sets it apart from the defaults
 
 
 def test_the_learning_rate_is_chosen_only_among_otherwise_identical_runs():
@@ -134,10 +134,12 @@ def test_old_lines_get_their_configuration_from_what_they_record():
     cfg = record_config(old)
     # from the command (eval_every), and the values in force before these fields were recorded
     assert (cfg.eval_every, cfg.model, cfg.gate_bias, cfg.stride, cfg.group_by_length, cfg.long_inputs) == \
-        (0, "", None, 32, False, "windows")
+        (0, "", None, 32, False, "token-windows-before-0.2")
     same = TrainConfig(task="cola", mechanism="sla", m=3, seed=1, learning_rate=5e-5, epochs=2, max_length=64,
-                       eval_every=0, long_inputs="windows", output_dir="anywhere", log_every=1)
+                       eval_every=0, long_inputs="token-windows-before-0.2", output_dir="anywhere", log_every=1)
     assert config_key(cfg) == config_key(same)
+    # today's word-aligned windows compute something else for long examples: never the old lines' key
+    assert config_key(dataclasses.replace(same, long_inputs="windows")) != config_key(cfg)
     assert record_config({"config": dataclasses.asdict(same)}) == same  # new lines carry it whole
     with pytest.raises(UserError, match="--config x.json"):
         record_config(dict(old, command="structattn sweep --config x.json --seeds 1"), source="old.jsonl:3")
@@ -166,7 +168,8 @@ def test_committed_results_keep_one_configuration_per_cell():
     assert sorted({c for c, _ in best}) == ["cola", "conll2003", "fce", "mrpc", "rte", "sst2", "sst2:first10000",
                                            "stsb"]
     assert all(b["seeds"] == [1, 2, 3] for b in best.values())
-    assert best[("cola", "baseline")]["settings"] == {"eval_every": 0, "long_inputs": "windows", "max_length": 64}
+    assert best[("cola", "baseline")]["settings"] == {"eval_every": 0, "long_inputs": "token-windows-before-0.2",
+                                                          "max_length": 64}
 
 
 @pytest.mark.slow

@@ -113,6 +113,10 @@ class MechanismConfig:
             raise UserError(f"mechanism {self.name!r}: relation 'window' needs k")
         if not isinstance(self.gate_bias, (int, float)) or math.isnan(float(self.gate_bias)):
             raise UserError(f"mechanism {self.name!r}: gate_bias must be a number, got {self.gate_bias!r}")
+        if not self.gate_has_bias and float(self.gate_bias) != 0.0:
+            # A bias-free gate (Xu et al.) has no b to start at gate_bias: refusing beats silently ignoring it.
+            raise UserError(f"mechanism {self.name!r}: gate_bias={self.gate_bias:g} needs a gate with a bias, but "
+                            "gate_has_bias is False; drop gate_bias or set gate_has_bias=True")
         if self.gate_init_std is not None and (not isinstance(self.gate_init_std, (int, float)) or self.gate_init_std < 0):
             raise UserError(f"mechanism {self.name!r}: gate_init_std must be a non-negative number or None")
         layers = self.layers

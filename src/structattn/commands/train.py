@@ -19,7 +19,9 @@ def run(args) -> int:
     from ..train.loop import Trainer
 
     cfg = config_from_args(args)
-    summary = Trainer(cfg).train()
+    trainer = Trainer(cfg)
+    summary = trainer.train()
     summary.pop("history", None)
-    print(json.dumps(summary, indent=2))
+    if trainer.accelerator.is_main_process:  # one summary per run, not one per process
+        print(json.dumps(summary, indent=2))
     return 0

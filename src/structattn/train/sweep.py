@@ -77,11 +77,16 @@ def variant_label(record: dict) -> str:
     return label + (f" + LISA (w={lisa:g})" if lisa else "")
 
 
+# Before --long-inputs, long examples became overlapping token windows that could start inside a word. No
+# run can ask for that any more, so it is its own value: such lines never share a key with today's
+# word-aligned ``windows`` runs.
+LEGACY_WINDOWS = "token-windows-before-0.2"
+
 # Values in force for fields a line does not record: older lines predate these fields, or recorded the
 # offline default model by name. A field neither recorded nor listed here takes TrainConfig's default, so
 # whoever changes a default, or adds a field that changes results, adds the earlier behaviour here.
 _UNRECORDED = {"gate_bias": None, "stride": 32, "model": "", "group_by_length": False,
-               "long_inputs": "windows"}  # before --long-inputs, long examples became overlapping windows
+               "long_inputs": LEGACY_WINDOWS}
 _OFFLINE_MODEL_NAME = "all-MiniLM-L6-v2"  # what lines without ``config`` record for model ""
 
 
