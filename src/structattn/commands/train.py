@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import json
+import sys
 
 
 def add_parser(sub) -> None:
@@ -22,6 +23,10 @@ def run(args) -> int:
     trainer = Trainer(cfg)
     summary = trainer.train()
     summary.pop("history", None)
-    if trainer.accelerator.is_main_process:  # one summary per run, not one per process
+    acc = trainer.accelerator
+    if acc.is_main_process:  # one summary per run, not one per process
         print(json.dumps(summary, indent=2))
+    else:  # the others say where they stopped (all processes stop at the same step)
+        print(f"process {acc.process_index} of {acc.num_processes}: stopped at step {summary['steps']}, "
+              f"best step {summary['best_step']}, best {summary['best']}", file=sys.stderr)
     return 0
