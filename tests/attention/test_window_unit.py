@@ -101,6 +101,10 @@ def test_structure_spec_follows_the_window_unit():
     assert (sla.relation, sla.options, sla.rules.token_window) == ("sla", {"m": 4}, None)
     stock = StructureSpec.for_mechanism(None)
     assert stock.relation is None and not stock.needs_parse
+    # only word relations (and LISA's parents) need word structures; a token window is built from positions
+    assert not hybrid.needs_word_structures and not stock.needs_word_structures
+    assert wla.needs_word_structures and sla.needs_word_structures
+    assert StructureSpec.for_mechanism(get_mechanism("hybrid"), need_parents=True).needs_word_structures
 
 
 def test_token_window_cache_is_bounded():

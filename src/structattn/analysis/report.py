@@ -76,9 +76,16 @@ def _row_order(label: str, baseline: str) -> tuple:
     return (label != baseline, family, label)
 
 
+def _config_of(run: dict) -> TrainConfig:
+    """A results line's configuration: the one :func:`load_runs` stored under ``_config``, else rebuilt
+    (:func:`~structattn.train.sweep.record_config` reads the line's command with argparse: once per run)."""
+    config = run.get("_config")
+    return config if config is not None else record_config(run, source=run.get("_source", "results line"))
+
+
 def run_config(run: dict) -> dict:
     """The result fields of a results line's configuration (see :func:`~structattn.train.config.result_fields`)."""
-    return result_fields(record_config(run, source=run.get("_source", "results line")))
+    return result_fields(_config_of(run))
 
 
 def load_runs(results_dir: Path) -> list[dict]:
@@ -88,6 +95,7 @@ def load_runs(results_dir: Path) -> list[dict]:
             if line.strip():
                 rec = json.loads(line)
                 rec["_source"] = f"{path.name}:{n}"
+                rec["_config"] = record_config(rec, source=rec["_source"])
                 rec["label"] = variant_label(run_config(rec))  # from the settings, so old lines follow label changes
                 runs.append(rec)
     return runs
@@ -129,7 +137,7 @@ def best_configs(runs: list[dict]) -> dict[tuple[str, str], dict]:
     runs = [r for r in runs if r.get("best") is not None]
     groups: dict[tuple, list[dict]] = defaultdict(list)
     for r, column in zip(runs, column_ids(runs)):
-        groups[(column, config_key(record_config(r, r.get("_source", "results line")), ignore=("seed",)))].append(r)
+        groups[(column, config_key(_config_of(r), ignore=("seed",)))].append(r)
     defaults = _settings(result_fields(TrainConfig()))
     best: dict[tuple[str, str], dict] = {}
     for (column, key), members in groups.items():

@@ -45,6 +45,12 @@ class StructureSpec:
     need_parents: bool = False
 
     @property
+    def needs_word_structures(self) -> bool:
+        """Whether examples need word-level structures: a word relation (a token window is built by the
+        collator from positions alone) or LISA's parents."""
+        return (self.relation is not None and self.rules.token_window is None) or self.need_parents
+
+    @property
     def needs_parse(self) -> bool:
         return self.relation not in (None, "all", "window", "forward", "backward") or self.need_parents
 
@@ -163,7 +169,7 @@ def build_features(task: TaskSpec, examples: Sequence[Example], tokenizer, struc
     """
     mode = encoding_mode(task, long_inputs, training)
     structures: list[WordStructure | None]
-    if structure.relation is None and not structure.need_parents:
+    if not structure.needs_word_structures:
         structures = [None] * len(examples)
     elif structure.needs_parse:
         pa, pb = parse_examples(examples, parser_name, show_progress=show_progress)
