@@ -11,7 +11,8 @@ import sys
 
 # Order = order in --help. Every name is a module of structattn.commands (benchmarks are scripts in
 # benchmarks/, run by `make bench`, not commands).
-COMMANDS = ["preprocess", "masks", "cache", "train", "evaluate", "predict", "sweep", "report", "demo"]
+COMMANDS = ["preprocess", "masks", "cache", "train", "evaluate", "predict", "sweep", "report", "demo",
+            "train_parser", "parse", "score"]
 
 
 def build_parser() -> argparse.ArgumentParser:

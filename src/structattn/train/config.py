@@ -15,14 +15,13 @@ import dataclasses
 import hashlib
 import json
 from dataclasses import dataclass, field, fields
-from pathlib import Path
-from typing import Any, get_type_hints
+from typing import Any
 
-from ..errors import UserError
+from ..config_io import JsonConfig
 
 
 @dataclass
-class TrainConfig:
+class TrainConfig(JsonConfig):
     """Everything that decides a fine-tuning run.
 
     Structure options (``m``, ``k``) are passed to the mechanism; ``None`` keeps its default.
@@ -61,38 +60,6 @@ class TrainConfig:
     log_every: int = 50
     extra: dict = field(default_factory=dict)  # free-form notes copied into results
 
-    def to_json(self) -> str:
-        return json.dumps(dataclasses.asdict(self), indent=2, sort_keys=True)
-
-    def save(self, path: str | Path) -> None:
-        from .checkpoint import atomic_write_text
-        atomic_write_text(Path(path), self.to_json() + "\n")
-
-    @classmethod
-    def from_dict(cls, data: dict[str, Any], source: str = "config") -> "TrainConfig":
-        known = {f.name for f in fields(cls)}
-        unknown = sorted(set(data) - known)
-        if unknown:
-            raise UserError(f"{source}: unknown key(s) {', '.join(unknown)}; valid keys: {', '.join(sorted(known))}")
-        cfg = cls()
-        hints = get_type_hints(cls)
-        for key, value in data.items():
-            setattr(cfg, key, _coerce(key, value, hints[key], source))
-        return cfg
-
-    @classmethod
-    def load(cls, path: str | Path) -> "TrainConfig":
-        path = Path(path)
-        if not path.is_file():
-            raise UserError(f"config file {path} does not exist")
-        try:
-            data = json.loads(path.read_text(encoding="utf-8"))
-        except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-            raise UserError(f"config file {path} is not valid JSON: {exc}") from exc
-        if not isinstance(data, dict):
-            raise UserError(f"config file {path} must hold a JSON object")
-        return cls.from_dict(data, source=str(path))
-
 
 # Fields that never change a run's results (where it writes, how often it logs, how it batches evaluation,
 # what it keeps on disk, free-form notes). Every other field does, and is part of the run's key.
@@ -124,37 +91,6 @@ def config_key(cfg: TrainConfig, ignore: tuple[str, ...] = ()) -> str:
     ``ignore=("seed",)`` keys a report cell (the same configuration over seeds)."""
     data = {k: v for k, v in result_fields(cfg).items() if k not in ignore}
     return hashlib.sha256(json.dumps(data, sort_keys=True).encode()).hexdigest()[:16]
-
-
-def _coerce(key: str, value: Any, hint: Any, source: str) -> Any:
-    """Check/convert one value to its field type; raise a UserError naming the key."""
-    text = str(hint)
-    if value is None:
-        if "None" in text:
-            return None
-        raise UserError(f"{source}: {key} may not be null")
-    try:
-        if hint is bool or text == "bool":
-            if isinstance(value, str):
-                if value.lower() in ("1", "true", "yes"):
-                    return True
-                if value.lower() in ("0", "false", "no"):
-                    return False
-                raise ValueError(value)
-            return bool(value)
-        if "int" in text and "float" not in text:
-            if isinstance(value, float) and not value.is_integer():
-                raise ValueError(value)
-            return int(value)
-        if "float" in text:
-            return float(value)
-        if "dict" in text:
-            if not isinstance(value, dict):
-                raise ValueError(value)
-            return value
-        return str(value)
-    except (TypeError, ValueError):
-        raise UserError(f"{source}: {key}={value!r} is not a valid {text.replace('typing.', '')}") from None
 
 
 def add_config_arguments(parser: argparse.ArgumentParser) -> None:

@@ -1,0 +1,89 @@
+"""Typed dataclass configurations saved as JSON: the shared reading, checking and writing.
+
+A configuration class is a ``@dataclass`` that also derives from :class:`JsonConfig`. Reading a dict (a JSON
+file or command-line flags) refuses unknown keys, listing the valid ones, and converts every value to its
+field's type (``"true"`` -> True, ``"bimsa,nsa"`` -> ["bimsa", "nsa"], ``"3"`` -> 3), naming the key when a
+value does not fit.
+"""
+from __future__ import annotations
+
+import dataclasses
+import json
+from pathlib import Path
+from typing import Any, get_type_hints
+
+from .errors import UserError
+
+
+class JsonConfig:
+    """Mixin for configuration dataclasses: ``to_json``, ``save``, ``from_dict`` and ``load``."""
+
+    def to_json(self) -> str:
+        return json.dumps(dataclasses.asdict(self), indent=2, sort_keys=True)
+
+    def save(self, path: str | Path) -> None:
+        from .train.checkpoint import atomic_write_text
+        atomic_write_text(Path(path), self.to_json() + "\n")
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any], source: str = "config"):
+        known = {f.name for f in dataclasses.fields(cls)}
+        unknown = sorted(set(data) - known)
+        if unknown:
+            raise UserError(f"{source}: unknown key(s) {', '.join(unknown)}; valid keys: {', '.join(sorted(known))}")
+        cfg = cls()
+        hints = get_type_hints(cls)
+        for key, value in data.items():
+            setattr(cfg, key, coerce_field(key, value, hints[key], source))
+        return cfg
+
+    @classmethod
+    def load(cls, path: str | Path):
+        path = Path(path)
+        if not path.is_file():
+            raise UserError(f"config file {path} does not exist")
+        try:
+            data = json.loads(path.read_text(encoding="utf-8"))
+        except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+            raise UserError(f"config file {path} is not valid JSON: {exc}") from exc
+        if not isinstance(data, dict):
+            raise UserError(f"config file {path} must hold a JSON object")
+        return cls.from_dict(data, source=str(path))
+
+
+def coerce_field(key: str, value: Any, hint: Any, source: str) -> Any:
+    """Check/convert one value to its field type (bool, int, float, str, dict, list[str], or those | None);
+    a :class:`UserError` naming the key otherwise."""
+    text = str(hint)
+    if value is None:
+        if "None" in text:
+            return None
+        raise UserError(f"{source}: {key} may not be null")
+    try:
+        if hint is bool or text == "bool":
+            if isinstance(value, str):
+                if value.lower() in ("1", "true", "yes"):
+                    return True
+                if value.lower() in ("0", "false", "no"):
+                    return False
+                raise ValueError(value)
+            return bool(value)
+        if "list" in text:
+            if isinstance(value, str):  # command line: "bimsa,nsa"
+                value = [part.strip() for part in value.split(",") if part.strip()]
+            if not isinstance(value, (list, tuple)):
+                raise ValueError(value)
+            return [str(v) for v in value]
+        if "int" in text and "float" not in text:
+            if isinstance(value, bool) or (isinstance(value, float) and not value.is_integer()):
+                raise ValueError(value)
+            return int(value)
+        if "float" in text:
+            return float(value)
+        if "dict" in text:
+            if not isinstance(value, dict):
+                raise ValueError(value)
+            return value
+        return str(value)
+    except (TypeError, ValueError):
+        raise UserError(f"{source}: {key}={value!r} is not a valid {text.replace('typing.', '')}") from None

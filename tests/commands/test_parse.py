@@ -1,0 +1,111 @@
+"""``structattn parse`` with a tiny saved parser (no pretrained encoder): pre-tokenised and raw input, files and
+stdin/stdout, tags, bad lines. The command is not registered in cli.py here: tests build its argparse parser."""
+from __future__ import annotations
+
+import argparse
+import io
+
+import pytest
+import torch
+
+import sys
+from pathlib import Path
+
+from structattn.chart_parser import ChartParser
+from structattn.commands import parse as parse_command
+from structattn.errors import UserError
+from structattn.tasks.ptb import parse_trees
+
+sys.path.insert(0, str(Path(__file__).parent.parent / "parser"))
+from tiny_parser import needs_pipeline, save_tiny  # noqa: E402
+
+torch.set_num_threads(1)
+
+
+@pytest.fixture(scope="module")
+def model_dir(tmp_path_factory):
+    folder = tmp_path_factory.mktemp("parser")
+    save_tiny(folder, max_words=8)
+    return folder
+
+
+def run(argv: list[str]) -> int:
+    parser = argparse.ArgumentParser(prog="structattn")
+    parse_command.add_parser(parser.add_subparsers(dest="command"))
+    args = parser.parse_args(["parse", *argv])
+    return args.func(args)
+
+
+def test_pretokenized_file_to_file_without_spacy(model_dir, tmp_path, capsys):
+    src = tmp_path / "in.txt"
+    src.write_text("The cat sat .\n( It ) purred\n", encoding="utf-8")
+    out = tmp_path / "out.trees"
+    assert run(["--model", str(model_dir), "--input", str(src), "--output", str(out), "--pretokenized",
+                "--tags", "none", "--batch-size", "1"]) == 0
+    trees = parse_trees(out.read_text(encoding="utf-8"))
+    assert [t.leaves() for t in trees] == [["The", "cat", "sat", "."], ["-LRB-", "It", "-RRB-", "purred"]]
+    assert [t.tags() for t in trees] == [["XX"] * 4, ["XX"] * 4]
+    assert len(out.read_text().splitlines()) == 2
+    assert "2 sentence(s) parsed" in capsys.readouterr().err
+    # the same through the library
+    direct = ChartParser.from_pretrained(model_dir).parse([["The", "cat", "sat", "."]])[0].to_string()
+    assert out.read_text().splitlines()[0] == direct
+
+
+def test_pretokenized_empty_line_is_an_error(model_dir, tmp_path):
+    src = tmp_path / "in.txt"
+    src.write_text("The cat sat .\n   \nIt purred\n", encoding="utf-8")
+    out = tmp_path / "out.trees"
+    with pytest.raises(UserError, match=rf"{src}:2: empty line; with --pretokenized"):
+        run(["--model", str(model_dir), "--input", str(src), "--output", str(out), "--pretokenized",
+             "--tags", "none"])
+    assert not out.exists()  # nothing written on failure
+
+
+def test_long_line_is_named(model_dir, tmp_path):
+    src = tmp_path / "in.txt"
+    src.write_text("a b\na b c d e f g h i\n", encoding="utf-8")
+    with pytest.raises(UserError, match=rf"{src}:2: 9 words, more than the parser's max_words=8"):
+        run(["--model", str(model_dir), "--input", str(src), "--pretokenized", "--tags", "none"])
+
+
+def test_bad_arguments(model_dir, tmp_path):
+    with pytest.raises(UserError, match="does not exist"):
+        run(["--model", str(model_dir), "--input", str(tmp_path / "missing.txt")])
+    with pytest.raises(UserError, match="is not a saved parser"):
+        run(["--model", str(tmp_path), "--input", str(tmp_path / "missing.txt")])
+    with pytest.raises(UserError, match="--batch-size 0 must be positive"):
+        run(["--model", str(model_dir), "--batch-size", "0"])
+    bad = tmp_path / "latin1.txt"
+    bad.write_bytes("caf\xe9\n".encode("latin-1"))
+    with pytest.raises(UserError, match="not UTF-8"):
+        run(["--model", str(model_dir), "--input", str(bad), "--pretokenized"])
+
+
+@needs_pipeline
+def test_raw_stdin_to_stdout_splits_sentences_and_skips_blank_lines(model_dir, monkeypatch, capsys):
+    monkeypatch.setattr("sys.stdin", io.StringIO("The cat (a tabby) sat. It purred.\n\n  \nHi there.\n"))
+    assert run(["--model", str(model_dir)]) == 0
+    captured = capsys.readouterr()
+    trees = parse_trees(captured.out)
+    assert [t.leaves() for t in trees] == [["The", "cat", "-LRB-", "a", "tabby", "-RRB-", "sat", "."],
+                                           ["It", "purred", "."], ["Hi", "there", "."]]
+    assert trees[0].tags() == ["DT", "NN", "-LRB-", "DT", "NN", "-RRB-", "VBD", "."]
+    assert "skipped 2 blank line(s) of <stdin>" in captured.err
+
+
+@needs_pipeline
+def test_raw_long_sentence_names_line_and_sentence(model_dir, monkeypatch):
+    monkeypatch.setattr("sys.stdin", io.StringIO("Short one.\nOk. One two three four five six seven eight.\n"))
+    with pytest.raises(UserError, match=r"<stdin>:2 \(sentence 2 of the line\): 9 words"):
+        run(["--model", str(model_dir)])
+
+
+@needs_pipeline
+def test_pretokenized_with_spacy_tags(model_dir, tmp_path, capsys):
+    src = tmp_path / "in.txt"
+    src.write_text("-LRB- The cat -RRB- sat .\n", encoding="utf-8")
+    assert run(["--model", str(model_dir), "--input", str(src), "--pretokenized"]) == 0
+    tree = parse_trees(capsys.readouterr().out)[0]
+    assert tree.leaves() == ["-LRB-", "The", "cat", "-RRB-", "sat", "."]
+    assert tree.tags() == ["-LRB-", "DT", "NN", "-RRB-", "VBD", "."]
