@@ -28,6 +28,9 @@ test: $(STAMP)
 bench: $(STAMP)
 	$(BIN)/python benchmarks/attention.py
 	$(BIN)/python benchmarks/structure_pipeline.py
+	$(BIN)/python benchmarks/cky.py
+	$(BIN)/python benchmarks/nsa.py
+	$(BIN)/python benchmarks/parsing.py
 
 clean:
 	rm -rf $(VENV)

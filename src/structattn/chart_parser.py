@@ -18,7 +18,7 @@ Preterminals of the output trees: the tags passed to :meth:`ChartParser.parse` w
 tags when ``pos="spacy"`` (they were computed anyway); else ``"XX"``. Scoring with EVALB: it deletes
 punctuation by each tree's OWN tags (:mod:`structattn.tasks.evalb`, rule 1), so a test tree tagged ``XX``
 keeps its punctuation and mismatches the gold length; pass the gold tags as ``output_tags`` of
-:meth:`ChartParser.parse` when scoring against gold trees (Kitaev & Klein's evaluation does the same). The output words are the input
+:meth:`ChartParser.parse` when scoring against gold trees (as SuPar's evaluation does). The output words are the input
 words through :func:`structattn.tasks.ptb.escape_word` (which leaves treebank tokens as they are and turns a
 raw ``(`` into ``-LRB-``, so the bracketed string stays well formed).
 

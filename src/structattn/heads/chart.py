@@ -26,7 +26,9 @@ The spans a decoder returns come in pre-order: parents before children, left sib
 """
 from __future__ import annotations
 
+import threading
 from functools import lru_cache
+from dataclasses import dataclass
 from typing import Sequence
 
 import numpy as np
@@ -81,24 +83,11 @@ class SpanLabelScorer(nn.Module):
         return scores
 
 
-@lru_cache(maxsize=64)
+@lru_cache(maxsize=32)
 def _upper_pairs(n: int, device: torch.device) -> tuple[Tensor, Tensor]:
-    """(i, j) long [S] for every 0 <= i < j < n, S = n (n - 1) / 2."""
-    ij = torch.triu_indices(n, n, offset=1)
-    return ij[0].to(device), ij[1].to(device)
-
-
-# ---------------------------------------------------------------------------------------------------------
-# Batched CKY
-# ---------------------------------------------------------------------------------------------------------
-
-@lru_cache(maxsize=64)
-def _end_index(n: int, device: torch.device) -> Tensor:
-    """[n, n] long: entry [i, w] = min(i + w, n - 1), the end fencepost of the span of width w from i (clipped
-    where the span would run off the chart; those entries are never read)."""
-    i = torch.arange(n).unsqueeze(1)
-    w = torch.arange(n).unsqueeze(0)
-    return (i + w).clamp(max=n - 1).to(device)
+    """Every fencepost pair i < j of n fenceposts, row by row: (i [S], j [S]) long, S = n (n - 1) / 2."""
+    i, j = torch.triu_indices(n, n, offset=1)
+    return i.to(device), j.to(device)
 
 
 def _check_lengths(lengths, n: int) -> list[int]:
@@ -109,90 +98,227 @@ def _check_lengths(lengths, n: int) -> list[int]:
     return lens
 
 
-@torch.no_grad()
-def _decode_binary(scores: Tensor, lengths: Sequence[int], force_root: bool) -> list[tuple[float, list[Span]]]:
-    """The best binary tree of every sentence, empty-labelled spans included (see the module docstring).
+def _label_max(by_row: Tensor, ws: "_Workspace") -> Tensor:
+    """Best label score of every span of the workspace, packed (see _Workspace): by_row [b * N * N, C] -> [E].
 
-    scores [b, N, N, C] -> per sentence (score, spans (i, j, label) in pre-order, 2 L_b - 1 of them).
-
-    Layout: the chart is kept by start and width, A[:, i, w] = best(i, i + w), and by end and reversed
-    width, B[:, j, W - w] = best(j - w, j) with W = L (the widest span). For width w the split candidates
-    best(i, i + u) + best(i + u, i + w), u = 1 .. w - 1, are then two strided slices of A and B with the
-    same orientation, added in one op for every sentence and start at once.
+    The spans' label rows are gathered in memory order (the chart is read once, as a stream), then reduced
+    by repeated halving: torch's max/amax over a short last dimension runs a scalar loop on CPU, while the
+    element-wise maximum of two column halves is vectorised (the halves overlap by a column when the count
+    is odd; max does not mind). A last small gather puts the maxima in packed order. No step allocates.
     """
+    torch.index_select(by_row, 0, ws.rows, out=ws.selected)
+    x = ws.selected
+    for buf in ws.halves:
+        c, h = x.shape[-1], buf.shape[-1]
+        torch.maximum(x[:, :h], x[:, c - h: c], out=buf)
+        x = buf
+    return torch.index_select(x[:, 0], 0, ws.to_packed, out=ws.packed)
+
+
+def _halvings(c: int) -> list[int]:
+    """Label counts after each halving step of _label_max: 30 -> [15, 8, 4, 2, 1]; 1 -> []."""
+    widths = []
+    while c > 1:
+        c = (c + 1) // 2
+        widths.append(c)
+    return widths
+
+
+class _Workspace:
+    """Buffers, index tensors and per-width views of the batched CKY for one chart shape.
+
+    Building the views costs about as much as the dynamic program itself at n = 40, so they are made once
+    per (b, n, padded N, device, dtype) and reused (cached per thread, so concurrent decoders never share).
+
+    Layout (n = max L_b + 1 fenceposts, W = n - 1, sentence s innermost so every slice below is a block of
+    whole rows, and reductions run over the outer dimension, where torch's CPU kernels are vectorised):
+
+    * ``packed`` [E]: s(i, i + w) (best label score) ordered by width w = 1 .. W, then start i, then s;
+      width w occupies ``offs[w - 1] : offs[w]``, (n - w) * b entries;
+    * ``chart[0]`` = P [W + 1, n * b]: P[w, i * b + s] = best(i, i + w) (by width and start);
+    * ``chart[1]`` = Q [W + 1, n * b]: Q[W - w, j * b + s] = best(j - w, j) (by reversed width and end).
+
+    For width w, split u = 1 .. w - 1 pairs best(i, i + u) = P[u, i] with best(i + u, i + w) = Q[W - w + u, i + w]:
+    both are the slices P[1:w, :m] and Q[W-w+1:W, w:w+m] (m = n - w starts), added into ``cand`` [w - 1, m * b]
+    in one op. The new values go to P and Q at once through a two-row strided view of ``chart``.
+    """
+
+    def __init__(self, b: int, n: int, n_all: int, c: int, device: torch.device, dtype: torch.dtype):
+        w_top = n - 1
+        nb = n * b
+        sent = torch.arange(b).view(1, b)
+        rows, self.offs = [], [0]
+        for w in range(1, n):
+            i = torch.arange(n - w).view(-1, 1)
+            rows.append(((sent * n_all + i) * n_all + i + w).reshape(-1))  # row of (s, i, i + w) in [b*N*N, C]
+            self.offs.append(self.offs[-1] + rows[-1].numel())
+        packed_rows = torch.cat(rows)
+        sorted_rows, order = packed_rows.sort()  # memory order: sentence, start, end
+        to_packed = torch.empty_like(order)
+        to_packed[order] = torch.arange(order.numel())
+        self.rows, self.to_packed = sorted_rows.to(device), to_packed.to(device)
+        # every large temporary lives here: fresh multi-megabyte allocations page-fault on every call (glibc
+        # hands them back to the system), which costs more than the dynamic program
+        self.selected = torch.empty(self.offs[-1], c, device=device, dtype=dtype)
+        self.halves = [torch.empty(self.offs[-1], h, device=device, dtype=dtype) for h in _halvings(c)]
+        self.packed = torch.empty(self.offs[-1], device=device, dtype=dtype)
+        self.chart = torch.zeros(2, w_top + 1, nb, device=device, dtype=dtype)
+        self.codes = torch.zeros(w_top + 1, nb, device=device, dtype=dtype)  # split codes, see steps
+        self.tops = torch.empty(nb, device=device, dtype=dtype)
+        cand_flat = torch.empty(max([(w - 1) * (n - w) * b for w in range(2, n)], default=1), device=device,
+                                dtype=dtype)
+        p_rows, q_rows = self.chart[0], self.chart[1]
+        self.init_p = p_rows[1, : w_top * b]
+        self.init_q = q_rows[w_top - 1, b:]
+        # The split code of a span is big - u for its first (smallest) best split u: after cand - max,
+        # sign() is 0 exactly at the maxima and -1 elsewhere, so big - u + penalty * sign() is largest at the
+        # first maximum; its max over u is a vectorised reduction, unlike torch's max-with-indices.
+        self.big = float(w_top + 1)
+        self.penalty = 2.0 * self.big
+        self.steps = []
+        for w in range(2, n):
+            mb = (n - w) * b
+            cand = cand_flat[: (w - 1) * mb].view(w - 1, mb)
+            left = p_rows[1:w, :mb]
+            right = q_rows[w_top - w + 1: w_top, w * b: w * b + mb]
+            at_p = w * nb
+            at_q = (w_top + 1) * nb + (w_top - w) * nb + w * b
+            both = self.chart.as_strided((2, mb), (at_q - at_p, 1), at_p)  # P[w, :m] and Q[W - w, w:]
+            top = self.tops[:mb]
+            weight = (self.big - torch.arange(1, w, device=device, dtype=dtype)).view(-1, 1)
+            self.steps.append((w, left, right, cand, top, top.expand(2, mb), both, weight, self.codes[w, :mb]))
+
+
+_workspaces = threading.local()
+
+
+def _workspace(b: int, n: int, n_all: int, c: int, device: torch.device, dtype: torch.dtype) -> _Workspace:
+    cache = getattr(_workspaces, "cache", None)
+    if cache is None:
+        cache = _workspaces.cache = {}
+    key = (b, n, n_all, c, device, dtype)
+    ws = cache.pop(key, None)
+    if ws is None:
+        ws = _Workspace(b, n, n_all, c, device, dtype)
+    cache[key] = ws  # most recently used last
+    while len(cache) > 8:
+        del cache[next(iter(cache))]
+    return ws
+
+
+@dataclass
+class _BinaryTrees:
+    """The best binary tree of every sentence of a batch, empty-labelled spans included.
+
+    ``totals`` [b] tree scores (0.0 for an empty sentence); ``sent``, ``start``, ``end``, ``label`` [K] int64
+    arrays, one entry per span (2 L_b - 1 per sentence), ordered by sentence, then in pre-order (start
+    ascending, end descending, which is pre-order for nested spans).
+    """
+
+    totals: list[float]
+    sent: np.ndarray
+    start: np.ndarray
+    end: np.ndarray
+    label: np.ndarray
+
+    def spans(self, keep_empty: bool = False) -> list[list[Span]]:
+        """Per sentence, the spans (i, j, label) as Python tuples; empty-labelled ones only if keep_empty."""
+        keep = slice(None) if keep_empty else self.label != 0
+        sent = self.sent[keep]
+        flat = list(zip(self.start[keep].tolist(), self.end[keep].tolist(), self.label[keep].tolist()))
+        bounds = np.cumsum(np.bincount(sent, minlength=len(self.totals))).tolist()
+        return [flat[lo:hi] for lo, hi in zip([0] + bounds[:-1], bounds)]
+
+
+@torch.no_grad()
+def _decode_binary(scores: Tensor, lengths: Sequence[int], force_root: bool) -> _BinaryTrees:
+    """The best binary trees under ``scores`` [b, N, N, C] (see the module docstring and _Workspace)."""
     b, n_all, _, c = scores.shape
     lens = _check_lengths(lengths, n_all)
-    if b == 0:
-        return []
+    empty = np.zeros(0, dtype=np.int64)
+    if b == 0 or max(lens) == 0:
+        return _BinaryTrees([0.0] * b, empty, empty, empty, empty)
     if force_root and c < 2:
         raise ValueError("force_root needs at least one non-empty label")
-    width_max = max(lens)
-    if width_max == 0:
-        return [(0.0, []) for _ in lens]
-    n = width_max + 1  # fenceposts actually used; the rest of a padded chart is never read
-    scores = scores.detach()[:, :n, :n]
-    if not scores.is_floating_point() or scores.dtype in (torch.float16, torch.bfloat16):
+    scores = scores.detach()
+    if scores.dtype != torch.float64:
         scores = scores.float()
     device = scores.device
-
-    span_best, span_label = scores.max(-1)  # [b, n, n]; first maximum = smallest label id
-    if force_root:
-        rows = [s for s, length in enumerate(lens) if length > 0]
-        bi = torch.tensor(rows, device=device)
-        ends = torch.tensor([lens[s] for s in rows], device=device)
-        root_best, root_label = scores[bi, 0, ends, 1:].max(-1)
-        span_best[bi, 0, ends] = root_best
-        span_label[bi, 0, ends] = root_label + 1
-
+    n = max(lens) + 1  # fenceposts in use; the rest of a padded chart is never read
     w_top = n - 1
-    index = _end_index(n, device).expand(b, n, n)
-    a = torch.gather(span_best, 2, index)     # a[:, i, w] = s(i, i + w): DP values are added in place
-    labels = torch.gather(span_label, 2, index)
-    rev = torch.empty_like(a)                  # rev[:, j, w_top - w] = best(j - w, j)
-    splits = torch.zeros(b, n, n, dtype=torch.long, device=device)  # splits[:, i, w] = k - i - 1
-    rev[:, 1:, w_top - 1] = a[:, : n - 1, 1]
-    for w in range(2, n):
-        m = n - w  # spans of width w start at 0 .. m - 1
-        cand = a[:, :m, 1:w] + rev[:, w:, w_top - w + 1: w_top]  # [b, m, w - 1]
-        top, arg = cand.max(-1)                                   # first maximum = smallest split
-        col = a[:, :m, w]
-        col += top
-        rev[:, w:, w_top - w] = col
-        splits[:, :m, w] = arg
+    ws = _workspace(b, n, n_all, c, device, scores.dtype)
+    by_row = scores.reshape(b * n_all * n_all, c)
+    len_arr = np.asarray(lens, dtype=np.int64)
+    roots = np.flatnonzero(len_arr)
 
-    totals = a[torch.arange(b, device=device), 0, torch.tensor(lens, device=device)].tolist()
-    split_rows = splits.cpu().numpy()
-    label_rows = labels.cpu().numpy()
-    out = []
-    for s, length in enumerate(lens):
-        if length == 0:
-            out.append((0.0, []))
-            continue
-        sp, lab = split_rows[s], label_rows[s]
-        spans: list[Span] = []
-        stack = [(0, length)]
-        while stack:
-            i, j = stack.pop()
-            w = j - i
-            spans.append((i, j, int(lab[i, w])))
-            if w > 1:
-                k = i + 1 + int(sp[i, w])
-                stack.append((k, j))
-                stack.append((i, k))
-        out.append((float(totals[s]), spans))
-    return out
+    # 1. best label score of every span, packed by width, start, sentence
+    packed = _label_max(by_row, ws)
+    if force_root:
+        root_rows = torch.from_numpy(roots * n_all * n_all + len_arr[roots]).to(device)
+        root_at = torch.from_numpy(np.asarray(ws.offs)[len_arr[roots] - 1] + roots).to(device)
+        packed[root_at] = by_row.index_select(0, root_rows)[:, 1:].amax(-1)
+
+    # 2. one vectorised step per width (layout and split codes: _Workspace)
+    ws.init_p.copy_(packed[: w_top * b])
+    ws.init_q.copy_(packed[: w_top * b])
+    offs = ws.offs
+    for w, left, right, cand, top, top2, both, weight, code in ws.steps:
+        torch.add(left, right, out=cand)
+        torch.amax(cand, 0, out=top)
+        torch.add(top2, packed[offs[w - 1]: offs[w]].expand(2, -1), out=both)
+        cand.sub_(top)
+        cand.sign_()
+        torch.add(weight, cand, alpha=ws.penalty, out=cand)
+        torch.amax(cand, 0, out=code)
+    totals = ws.chart[0][torch.from_numpy(len_arr).to(device), torch.arange(b, device=device)].tolist()
+    if not all(np.isfinite(totals)):
+        raise ValueError("a chart has no finite-scoring tree; the scores must be finite")
+
+    # 3. backtracking, one level of the trees at a time for all sentences; nodes as columns (sentence, i, j)
+    nb = n * b
+    codes = ws.codes.cpu().numpy().reshape(-1)  # [(W + 1) * n * b]; NaN where padding scored -inf: never read
+    level = np.stack([roots, np.zeros_like(roots), len_arr[roots]])
+    levels = [level]
+    while True:
+        inner = level[:, level[2] - level[1] > 1]
+        count = inner.shape[1]
+        if not count:
+            break
+        s_, i_, j_ = inner
+        split = i_ + (ws.big - codes[(j_ - i_) * nb + i_ * b + s_]).astype(np.int64)
+        level = np.concatenate([inner, inner], 1)
+        level[2, :count] = split  # left children (i, k), then right children (k, j)
+        level[1, count:] = split
+        levels.append(level)
+    sent, start, end = np.concatenate(levels, 1)
+    order = np.lexsort((-end, start, sent))
+    sent, start, end = sent[order], start[order], end[order]
+
+    # 4. the label of each tree span (first maximum = smallest id; the root's among the non-empty ones)
+    node_rows = (sent * n_all + start) * n_all + end
+    if device.type == "cpu":  # numpy's argmax over a short last axis is faster than torch's
+        chosen = by_row.numpy()[node_rows]
+    else:
+        chosen = by_row.index_select(0, torch.from_numpy(node_rows).to(device))
+    if force_root:
+        chosen[np.flatnonzero((start == 0) & (end == len_arr[sent])), 0] = -np.inf
+    label = chosen.argmax(-1)
+    if isinstance(label, Tensor):
+        label = label.cpu().numpy()
+    return _BinaryTrees([t if length else 0.0 for t, length in zip(totals, lens)], sent, start, end, label)
 
 
 def cky_decode(scores: Tensor, lengths: Sequence[int], force_root: bool = True) -> list[tuple[float, list[Span]]]:
     """Best tree of every sentence of a batch, on the scores' device.
 
-    scores [b, N, N, C] (label 0 = empty), lengths [b] words per sentence (L_b <= N - 1) ->
+    scores [b, N, N, C] (label 0 = empty; finite), lengths [b] words per sentence (L_b <= N - 1) ->
     per sentence (best score, labelled spans (i, j, label != 0) in pre-order).
 
     One vectorised pass per span width over all sentences and starts; no gradient. Tie-breaking and the
     root rule: module docstring.
     """
-    return [(score, [sp for sp in spans if sp[2] != 0]) for score, spans in _decode_binary(scores, lengths, force_root)]
+    trees = _decode_binary(scores, lengths, force_root)
+    return list(zip(trees.totals, trees.spans()))
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -215,6 +341,8 @@ def _reference_binary(scores, length: int, force_root: bool) -> tuple[float, lis
         return 0.0, []
     chart = table[: length + 1, : length + 1].tolist()
     n_labels = table.shape[-1]
+    if force_root and n_labels < 2:
+        raise ValueError("force_root needs at least one non-empty label")
     best = [[0.0] * (length + 1) for _ in range(length + 1)]
     label = [[0] * (length + 1) for _ in range(length + 1)]
     split = [[0] * (length + 1) for _ in range(length + 1)]
@@ -262,6 +390,10 @@ def gold_label_table(gold: Sequence[Sequence[Span]], lengths: Sequence[int], siz
     Spans outside 0 <= i < j <= L_b, labels < 1 and two labels on one span (unary chains must be collapsed
     into one label) raise ValueError.
     """
+    return torch.from_numpy(_gold_array(gold, lengths, size)).to(device)
+
+
+def _gold_array(gold: Sequence[Sequence[Span]], lengths: Sequence[int], size: int) -> np.ndarray:
     lens = _check_lengths(lengths, size)
     if len(gold) != len(lens):
         raise ValueError(f"{len(gold)} gold trees for {len(lens)} sentences")
@@ -275,7 +407,7 @@ def gold_label_table(gold: Sequence[Sequence[Span]], lengths: Sequence[int], siz
             if table[s, i, j] not in (0, lab):  # the same span listed twice with one label is harmless
                 raise ValueError(f"gold tree {s}: span ({i}, {j}) has two labels; collapse unary chains first")
             table[s, i, j] = lab
-    return torch.from_numpy(table).to(device) if device is not None else torch.from_numpy(table)
+    return table
 
 
 def margin_loss(scores: Tensor, gold_spans: Sequence[Sequence[Span]],
@@ -284,40 +416,39 @@ def margin_loss(scores: Tensor, gold_spans: Sequence[Sequence[Span]],
 
     scores [b, N, N, C] (requires grad; scores[..., 0] must be 0, as SpanLabelScorer makes it), gold_spans [b]
     lists of (i, j, label >= 1) including the root, lengths [b] ->
-    (loss: scalar, mean over sentences of max(0, s(T^) + Delta(T^, T*) - s(T*)); the predicted spans per sentence).
+    (loss: scalar, mean over sentences of max(0, s(T^) + Delta(T^, T*) - s(T*)); the predicted labelled
+    spans of each sentence, sorted).
 
     T^ is the best tree under scores + 1[label != gold label of the span] (the gold label of a
-    non-constituent is 0, so the empty label is augmented too), decoded without gradient; Delta counts the
-    spans of T^'s binary tree whose label differs from gold. s(.) sums ``scores`` at the non-empty spans,
-    gathered so that the gradient flows into them.
+    non-constituent is 0, so the empty label is augmented too), decoded without gradient with the root
+    forced non-empty; Delta counts the spans of T^'s binary tree whose label differs from gold. s(.) sums
+    ``scores`` at the non-empty spans, gathered so that the gradient flows into them.
     """
     b, n, _, c = scores.shape
     lens = _check_lengths(lengths, n)
     if b == 0:
         return scores.sum() * 0.0, []
-    gold_table = gold_label_table(gold_spans, lens, n, device=scores.device)
+    gold = _gold_array(gold_spans, lens, n)
+    device = scores.device
     with torch.no_grad():
         aug = scores.detach().float() + 1.0
-        aug.scatter_add_(-1, gold_table.unsqueeze(-1), aug.new_full((b, n, n, 1), -1.0))
+        aug.scatter_add_(-1, torch.from_numpy(gold).to(device).unsqueeze(-1), aug.new_full((b, n, n, 1), -1.0))
         trees = _decode_binary(aug, lens, force_root=True)
 
-    hamming, pred_index, gold_index, predicted = [], [], [], []
-    for s, (_, spans) in enumerate(trees):
-        gold_of = {(i, j): lab for i, j, lab in gold_spans[s]}
-        hamming.append(sum(1 for i, j, lab in spans if gold_of.get((i, j), 0) != lab))
-        kept = sorted(sp for sp in spans if sp[2] != 0)
-        predicted.append(kept)
-        # the same sorted order on both sides makes s(T^) - s(T*) exactly 0 when the trees agree
-        pred_index.extend((s, *sp) for sp in kept)
-        gold_index.extend((s, *sp) for sp in sorted(gold_spans[s]))
+    wrong = gold[trees.sent, trees.start, trees.end] != trees.label
+    hamming = np.bincount(trees.sent[wrong], minlength=b)
+    keep = trees.label != 0
+    pred = (trees.sent[keep], trees.start[keep], trees.end[keep], trees.label[keep])
+    # gold in the decoder's order (pre-order): identical trees then sum identically, so their loss is exactly 0
+    gold_sorted = [(s, i, j, lab) for s, spans in enumerate(gold_spans) for i, j, lab in sorted(
+        set(spans), key=lambda sp: (sp[0], -sp[1]))]
+    gold_index = tuple(np.asarray(x, dtype=np.int64).reshape(-1) for x in zip(*gold_sorted)) if gold_sorted \
+        else (np.zeros(0, dtype=np.int64),) * 4
 
-    def per_sentence(index: list[tuple[int, int, int, int]]) -> Tensor:
-        total = scores.new_zeros(b)
-        if index:
-            idx = torch.tensor(index, dtype=torch.long, device=scores.device).t()
-            total = total.index_add(0, idx[0], scores[idx[0], idx[1], idx[2], idx[3]])
-        return total
+    def per_sentence(index: tuple[np.ndarray, ...]) -> Tensor:
+        idx = [torch.from_numpy(x).to(device) for x in index]
+        return scores.new_zeros(b).index_add(0, idx[0], scores[idx[0], idx[1], idx[2], idx[3]])
 
-    delta = torch.tensor(hamming, dtype=scores.dtype, device=scores.device)
-    loss = (per_sentence(pred_index) + delta - per_sentence(gold_index)).clamp(min=0).mean()
-    return loss, predicted
+    delta = torch.from_numpy(hamming).to(device=device, dtype=scores.dtype)
+    loss = (per_sentence(pred) + delta - per_sentence(gold_index)).clamp(min=0).mean()
+    return loss, [sorted(spans) for spans in trees.spans()]
