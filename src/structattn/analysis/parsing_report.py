@@ -142,7 +142,9 @@ def build_report(runs: list[dict], out_dir: Path) -> str:
     comps.finish()
 
     def p_text(item):
-        return f"{item['p']:.3f} / {item['p_holm']:.3f}"
+        def one(p):  # 10,000 resamples: below 0.001 the figure is a count of a few resamples at most
+            return f"{p:.3f}" if p >= 0.001 else "< 0.001"
+        return f"{one(item['p'])} / {one(item['p_holm'])}"
 
     for enc_name, nsa, pos, a, b, item in t4_rows:
         t4.append(f"| {enc_name} | {MARK[nsa]} | {MARK[pos == 'spacy']} | {a['f1']:.2f} | {b['f1']:.2f} | "
