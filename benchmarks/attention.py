@@ -299,7 +299,6 @@ def peak_bytes(fn) -> int:
 
 
 def run(args):
-    import torch
 
     from structattn.attention import kernels
     from structattn.settings import default_encoder

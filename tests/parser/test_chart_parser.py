@@ -347,20 +347,25 @@ def test_spacy_tags_feed_and_label_the_parse(trees):
 
 
 def test_frozen_encoder_remembers_sentences_and_matches_the_encoder(tiny_bert):
-    """A frozen encoder encodes each sentence once, on its own: its rows equal a fresh one-sentence encoding and
-    do not depend on the batch the sentence came in."""
+    """While training, a frozen encoder encodes each sentence once, on its own: its rows equal a fresh
+    one-sentence encoding and do not depend on the batch the sentence came in. Parsing (no grad) encodes the
+    batch together, uncached, to the same values."""
     frozen = PretrainedWordEncoder(str(tiny_bert), fine_tune=False)
     tuned = PretrainedWordEncoder(str(tiny_bert), fine_tune=True).eval()
     long_one, short_one = ["the", "unbelievably", "cat", "sat"], ["the"]
+    batch = frozen([long_one, short_one])  # grad enabled: the training path
     with torch.no_grad():
-        batch = frozen([long_one, short_one])
         alone = tuned([short_one])
+    assert not batch.requires_grad
     torch.testing.assert_close(batch[1, :3], alone[0])
     assert torch.all(batch[1, 3:] == 0)  # padding rows
     calls = []
     frozen.model.register_forward_hook(lambda *a: calls.append(1))
-    with torch.no_grad():
-        again = frozen([short_one, long_one])
+    again = frozen([short_one, long_one])
     assert calls == []  # both sentences came from the cache
     torch.testing.assert_close(again[0, :3], batch[1, :3])
     torch.testing.assert_close(again[1], batch[0])
+    with torch.no_grad():
+        parsed = frozen([long_one, short_one])
+    assert calls == [1]  # one batched pass, not one per sentence
+    torch.testing.assert_close(parsed, batch, atol=1e-5, rtol=1e-5)

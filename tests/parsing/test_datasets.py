@@ -60,7 +60,7 @@ def test_readers_on_small_files(tmp_path, monkeypatch):
 
 
 def test_registry_covers_tasks_and_treebanks():
-    from structattn.tasks import TASKS, get_task
+    from structattn.tasks import TASKS
 
     assert set(dataset_names()) == set(TASKS) | {"ud_english_ewt", "ptb_dep"}
     assert is_gold("ptb_dep") and not is_gold("sst2")

@@ -3,13 +3,11 @@
 The kill is real: a subprocess with STRUCTATTN_KILL_BETWEEN_RENAMES set dies by SIGKILL right after
 the old folder was moved aside, before the new one is renamed in.
 """
-import json
 import os
 import subprocess
 import sys
 import textwrap
 
-import pytest
 
 from structattn.train.checkpoint import recover_atomic_dirs
 

@@ -7,7 +7,7 @@ import pytest
 from scipy import stats
 
 from fixtures import make_tiny_model, make_tiny_sst2
-from structattn.analysis.report import best_configs, load_runs, markdown_table
+from structattn.analysis.report import best_configs, load_runs, markdown_table, runner_result_files
 from structattn.errors import UserError
 from structattn.train.config import RESULT_NEUTRAL_FIELDS, TrainConfig, config_key
 from structattn.train.loop import Trainer
@@ -170,6 +170,17 @@ def test_committed_results_keep_one_configuration_per_cell():
     assert all(b["seeds"] == [1, 2, 3] for b in best.values())
     assert best[("cola", "baseline")]["settings"] == {"eval_every": 0, "long_inputs": "token-windows-before-0.2",
                                                           "max_length": 64}
+
+
+def test_the_report_reads_only_the_runners_task_files(tmp_path):
+    """Other systems' results beside the runner's (the parser's parsing.jsonl) are not the runner's lines."""
+    line = json.loads((RESULTS / "cola.jsonl").read_text(encoding="utf-8").splitlines()[0])
+    (tmp_path / "cola.jsonl").write_text(json.dumps(line) + "\n", encoding="utf-8")
+    (tmp_path / "parsing.jsonl").write_text(json.dumps({"command": ["train-parser"], "config": {"d_model": 8}})
+                                            + "\n", encoding="utf-8")
+    ours, others = runner_result_files(tmp_path)
+    assert [p.name for p in ours] == ["cola.jsonl"] and [p.name for p in others] == ["parsing.jsonl"]
+    assert [r["_source"] for r in load_runs(tmp_path)] == ["cola.jsonl:1"]
 
 
 @pytest.mark.slow

@@ -4,13 +4,12 @@
   SLA vs WLA, one panel per report column (a task, its training data and any setting that tells its runs
   from others, e.g. ``sst2``, ``sst2:first10000``: runs of different configurations never share a
   panel), from the runs the table selected for each cell. Read from ``best_metrics.gate_means`` of the
-  runs in results/*.jsonl (recorded at the evaluation that gave the best checkpoint).
+  runs in results/<task>.jsonl (recorded at the evaluation that gave the best checkpoint).
 - Figure 3: the mixed attention of one sentence averaged over heads and layers, [CLS]/[SEP] excluded,
   sub-words merged into words (rows averaged, columns summed), side by side for several models.
 """
 from __future__ import annotations
 
-from collections import defaultdict
 from pathlib import Path
 from typing import Sequence
 

@@ -88,9 +88,20 @@ def run_config(run: dict) -> dict:
     return result_fields(_config_of(run))
 
 
+def runner_result_files(results_dir: Path) -> tuple[list[Path], list[Path]]:
+    """The results files of the classification/tagging runner (``<task>.jsonl`` for a task it knows) and the
+    other ``*.jsonl`` files in ``results_dir`` (other systems' results, e.g. ``parsing.jsonl``, with their own
+    reports)."""
+    from ..tasks import TASKS
+
+    files = sorted(Path(results_dir).glob("*.jsonl"))
+    return [p for p in files if p.stem in TASKS], [p for p in files if p.stem not in TASKS]
+
+
 def load_runs(results_dir: Path) -> list[dict]:
+    """Every line of the runner's results files (see :func:`runner_result_files`), with its configuration."""
     runs = []
-    for path in sorted(Path(results_dir).glob("*.jsonl")):
+    for path in runner_result_files(results_dir)[0]:
         for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
             if line.strip():
                 rec = json.loads(line)

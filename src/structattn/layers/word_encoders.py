@@ -145,12 +145,13 @@ class PretrainedWordEncoder(nn.Module):
     def forward(self, words: Sequence[Sequence[str]], names: Sequence[str] | None = None) -> Tensor:
         """words: b lists of words -> [b, T, d] (T = max words + 2).
 
-        A frozen encoder (``fine_tune=False``) remembers each sentence's rows: its weights never change, so a
-        sentence seen in an earlier epoch is not encoded again (this makes feature-based training several times
-        faster on a CPU). Each sentence is then encoded on its own, so its vectors never depend on which other
-        sentences shared its batch (a resumed run computes exactly what an uninterrupted one did).
+        A frozen encoder (``fine_tune=False``) remembers each sentence's rows while training (grad enabled):
+        its weights never change, so a sentence seen in an earlier epoch is not encoded again (this makes
+        feature-based training several times faster on a CPU). Each such sentence is encoded on its own, so its
+        vectors never depend on which other sentences shared its batch (a resumed run computes exactly what an
+        uninterrupted one did). Without grad (parsing, evaluation) batches are encoded together, uncached.
         """
-        if not self.fine_tune:
+        if not self.fine_tune and torch.is_grad_enabled():
             return self._frozen_forward(words, names)
         return self._encode(words, names)
 
