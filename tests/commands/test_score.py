@@ -114,3 +114,75 @@ def test_score_needs_a_scorer(capsys):
     score.add_parser(parser.add_subparsers(dest="command"))
     with pytest.raises(SystemExit):
         parser.parse_args(["score"])
+
+
+# ------------------------------------------------------------------------------------------------ squad
+SQUAD = {"version": "v2.0", "data": [{"title": "T", "paragraphs": [{"context": "Paris in 1889.", "qas": [
+    {"id": "q1", "question": "Where?", "answers": [{"text": "Paris", "answer_start": 0}], "is_impossible": False},
+    {"id": "q2", "question": "When?", "answers": [{"text": "1889", "answer_start": 9}], "is_impossible": False},
+    {"id": "q3", "question": "Who?", "answers": [], "is_impossible": True}]}]}]}
+
+
+@pytest.fixture
+def squad_files(tmp_path):
+    def put(name, obj):
+        path = tmp_path / name
+        path.write_text(json.dumps(obj))
+        return str(path)
+
+    return put
+
+
+def test_squad_prints_the_official_json(squad_files, capsys, tmp_path):
+    data = squad_files("data.json", SQUAD)
+    pred = squad_files("pred.json", {"q1": "Paris", "q2": "in 1889", "q3": "Paris", "extra": "x"})
+    na = squad_files("na.json", {"q1": 0.1, "q2": 0.5, "q3": 0.7})
+    out_file = tmp_path / "eval.json"
+    code, out, err = run(["score", "squad", "--data", data, "--predictions", pred, "--na-prob", na,
+                          "--na-prob-thresh", "0.6", "--out", str(out_file)], capsys)
+    d = json.loads(out)
+    assert code == 0 and out.startswith('{\n  "exact": ')  # indent 2, the script's key order
+    # q3's na 0.7 > 0.6: no answer, right. EM 1, 0, 1 -> 66.67; F1 1, 2/3 (in 1889 vs 1889), 1 -> 88.89
+    assert d["exact"] == pytest.approx(200 / 3) and d["f1"] == pytest.approx(100 * (2 + 2 / 3) / 3)
+    assert (d["HasAns_total"], d["NoAns_total"], d["NoAns_exact"]) == (2, 1, 100.0)
+    # sweep from 1: q1 +1 -> 2 (.1); q2 +2/3 -> 2.67 (.5); q3 answered "Paris" -1 -> 1.67  => 88.89 at 0.5
+    assert d["best_f1"] == pytest.approx(100 * (2 + 2 / 3) / 3) and d["best_f1_thresh"] == 0.5
+    assert (d["best_exact"], d["best_exact_thresh"]) == (pytest.approx(200 / 3), 0.1)
+    assert list(d)[-4:] == ["best_exact", "best_exact_thresh", "best_f1", "best_f1_thresh"]
+    assert json.loads(out_file.read_text()) == d
+    assert "1 prediction(s) for question ids not in" in err
+
+
+def test_squad_without_na_prob(squad_files, capsys):
+    data = squad_files("data.json", SQUAD)
+    pred = squad_files("pred.json", {"q1": "Paris", "q2": "", "q3": ""})
+    code, out, err = run(["score", "squad", "--data", data, "--predictions", pred], capsys)
+    d = json.loads(out)
+    assert list(d) == ["exact", "f1", "total", "HasAns_exact", "HasAns_f1", "HasAns_total",
+                       "NoAns_exact", "NoAns_f1", "NoAns_total"]
+    assert d["exact"] == pytest.approx(200 / 3) and d["total"] == 3 and err == ""
+
+
+@pytest.mark.parametrize("pred,pattern", [
+    ({"q1": "Paris"}, r"2 of 3 questions have no prediction \(first: 'q2', 'q3'\)"),
+    (["Paris"], r"expected a JSON object mapping question id -> answer text, got list"),
+    ("not json", r"pred\.json:1:1: not valid JSON"),
+])
+def test_squad_bad_predictions(squad_files, tmp_path, capsys, pred, pattern):
+    data = squad_files("data.json", SQUAD)
+    path = tmp_path / "pred.json"
+    path.write_text(pred if isinstance(pred, str) else json.dumps(pred))
+    with pytest.raises(UserError, match=pattern):
+        run(["score", "squad", "--data", data, "--predictions", str(path)], capsys)
+
+
+def test_squad_bad_data_names_the_question(squad_files, capsys):
+    bad = json.loads(json.dumps(SQUAD))
+    bad["data"][0]["paragraphs"][0]["qas"][2]["answers"] = [{"text": "Paris", "answer_start": 0}]
+    data = squad_files("data.json", bad)
+    pred = squad_files("pred.json", {"q1": "", "q2": "", "q3": ""})
+    with pytest.raises(UserError, match=r"article 0 \('T'\), paragraph 0, question 2 \(id 'q3'\): is_impossible is true"):
+        run(["score", "squad", "--data", data, "--predictions", pred], capsys)
+    with pytest.raises(UserError, match=r"missing\.json: no-answer probability file not found"):
+        run(["score", "squad", "--data", squad_files("ok.json", SQUAD), "--predictions", pred,
+             "--na-prob", data.replace("data.json", "missing.json")], capsys)

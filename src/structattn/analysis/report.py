@@ -28,7 +28,8 @@ ROW_FAMILIES = ["WLA", "SLA", "LISA"]
 
 # How the result fields of a run's configuration are used: everything not named here is a setting.
 GRID_FIELDS = ("learning_rate", "epochs")  # grid-searched per cell: the best mean over seeds is kept
-VARIANT_FIELDS = ("mechanism", "m", "k", "gate_bias", "lisa_weight")  # the row (variant_label)
+VARIANT_FIELDS = ("mechanism", "m", "k", "gate_bias", "lisa_weight", "sgnet", "sgnet_alpha",
+                  "sgnet_init")  # the row (variant_label)
 DATA_FIELDS = ("task", "max_train_examples")  # the column
 NOT_SETTINGS = set(GRID_FIELDS + VARIANT_FIELDS + DATA_FIELDS + ("seed",))
 

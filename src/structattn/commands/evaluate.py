@@ -21,7 +21,7 @@ def load_trained(model_dir: str, task: str | None = None):
     from dataclasses import replace
 
     from ..train.config import TrainConfig
-    from ..train.loop import Trainer
+    from ..train.trainers import trainer_for
 
     folder = Path(model_dir)
     cfg_path = folder / "train_config.json"
@@ -32,14 +32,21 @@ def load_trained(model_dir: str, task: str | None = None):
         raise UserError(f"{folder} has no model weights (model.safetensors); the run may not have finished")
     cfg = TrainConfig.load(cfg_path)
     cfg = replace(cfg, model=str(folder), task=task or cfg.task)
-    return Trainer(cfg)
+    trainer = trainer_for(cfg)
+    if hasattr(trainer, "fixed_threshold"):  # span QA: score at the threshold tuned during training
+        from ..train.qa_training import saved_threshold
+
+        trainer.fixed_threshold = saved_threshold(folder)
+    return trainer
 
 
 def run(args) -> int:
     trainer = load_trained(args.model_dir, args.task)
     examples, feats = trainer.features(args.split, args.limit)
-    if not trainer.task.has_labels(args.split):
+    has_labels = getattr(trainer.task, "has_labels", None)  # reading tasks: every split is labelled
+    if has_labels is not None and not has_labels(args.split):
         raise UserError(f"split {args.split!r} of {trainer.task.name} has no labels; use `structattn predict`")
     metrics = trainer.evaluate(examples, feats, with_gates=True)  # + mean gate per layer, LISA parent accuracy
-    print(json.dumps({"task": trainer.task.name, "split": args.split, "n": len(examples), **metrics}, indent=2))
+    n = len(examples.questions) if hasattr(examples, "questions") else len(examples)
+    print(json.dumps({"task": trainer.task.name, "split": args.split, "n": n, **metrics}, indent=2))
     return 0

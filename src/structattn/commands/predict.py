@@ -1,28 +1,62 @@
-"""``structattn predict``: write predictions of a saved model as JSON lines (labels mapped back to words)."""
+"""``structattn predict``: predictions of a saved model.
+
+Sentence and token tasks: JSON lines (labels mapped back to words). Span QA (``--task squad2`` / ``squad11``):
+the files users of SQuAD expect — ``--output PRED.json`` {qid: answer text, "" for no answer}, and beside it
+``PRED.na_prob.json`` {qid: null score − best span score} (the official scorer's ``--na-prob-file``) and
+``PRED.nbest.json`` {qid: the n best answers with their logits and probabilities}; the no-answer threshold is
+the one saved with the model. Multiple choice: JSON lines {qid, prediction (option index), scores}.
+
+    structattn predict runs/squad/best --task squad2 --split test --output test_pred.json
+    structattn predict runs/squad/best --data my_questions.json --output pred.json   # any SQuAD-format file
+"""
 from __future__ import annotations
 
 import json
 import sys
+from pathlib import Path
+
+from ..errors import UserError
 
 
 def add_parser(sub) -> None:
-    p = sub.add_parser("predict", help="predict a split (or a file of sentences) with a saved model")
+    p = sub.add_parser("predict", help="predict a split (or a file of questions) with a saved model")
     p.add_argument("model_dir")
+    p.add_argument("--task", default=None, help="default: the task the model was trained on")
     p.add_argument("--split", default="test")
+    p.add_argument("--data", default=None, help="span QA: a SQuAD-format JSON file to answer instead of a split")
     p.add_argument("--limit", type=int, default=0)
-    p.add_argument("--output", default="-", help="JSON lines file (default stdout)")
+    p.add_argument("--output", default="-", help="JSON lines file (default stdout); span QA: the predictions "
+                                                 "JSON (required), with .na_prob.json and .nbest.json beside it")
     p.set_defaults(func=run)
 
 
 def run(args) -> int:
-    from ..train.data import aggregate_predictions
+    from ..train.trainers import task_family
     from .evaluate import load_trained
 
-    trainer = load_trained(args.model_dir)
+    trainer = load_trained(args.model_dir, args.task)
+    family = task_family(trainer.cfg.task)
+    if args.data is not None and family != "span_qa":
+        raise UserError("--data takes a SQuAD-format file and works for span-QA models (--task squad2/squad11); "
+                        "for other tasks predict a --split")
+    if family == "span_qa":
+        return _predict_span_qa(trainer, args)
+    if family == "multiple_choice":
+        return _predict_multiple_choice(trainer, args)
+    return _predict_sentences(trainer, args)
+
+
+def _open(output: str):
+    return sys.stdout if output == "-" else open(output, "w", encoding="utf-8")
+
+
+def _predict_sentences(trainer, args) -> int:
+    from ..train.data import aggregate_predictions
+
     examples, feats = trainer.features(args.split, args.limit)
     logits = trainer.predict_logits(feats)
     preds = aggregate_predictions(trainer.task, feats, logits, examples, trainer.label_list)
-    out = sys.stdout if args.output == "-" else open(args.output, "w", encoding="utf-8")
+    out = _open(args.output)
     try:
         for ex, pred in zip(examples, preds):
             label = pred
@@ -32,6 +66,52 @@ def run(args) -> int:
             if ex.words_b is not None:
                 rec["words_b"] = ex.words_b
             out.write(json.dumps(rec, ensure_ascii=False) + "\n")
+    finally:
+        if out is not sys.stdout:
+            out.close()
+    return 0
+
+
+def side_files(output: Path) -> tuple[Path, Path]:
+    """The na-prob and n-best files written beside a predictions file ``X.json``: ``X.na_prob.json``, ``X.nbest.json``."""
+    stem = output.name[:-5] if output.name.endswith(".json") else output.name
+    return output.with_name(stem + ".na_prob.json"), output.with_name(stem + ".nbest.json")
+
+
+def _predict_span_qa(trainer, args) -> int:
+    from ..tasks.squad import load_squad, read_squad
+    from ..train.checkpoint import atomic_write_json
+    from ..train.qa_training import saved_threshold
+
+    if args.output == "-":
+        raise UserError("span QA writes three files: give --output PRED.json (PRED.na_prob.json and "
+                        "PRED.nbest.json are written beside it)")
+    threshold = saved_threshold(args.model_dir)
+    if args.data is not None:
+        dataset = load_squad(args.data)
+        data, feats = trainer.features_of(read_squad(dataset), dataset, args.limit, source=str(args.data))
+    else:
+        data, feats = trainer.features(args.split, args.limit)
+    preds, na_scores, nbest, _ = trainer.answers(data, feats, threshold=threshold)
+    output = Path(args.output)
+    na_file, nbest_file = side_files(output)
+    atomic_write_json(output, preds)
+    atomic_write_json(na_file, na_scores)
+    atomic_write_json(nbest_file, nbest)
+    empty = sum(1 for text in preds.values() if text == "")
+    print(f"{len(preds):,} questions of {data.source} ({empty:,} answered with no answer at the saved threshold "
+          f"{threshold:g}): wrote {output}, {na_file.name} and {nbest_file.name}", file=sys.stderr)
+    return 0
+
+
+def _predict_multiple_choice(trainer, args) -> int:
+    examples, feats = trainer.features(args.split, args.limit)
+    scores = trainer.option_scores(feats)
+    out = _open(args.output)
+    try:
+        for q, row in zip(examples.questions, scores):
+            out.write(json.dumps({"qid": q.qid, "prediction": int(row.argmax()),
+                                  "scores": [round(float(x), 6) for x in row]}) + "\n")
     finally:
         if out is not sys.stdout:
             out.close()

@@ -5,11 +5,21 @@ Examples::
     structattn score evalb ../shared/data/ptb_sample_nltk/treebank/combined/wsj_0001.mrg pred.trees
     structattn score evalb "../shared/data/ptb_sample_nltk/treebank/combined/wsj_01[6-9]?.mrg" test.trees --json
     structattn score evalb gold_folder/ test.trees --per-sentence
+    structattn score squad --data ../shared/data/squad2/dev-v2.0.reconstructed-from-explorer.json \
+        --predictions predictions.json --na-prob na_prob.json --out eval.json
+    structattn score squad --task squad2 --split test --predictions results/squad2/RUN.json
 
 ``score evalb`` is EVALB with COLLINS.prm (see :mod:`structattn.tasks.evalb` for the rules): GOLD is a tree
 file, a folder (its ``*.mrg`` files in sorted order) or a quoted glob (matches in sorted order), the gold
 files read one after another; PRED is one file with one tree per gold tree, in any whitespace layout. Gold
 trees may be as found in the treebank (traces, function tags, outer bracket).
+
+``score squad`` is the official SQuAD ``evaluate-v2.0.py`` (see :mod:`structattn.tasks.squad_eval`): DATA is a
+SQuAD 1.1 or 2.0 JSON file, PRED maps every question id to its answer text (``""`` = no answer), NA (optional)
+maps every id to a no-answer probability or score and adds the best-threshold sweep. It prints the JSON the
+official script prints (same keys, same order, percentages); ``--out`` also writes it to a file. A question
+without a prediction is an error (the official script crashes); predictions for ids not in DATA are ignored, as
+there, and counted on stderr.
 """
 from __future__ import annotations
 
@@ -22,10 +32,12 @@ from ..errors import UserError
 
 
 def add_parser(sub) -> None:
-    p = sub.add_parser("score", help="score predictions against gold files (evalb: constituency trees)",
+    p = sub.add_parser("score", help="score predictions against gold files (evalb: constituency trees; "
+                                     "squad: span QA)",
                        description=__doc__.split("\n")[0])
     scorers = p.add_subparsers(dest="scorer", metavar="SCORER", required=True)
     _add_evalb(scorers)
+    _add_squad(scorers)
 
 
 def _add_evalb(scorers) -> None:
@@ -39,6 +51,66 @@ def _add_evalb(scorers) -> None:
     e.add_argument("--per-sentence", action="store_true", help="also print EVALB's per-sentence table")
     e.add_argument("--cutoff", type=int, default=40, help="length cut-off of the second block (default 40)")
     e.set_defaults(func=run_evalb)
+
+
+def _add_squad(scorers) -> None:
+    q = scorers.add_parser("squad", help="exact match and F1 as the official SQuAD evaluate-v2.0.py",
+                           description="EM/F1 of PRED against DATA with the rules of the official SQuAD "
+                                       "evaluate-v2.0.py (also for SQuAD 1.1 files), printed as its JSON.")
+    gold = q.add_mutually_exclusive_group(required=True)
+    gold.add_argument("--data", metavar="DATA.json", help="SQuAD JSON file (1.1 or 2.0)")
+    gold.add_argument("--task", choices=("squad2", "squad11"),
+                      help="score against a split of a registered task instead (with --split): e.g. the test part "
+                           "of the SQuAD 2.0 article split (results/squad2_split.json)")
+    q.add_argument("--split", default="test", help="with --task: train | dev | test (default test)")
+    q.add_argument("--predictions", required=True, metavar="PRED.json",
+                   help='JSON object: question id -> answer text ("" = no answer)')
+    q.add_argument("--na-prob", metavar="NA.json",
+                   help="JSON object: question id -> no-answer probability; adds best_exact/best_f1 and thresholds")
+    q.add_argument("--na-prob-thresh", type=float, default=1.0,
+                   help="predict no answer where na_prob exceeds this (default 1.0)")
+    q.add_argument("--out", metavar="eval.json", help="also write the JSON to this file")
+    q.set_defaults(func=run_squad)
+
+
+def _json_object(path: str, what: str) -> dict:
+    """A JSON file holding an object (``what`` names it in errors)."""
+    p = Path(path)
+    if not p.is_file():
+        raise UserError(f"{p}: {what} file not found")
+    try:
+        value = json.loads(p.read_text(encoding="utf-8"))
+    except UnicodeDecodeError:
+        raise UserError(f"{p}: not valid UTF-8") from None
+    except json.JSONDecodeError as exc:
+        raise UserError(f"{p}:{exc.lineno}:{exc.colno}: not valid JSON ({exc.msg})") from None
+    if not isinstance(value, dict):
+        raise UserError(f"{p}: expected a JSON object mapping question id -> {what}, got {type(value).__name__}")
+    return value
+
+
+def run_squad(args) -> int:
+    from ..tasks.squad import load_squad
+    from ..tasks.squad_eval import evaluate, has_answer
+    from ..train.checkpoint import atomic_write_text
+
+    if args.task:
+        from ..tasks.squad import get_qa_task
+
+        dataset = get_qa_task(args.task).read(args.split).dataset
+        source = f"{args.task}/{args.split}"
+    else:
+        dataset, source = load_squad(args.data), args.data
+    predictions = _json_object(args.predictions, "answer text")
+    na_probs = _json_object(args.na_prob, "no-answer probability") if args.na_prob else None
+    result = evaluate(dataset, predictions, na_probs, args.na_prob_thresh)
+    extra = len(set(predictions) - set(has_answer(dataset)))
+    if extra:  # ignored as by the official script, but never silently
+        print(f"note: {extra} prediction(s) for question ids not in {source} were ignored", file=sys.stderr)
+    if args.out:
+        atomic_write_text(Path(args.out), json.dumps(result) + "\n")
+    print(json.dumps(result, indent=2))
+    return 0
 
 
 def gold_paths(spec: str) -> list[Path]:

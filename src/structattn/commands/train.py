@@ -17,10 +17,10 @@ def add_parser(sub) -> None:
 
 def run(args) -> int:
     from ..train.config import config_from_args
-    from ..train.loop import Trainer
+    from ..train.trainers import trainer_for
 
     cfg = config_from_args(args)
-    trainer = Trainer(cfg)
+    trainer = trainer_for(cfg)
     summary = trainer.train()
     summary.pop("history", None)
     acc = trainer.accelerator

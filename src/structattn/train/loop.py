@@ -135,8 +135,6 @@ BYTE_LEVEL_TYPES = ("roberta", "longformer", "bart", "gpt2")  # XLM-R is Sentenc
 
 def load_model_and_tokenizer(cfg: TrainConfig, task, model_path: str | None = None):
     """The task model with the configured mechanism, and its fast tokenizer."""
-    from transformers import AutoTokenizer
-
     from ..modeling import from_pretrained
     from ..settings import default_encoder
 
@@ -151,13 +149,19 @@ def load_model_and_tokenizer(cfg: TrainConfig, task, model_path: str | None = No
             kwargs["label2id"] = {lab: i for i, lab in enumerate(task.label_list)}
     model = from_pretrained(name, task=model_task_name(task.kind), mechanism=cfg.mechanism,
                             **_mechanism_options(cfg), **kwargs)
-    # Byte-level BPE tokenizers need a prefix space to take pre-split words.
-    extra = {"add_prefix_space": True} if model.config.model_type in BYTE_LEVEL_TYPES else {}
+    return model, load_tokenizer(name, model.config.model_type)
+
+
+def load_tokenizer(name: str, model_type: str):
+    """The fast tokenizer of a model name or folder (byte-level BPE ones with a prefix space, so that they
+    take pre-split words)."""
+    from transformers import AutoTokenizer
+
+    extra = {"add_prefix_space": True} if model_type in BYTE_LEVEL_TYPES else {}
     try:
-        tokenizer = AutoTokenizer.from_pretrained(name, use_fast=True, **extra)
+        return AutoTokenizer.from_pretrained(name, use_fast=True, **extra)
     except OSError as exc:
         raise UserError(f"cannot load a tokenizer from {name!r}: {exc}") from exc
-    return model, tokenizer
 
 
 class Trainer:
@@ -169,7 +173,7 @@ class Trainer:
 
         self.cfg = cfg
         self.show_progress = show_progress
-        self.task = get_task(cfg.task)
+        self.task = self._get_task(cfg.task)
         self.out = Path(cfg.output_dir)
         # Without an accelerator device, Accelerate joins the processes of a launch (torchrun, accelerate
         # launch) into one gloo group only when told cpu=True; otherwise every process trains alone.
@@ -178,15 +182,33 @@ class Trainer:
         set_seed(cfg.seed, deterministic=cfg.deterministic)
         if cfg.deterministic:
             torch.use_deterministic_algorithms(True, warn_only=True)
-        self.model, self.tokenizer = load_model_and_tokenizer(cfg, self.task)
+        self.model, self.tokenizer = self._load_model()
         self.structure = structure_spec_for(self.model, cfg)
-        self.label_list = list(self.task.label_list) if self.task.label_list else None
+        self.label_list = list(self.task.label_list) if getattr(self.task, "label_list", None) else None
         self.label_to_id = {lab: i for i, lab in enumerate(self.label_list)} if self.label_list else None
         if cfg.lisa_weight > 0:
             from ..layers.lisa import LisaSupervision
             self.lisa = LisaSupervision(self.model)
         else:
             self.lisa = None
+
+    def _get_task(self, name: str):
+        """The task the run trains on (a sentence or token task here; reading tasks in their trainers)."""
+        return get_task(name)
+
+    @property
+    def main_metric(self) -> str:
+        """The metric that picks the best checkpoint (greater is better)."""
+        return self.task.main_metric
+
+    def _load_model(self):
+        """The model to train and its tokenizer: a transformers task model, or an SG-Net model when the
+        configuration asks for the SG-Net layer (``sgnet`` other than ``none``)."""
+        if self.cfg.sgnet != "none":
+            from .sgnet_loading import load_sgnet_and_tokenizer
+
+            return load_sgnet_and_tokenizer(self.cfg, head=self.task.kind, num_labels=self.task.num_labels)
+        return load_model_and_tokenizer(self.cfg, self.task)
 
     # ------------------------------------------------------------------ data
     def features(self, split: str, limit: int = 0, training: bool = False):
@@ -197,13 +219,34 @@ class Trainer:
                                stride=self.cfg.stride, parser_name=self.cfg.parser, label_to_id=self.label_to_id,
                                long_inputs=self.cfg.long_inputs, training=training, split=split,
                                show_progress=self.show_progress and self.accelerator.is_main_process)
+        if self._sg_head() is not None:
+            self._add_sg_structures(examples, feats)
         return examples, feats
+
+    def _sg_head(self) -> str | None:
+        """The head whose SG-layer mask rules apply, or None when the model has no masked SG layer."""
+        return None if self.cfg.sgnet in ("none", "vanilla") else self.task.kind
+
+    def _add_sg_structures(self, examples, feats) -> None:
+        """Give every feature the SDOI structure of its example (``sg_structure``) for the SG layer's mask."""
+        from ..structure import build_word_structures
+        from .data import parse_examples
+
+        pa, pb = parse_examples(examples, self.cfg.parser,
+                                show_progress=self.show_progress and self.accelerator.is_main_process)
+        structures = build_word_structures(pa, pb, "sdoi")
+        for feat in feats:
+            feat["sg_structure"] = structures[feat["example_index"]]
 
     def collator(self):
         from ..structure import StructureCollator
 
         base = StructureCollator(self.tokenizer.pad_token_id, self.structure.rules,
                                  with_structure=self.structure.relation is not None)
+        if self._sg_head() is not None:
+            from .sgnet_loading import SGMaskCollator, sg_rules
+
+            base = SGMaskCollator(base, sg_rules(self._sg_head()))
 
         def collate(feats):
             batch = base(feats)
@@ -215,6 +258,13 @@ class Trainer:
                 batch["parent_targets"] = tgt
             return batch
         return collate
+
+    @staticmethod
+    def feature_length(feature: dict) -> int:
+        """Tokens of a feature (of its longest option for multiple choice), for batching by length."""
+        if "options" in feature:
+            return max(len(option["input_ids"]) for option in feature["options"])
+        return len(feature["input_ids"])
 
     # ------------------------------------------------------------------ evaluation
     @torch.no_grad()
@@ -284,7 +334,7 @@ class Trainer:
         train_examples, train_feats = self.features("train", cfg.max_train_examples, training=True)
         eval_examples, eval_feats = self.features(cfg.eval_split, cfg.max_eval_examples)
         if cfg.group_by_length:
-            sampler = LengthGroupedSampler([len(f["input_ids"]) for f in train_feats], cfg.batch_size, cfg.seed)
+            sampler = LengthGroupedSampler([self.feature_length(f) for f in train_feats], cfg.batch_size, cfg.seed)
         else:
             sampler = EpochPermutationSampler(len(train_feats), cfg.seed)
         # The loader gets a private generator: creating an iterator draws a seed from it, and drawing from
@@ -381,7 +431,7 @@ class Trainer:
         acc = self.accelerator
         entry = self._evaluate_on_main(state, examples, feats, elapsed)
         metrics = {k: v for k, v in entry.items() if k not in ("step", "epoch", "elapsed_s")}
-        main = metrics.get(self.task.main_metric)
+        main = metrics.get(self.main_metric)
         state.history.append(entry)
         self._note_kernels(state)
         improved = main is not None and (state.best_metric is None or main > state.best_metric)
@@ -488,7 +538,7 @@ class Trainer:
         return {"task": self.cfg.task, "mechanism": self.cfg.mechanism, "m": self.cfg.m, "k": self.cfg.k,
                 "lisa_weight": self.cfg.lisa_weight, "seed": self.cfg.seed, "learning_rate": self.cfg.learning_rate,
                 "epochs": self.cfg.epochs, "model": self.cfg.model or "all-MiniLM-L6-v2",
-                "main_metric": self.task.main_metric, "best": state.best_metric, "best_step": state.best_step,
+                "main_metric": self.main_metric, "best": state.best_metric, "best_step": state.best_step,
                 "best_metrics": {k: v for k, v in best.items() if k not in ("step", "epoch", "elapsed_s")},
                 "steps": state.global_step, "history": state.history, **self._provenance(state)}
 

@@ -2,7 +2,9 @@
 
 A variant is written ``name[:opt=value,...]``: ``global``, ``sla:m=3``, ``wla:k=4``,
 ``lisa:w=1.0`` (plain attention + LISA supervision), ``sla:m=3,w=0.5`` (SLA + LISA),
-``sla:m=3,bias=-2`` (another initial gate bias).
+``sla:m=3,bias=-2`` (another initial gate bias), ``sgnet`` (plain attention + SG-Net's syntax-guided layer on
+top, dual aggregation with alpha 0.5), ``sgnet:agg=concat`` / ``sgnet:alpha=learned`` / ``sgnet:init=copy``, and
+``sla:m=3,sg=dual`` (SLA inside the encoder + the SG-Net layer on top).
 
 Every line records the run's whole configuration (``config``) and its :func:`~.config.config_key`
 (``config_key``): a run is skipped only when a line with the same key (every field that changes results)
@@ -25,7 +27,8 @@ from ..errors import UserError
 from .checkpoint import append_jsonl
 from .config import TrainConfig, add_config_arguments, config_key, given_flags, mechanism_options, result_fields
 
-VARIANT_NAMES = {"global", "sla", "wla", "hybrid", "sdoi", "lisa"}
+VARIANT_NAMES = {"global", "sla", "wla", "hybrid", "sdoi", "lisa", "sgnet"}
+SGNET_AGGREGATIONS = ("dual", "sg_only", "vanilla", "concat", "biattention")
 
 
 def parse_variant(text: str) -> dict:
@@ -33,9 +36,11 @@ def parse_variant(text: str) -> dict:
     name, _, opts = text.partition(":")
     if name not in VARIANT_NAMES:
         raise UserError(f"unknown variant {name!r} in {text!r}; valid: {', '.join(sorted(VARIANT_NAMES))}")
-    out: dict = {"mechanism": "global" if name == "lisa" else name}
+    out: dict = {"mechanism": "global" if name in ("lisa", "sgnet") else name}
     if name == "lisa":
         out["lisa_weight"] = 1.0
+    if name == "sgnet":
+        out["sgnet"] = "dual"
     for part in filter(None, opts.split(",")):
         key, eq, value = part.partition("=")
         if not eq:
@@ -48,8 +53,20 @@ def parse_variant(text: str) -> dict:
             out["lisa_weight"] = float(value)
         elif key == "bias":
             out["gate_bias"] = float(value)
+        elif key in ("sg", "agg"):
+            if value not in SGNET_AGGREGATIONS:
+                raise UserError(f"variant {text!r}: {key}={value!r}; valid aggregations: "
+                                f"{', '.join(SGNET_AGGREGATIONS)}")
+            out["sgnet"] = value
+        elif key == "alpha" and out.get("sgnet"):
+            out["sgnet_alpha"] = None if value == "learned" else float(value)
+        elif key == "init" and out.get("sgnet"):
+            if value not in ("fresh", "copy"):
+                raise UserError(f"variant {text!r}: init={value!r}; valid: fresh, copy")
+            out["sgnet_init"] = value
         else:
-            raise UserError(f"variant {text!r}: unknown option {key!r} (m, k, w, bias)")
+            raise UserError(f"variant {text!r}: unknown option {key!r} (m, k, w, bias; sg or agg, then alpha, "
+                            "init for the SG-Net layer)")
     return out
 
 
@@ -74,7 +91,26 @@ def variant_label(record: dict) -> str:
     if mech == "global" and lisa:  # plain attention + LISA is the LISA row
         name, opts, lisa = "LISA", [f"w={lisa:g}"] + opts, 0
     label = name + (f" ({', '.join(opts)})" if opts else "")
-    return label + (f" + LISA (w={lisa:g})" if lisa else "")
+    label += f" + LISA (w={lisa:g})" if lisa else ""
+    sg = sgnet_label(record)
+    if sg:
+        label = sg if label == "baseline" else f"{label} + {sg}"
+    return label
+
+
+def sgnet_label(record: dict) -> str:
+    """``SG-Net`` for the paper's SG-Net (dual, alpha 0.5, fresh layer), with what differs in brackets
+    (``SG-Net (concat)``, ``SG-Net (alpha learned, init copy)``); "" without an SG-Net layer."""
+    agg = record.get("sgnet") or "none"
+    if agg == "none":
+        return ""
+    opts = [] if agg == "dual" else [agg]
+    alpha = record.get("sgnet_alpha", 0.5)
+    if agg == "dual" and alpha != 0.5:
+        opts.append("alpha learned" if alpha is None else f"alpha={alpha:g}")
+    if record.get("sgnet_init", "fresh") != "fresh":
+        opts.append(f"init {record['sgnet_init']}")
+    return "SG-Net" + (f" ({', '.join(opts)})" if opts else "")
 
 
 # Before --long-inputs, long examples became overlapping token windows that could start inside a word. No
@@ -122,7 +158,7 @@ def run_grid(base: TrainConfig, variants: list[str], seeds: list[int], learning_
              epochs: list[float], results_dir: Path, run_root: Path, *, command: str | None = None,
              skip_done: bool = True) -> list[dict]:
     """Run every (seed, variant, lr, epochs) combination; append each result as one JSON line."""
-    from .loop import Trainer
+    from .trainers import trainer_for
 
     results_dir = Path(results_dir)
     out_file = results_dir / f"{base.task}.jsonl"
@@ -144,7 +180,7 @@ def run_grid(base: TrainConfig, variants: list[str], seeds: list[int], learning_
         # share a checkpoint.
         cfg = replace(cfg, output_dir=str(run_root / name / key))
         t0 = time.time()
-        summary = Trainer(cfg).train()
+        summary = trainer_for(cfg).train()
         summary.update(variant=variant, label=variant_label(result_fields(cfg)), wall_s=round(time.time() - t0, 1),
                        command=command, max_train_examples=cfg.max_train_examples, batch_size=cfg.batch_size,
                        max_length=cfg.max_length, group_by_length=cfg.group_by_length,

@@ -1,0 +1,118 @@
+"""Record one finished reading-comprehension run (`structattn train --task squad2|race_m|mctest500 ...`).
+
+    python results/record_reading_run.py RUN_DIR NAME [--note TEXT]
+
+Span QA (squad2, squad11): predicts the test split with RUN_DIR/best at the no-answer threshold saved with it
+(tuned on the dev split during training), writes the predictions to results/<task>/NAME.json (the na-prob and
+n-best files stay in RUN_DIR), scores that committed file with the project's scorer (the figures
+`structattn score squad --task <task> --split test --predictions results/<task>/NAME.json` prints) and appends one
+line to results/<task>.jsonl.
+Multiple choice (race, race_m, race_h, mctest160, mctest500): predicts the test split, writes one JSON line per
+question to results/<task>/NAME.jsonl ({qid, prediction, scores}), scores it (accuracy overall and per group)
+and appends a line to results/<task>.jsonl. A line for NAME already there is replaced.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import shutil
+import time
+from pathlib import Path
+
+from structattn.commands.evaluate import load_trained
+from structattn.train.trainers import task_family
+
+RESULTS = Path(__file__).resolve().parent
+
+
+def _variant(cfg) -> str:
+    """The variant's name as results lines give it: baseline, sgnet, sgnet:agg=concat, sla:m=3,sg=dual ..."""
+    if cfg.sgnet == "none":
+        return "baseline" if cfg.mechanism == "global" else cfg.mechanism
+    opts = [] if cfg.sgnet == "dual" else [f"agg={cfg.sgnet}"]
+    if cfg.sgnet == "dual" and cfg.sgnet_alpha != 0.5:
+        opts.append("alpha=learned" if cfg.sgnet_alpha is None else f"alpha={cfg.sgnet_alpha:g}")
+    if cfg.sgnet_init != "fresh":
+        opts.append(f"init={cfg.sgnet_init}")
+    name = "sgnet" + (":" + ",".join(opts) if opts else "")
+    return name if cfg.mechanism == "global" else f"{cfg.mechanism}+{name}"
+
+
+def _record_span_qa(trainer, run_dir: Path, name: str) -> dict:
+    from structattn.commands.predict import side_files
+    from structattn.tasks.squad_eval import evaluate
+    from structattn.train.checkpoint import atomic_write_json
+    from structattn.train.qa_training import saved_threshold
+
+    task = trainer.cfg.task
+    threshold = saved_threshold(run_dir / "best")
+    data, feats = trainer.features("test")
+    preds, na_scores, nbest, _ = trainer.answers(data, feats, threshold=threshold)
+    in_run = run_dir / "test_predictions.json"
+    na_file, nbest_file = side_files(in_run)
+    atomic_write_json(in_run, preds)
+    atomic_write_json(na_file, na_scores)
+    atomic_write_json(nbest_file, nbest)
+    target = RESULTS / task / f"{name}.json"
+    target.parent.mkdir(parents=True, exist_ok=True)
+    shutil.copyfile(in_run, target)
+    committed = json.loads(target.read_text(encoding="utf-8"))
+    scores = evaluate(trainer.task.read("test").dataset, committed)
+    return {**scores, "na_threshold": None if threshold == float("inf") else threshold,
+            "predictions": str(target.relative_to(RESULTS.parent))}
+
+
+def _record_multiple_choice(trainer, name: str) -> dict:
+    from structattn.tasks.multiple_choice import accuracy
+
+    task = trainer.cfg.task
+    examples, feats = trainer.features("test")
+    scores = trainer.option_scores(feats)
+    target = RESULTS / task / f"{name}.jsonl"
+    target.parent.mkdir(parents=True, exist_ok=True)
+    target.write_text("".join(json.dumps({"qid": q.qid, "prediction": int(row.argmax()),
+                                          "scores": [round(float(x), 6) for x in row]}) + "\n"
+                              for q, row in zip(examples.questions, scores)), encoding="utf-8")
+    committed = {rec["qid"]: rec["prediction"] for rec in map(json.loads, target.read_text().splitlines())}
+    return {**accuracy(committed, examples.questions), "predictions": str(target.relative_to(RESULTS.parent))}
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("run_dir", type=Path)
+    ap.add_argument("name")
+    ap.add_argument("--note", default="")
+    args = ap.parse_args()
+    state = json.loads((args.run_dir / "trainer_state.json").read_text())
+    if not state.get("finished"):
+        raise SystemExit(f"{args.run_dir}: the run has not finished (trainer_state.json finished = false)")
+    trainer = load_trained(str(args.run_dir / "best"))
+    trainer.show_progress = False
+    cfg = trainer.cfg
+    family = task_family(cfg.task)
+    t0 = time.time()
+    scores = (_record_span_qa(trainer, args.run_dir, args.name) if family == "span_qa"
+              else _record_multiple_choice(trainer, args.name))
+    train_cfg = json.loads((args.run_dir / "train_config.json").read_text())
+    best = next((h for h in state["history"] if h["step"] == state["best_step"]), {})
+    line = {"task": cfg.task, "run": args.name, "variant": _variant(cfg), "seed": cfg.seed, **scores,
+            "dev": {k: v for k, v in best.items() if k not in ("step", "epoch", "elapsed_s")},
+            "best_step": state["best_step"], "steps": state["global_step"],
+            "train_wall_s": max((h.get("elapsed_s", 0) for h in state["history"]), default=None),
+            "test_predict_s": round(time.time() - t0, 1), "kernel": "+".join(state.get("kernels", [])) or None,
+            "config": train_cfg, "note": args.note}
+    from structattn.provenance import provenance
+    from structattn.train.chart_training import device_description
+
+    line.update(provenance(), device=device_description(trainer.accelerator.device),
+                torch_threads=__import__("torch").get_num_threads())
+    out = RESULTS / f"{cfg.task}.jsonl"
+    lines = [json.loads(x) for x in out.read_text().splitlines() if x.strip()] if out.exists() else []
+    lines = [x for x in lines if x["run"] != args.name] + [line]
+    out.write_text("".join(json.dumps(x, sort_keys=True) + "\n" for x in lines))
+    main_metric = "f1" if family == "span_qa" else "accuracy"
+    print(f"{args.name}: test {main_metric} {scores[main_metric]:.4f} -> {out}")
+
+
+if __name__ == "__main__":
+    main()

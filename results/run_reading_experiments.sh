@@ -1,0 +1,46 @@
+#!/usr/bin/env bash
+# The SG-Net reading-comprehension runs committed in results/squad2.jsonl (+ results/squad2/<run>.json),
+# results/race_m.jsonl and results/mctest500.jsonl (issue 10). 2-core CPU, torch 2.13, all-MiniLM-L6-v2, two lanes
+# side by side with one thread each. A run whose line is already recorded is skipped; an interrupted run resumes
+# from its checkpoint (same --output-dir).
+#
+# SQuAD 2.0 (CPU budget, not the paper's): the article split of the 2.0 dev file (results/squad2_split.json;
+# SQuAD 2.0 train is not available here, SQuAD 1.1 train NOT added); training on the first 3,000 questions of the
+# train part (of 6,305), model selection and the no-answer threshold on the dev part (1,395 questions), test part
+# 4,173 questions; windows of 256 tokens sharing at most 128, batch 16, AdamW 1e-4 with 10 % warm-up, 2 epochs,
+# batches of similar length.
+#   bash results/run_reading_experiments.sh squad-a | squad-b | ablation | both
+set -uo pipefail
+cd "$(dirname "$0")/.."
+export OMP_NUM_THREADS=1 MKL_NUM_THREADS=1
+BIN=${BIN:-.venv/bin}
+SQUAD="--task squad2 --max-train-examples 3000 --epochs 2 --max-length 256 --stride 128 --batch-size 16
+       --eval-batch-size 64 --learning-rate 1e-4 --warmup-ratio 0.1 --group-by-length true --eval-every 0"
+
+run() {  # run TASK NAME FLAGS...
+  local task=$1 name=$2; shift 2
+  if grep -q "\"run\": \"$name\"" results/$task.jsonl 2>/dev/null; then echo "skip $name (recorded)"; return; fi
+  echo "== $name: $*"
+  $BIN/structattn train "$@" --output-dir runs/reading/$name > runs/reading/$name.log 2>&1 \
+    || { echo "FAILED $name (runs/reading/$name.log)"; return; }
+  flock results/.reading.lock $BIN/python results/record_reading_run.py runs/reading/$name $name \
+    >> runs/reading/$name.log 2>&1 || echo "RECORD FAILED $name"
+}
+
+squad_lane_a() {
+  for s in 1 2 3; do run squad2 squad2-baseline-s$s $SQUAD --sgnet none --seed $s; done
+}
+squad_lane_b() {
+  for s in 1 2 3; do run squad2 squad2-sgnet-s$s $SQUAD --sgnet dual --seed $s; done
+}
+ablation() {  # the paper's Table 3 rows, seed 1
+  for agg in vanilla sg_only concat biattention; do run squad2 squad2-sgnet_$agg-s1 $SQUAD --sgnet $agg --seed 1; done
+}
+
+mkdir -p runs/reading
+case "${1:-both}" in
+  squad-a) squad_lane_a ;;
+  squad-b) squad_lane_b ;;
+  ablation) ablation ;;
+  both) squad_lane_a & squad_lane_b & wait ;;
+esac

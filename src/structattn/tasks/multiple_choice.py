@@ -1,0 +1,188 @@
+"""Multiple-choice reading comprehension: the question record, the task registry and accuracy.
+
+A question (:class:`MCQuestion`) has a passage, a question text and C candidate answers (options); the
+model picks one. Benchmarks (``MC_TASKS``, look one up with :func:`get_mc_task`):
+
+===========  ========================================  ==========================  ==================
+name         data (under ``settings.data_dir()``)       splits                      groups
+===========  ========================================  ==========================  ==================
+race         race/{train,dev,test}/{middle,high}/*.txt  train / dev / test          middle, high
+race_m       race/{train,dev,test}/middle/*.txt         train / dev / test          middle
+race_h       race/{train,dev,test}/high/*.txt           train / dev / test          high
+mctest160    mctest/mc160.{train,dev,test}.tsv + .ans   train / dev / test          mc160
+mctest500    mctest/mc500.{train,dev,test}.tsv + .ans   train / dev / test          mc500
+===========  ========================================  ==========================  ==================
+
+Every question of these sets has 4 options. RACE's test answers are public, and MCTest's test
+answers ship in the folder (``.ans``), so every split is labelled. The metric is accuracy (RACE's
+and MCTest's official one), as a fraction in [0, 1], overall and per group (RACE-M / RACE-H are the
+``middle`` / ``high`` groups of ``race``); see :func:`accuracy`.
+"""
+from __future__ import annotations
+
+from collections import defaultdict
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable, Mapping, Sequence
+
+from ..errors import UserError
+from ..settings import data_dir as _default_data_dir
+
+SPLITS = ("train", "dev", "test")
+
+
+@dataclass(slots=True)
+class MCQuestion:
+    """One multiple-choice question.
+
+    Attributes:
+        qid: unique within a split: ``<passage id>:<question number from 0>`` (RACE ``middle2177.txt:0``,
+            MCTest ``mc160.dev.0:3``).
+        passage: the passage text as released (RACE newlines kept; MCTest ``\\newline`` / ``\\tab`` unescaped).
+        question: the question text (MCTest: without its ``one:`` / ``multiple:`` prefix). RACE cloze
+            questions hold a blank ``_`` where the answer goes.
+        options: the candidate answers, in order (A, B, C, D).
+        label: index of the correct option, or None when the split has no answers.
+        group: RACE's level (``middle`` / ``high``) or MCTest's set (``mc160`` / ``mc500``).
+        kind: MCTest's prefix (``one``: the answer needs one sentence of the story, ``multiple``: several);
+            ``""`` for RACE.
+    """
+
+    qid: str
+    passage: str
+    question: str
+    options: list[str]
+    label: int | None
+    group: str
+    kind: str = ""
+
+
+def answer_index(letter: str, num_options: int, where: str) -> int:
+    """``"A"`` -> 0, ``"B"`` -> 1, ...; :class:`UserError` naming ``where`` for anything else."""
+    value = letter.strip()
+    if len(value) == 1 and "A" <= value <= "Z" and ord(value) - ord("A") < num_options:
+        return ord(value) - ord("A")
+    valid = ", ".join(chr(ord("A") + i) for i in range(num_options))
+    raise UserError(f"{where}: answer {letter!r} is not one of {valid}; fix the answer")
+
+
+# ------------------------------------------------------------------------------------------ registry
+Reader = Callable[[Path, str, int], "list[MCQuestion]"]
+
+
+@dataclass(frozen=True)
+class MCTaskSpec:
+    """A multiple-choice benchmark.
+
+    Attributes:
+        name: registry name.
+        folder: its folder relative to the data folder.
+        reader: ``reader(folder_path, split, limit) -> list[MCQuestion]``; use :meth:`read`.
+        groups: the values ``MCQuestion.group`` takes (:func:`accuracy` reports each).
+        num_choices: options per question.
+        note: caveats about the data.
+    """
+
+    name: str
+    folder: str
+    reader: Reader
+    groups: tuple[str, ...]
+    num_choices: int = 4
+    main_metric: str = "accuracy"
+    splits: tuple[str, ...] = SPLITS
+    note: str = ""
+
+    def path(self, data_dir: str | Path | None = None) -> Path:
+        """The task's folder under ``data_dir`` (default :func:`settings.data_dir`)."""
+        root = Path(data_dir) if data_dir is not None else _default_data_dir()
+        return root / self.folder
+
+    def read(self, split: str, data_dir: str | Path | None = None, limit: int = 0) -> list[MCQuestion]:
+        """The questions of ``split`` (the first ``limit`` of them when ``limit`` > 0)."""
+        if split not in self.splits:
+            raise UserError(f"task {self.name}: unknown split {split!r}; valid splits: {', '.join(self.splits)}")
+        return self.reader(self.path(data_dir), split, limit)
+
+
+def _race(levels: tuple[str, ...]) -> Reader:
+    def read(folder: Path, split: str, limit: int) -> list[MCQuestion]:
+        from .race import read_race  # race imports MCQuestion from here
+
+        return read_race(folder, split, levels=levels, limit=limit)
+
+    return read
+
+
+def _mctest(name: str) -> Reader:
+    def read(folder: Path, split: str, limit: int) -> list[MCQuestion]:
+        from .mctest import read_mctest  # mctest imports MCQuestion from here
+
+        questions = read_mctest(folder, name, split)
+        return questions[:limit] if limit > 0 else questions
+
+    return read
+
+
+_RACE_NOTE = "RACE (Lai et al. 2017), official release; CMU's terms: non-commercial research use only"
+_MCTEST_NOTE = ("MCTest (Richardson et al. 2013); a small set: 4 questions per story, test answers from Microsoft's "
+                "separate archive")
+
+MC_TASKS: dict[str, MCTaskSpec] = {spec.name: spec for spec in (
+    MCTaskSpec("race", "race", _race(("middle", "high")), ("middle", "high"), note=_RACE_NOTE),
+    MCTaskSpec("race_m", "race", _race(("middle",)), ("middle",), note=_RACE_NOTE + "; middle-school level only"),
+    MCTaskSpec("race_h", "race", _race(("high",)), ("high",), note=_RACE_NOTE + "; high-school level only"),
+    MCTaskSpec("mctest160", "mctest", _mctest("mc160"), ("mc160",), note=_MCTEST_NOTE),
+    MCTaskSpec("mctest500", "mctest", _mctest("mc500"), ("mc500",), note=_MCTEST_NOTE),
+)}
+
+
+def get_mc_task(name: str) -> MCTaskSpec:
+    """The task registered as ``name``; an unknown name raises :class:`UserError` listing the valid ones."""
+    try:
+        return MC_TASKS[name]
+    except (KeyError, TypeError):
+        raise UserError(f"unknown multiple-choice task {name!r}; valid tasks: {', '.join(MC_TASKS)}") from None
+
+
+# ------------------------------------------------------------------------------------------- metric
+def accuracy(preds: Sequence[int] | Mapping[str, int], questions: Sequence[MCQuestion]) -> dict[str, float]:
+    """Accuracy of predicted option indices.
+
+    Args:
+        preds: one option index per question, in the order of ``questions``, or ``{qid: index}`` holding
+            every question.
+        questions: the gold questions (every one labelled).
+    Returns:
+        ``accuracy`` (fraction in [0, 1]), ``accuracy_<group>`` for each group present (in order of first
+        appearance), ``accuracy_<kind>`` for each non-empty kind present (MCTest's ``one`` / ``multiple``),
+        and ``total`` (number of questions).
+    Raises:
+        UserError: counts differ, a prediction is missing, or a question has no label.
+    """
+    if isinstance(preds, Mapping):
+        missing = [q.qid for q in questions if q.qid not in preds]
+        if missing:
+            raise UserError(f"no prediction for {len(missing)} of {len(questions)} questions (first: "
+                            f"{', '.join(missing[:3])}); predict every question of the split")
+        preds = [preds[q.qid] for q in questions]
+    preds = list(preds)
+    if len(preds) != len(questions):
+        raise UserError(f"{len(preds)} predictions for {len(questions)} questions; give one per question, in order")
+    if not questions:
+        raise UserError("no questions to score")
+    unlabelled = [q.qid for q in questions if q.label is None]
+    if unlabelled:
+        raise UserError(f"{len(unlabelled)} questions have no gold answer (first: {', '.join(unlabelled[:3])}); "
+                        "this split cannot be scored")
+    right: dict[str, list[int]] = defaultdict(lambda: [0, 0])  # key -> [correct, seen]
+    for pred, q in zip(preds, questions):
+        hit = int(int(pred) == q.label)
+        for key in ("accuracy", f"accuracy_{q.group}") + ((f"accuracy_{q.kind}",) if q.kind else ()):
+            right[key][0] += hit
+            right[key][1] += 1
+    out: dict[str, float] = {"accuracy": right["accuracy"][0] / right["accuracy"][1]}
+    for key, (hit, seen) in right.items():
+        if key != "accuracy":
+            out[key] = hit / seen
+    out["total"] = len(questions)
+    return out

@@ -1,0 +1,109 @@
+"""What the trainers need to run SG-Net: the model from a :class:`~.config.TrainConfig`, the SG layer's
+structure (relation ``sdoi``) and a collator that adds its mask.
+
+The SG layer's mask rules (the paper, footnotes 4 and 9): a word sees itself and its dependency ancestors in its
+own sentence, never the other segment; special tokens and padding see only themselves, and their SG outputs are
+not aggregated (they keep the encoder's output). Heads that read the first token ([CLS]: classification, multiple
+choice) pool it from the aggregated output; under the paper's rule that token would keep the encoder's output, so
+the SG layer could never reach the head. For those heads the special tokens' rows see every real token instead
+(``special_rows="all"``, what the official code's uniform rows amount to) and every real token's SG output is
+aggregated; see the ``pool`` option of :class:`~structattn.sgnet.SGNetConfig` for a head that pools the words.
+"""
+from __future__ import annotations
+
+from typing import Any, Sequence
+
+import numpy as np
+import torch
+
+from ..structure.expand import PAD, ExpansionRules, token_mask
+from .data import StructureSpec
+
+POOLED_HEADS = ("classification", "regression", "multiple_choice")
+
+
+def sg_rules(head: str) -> ExpansionRules:
+    """The SG layer's expansion rules for a head (module docstring)."""
+    if head in POOLED_HEADS:
+        return ExpansionRules.for_relation("sdoi", special_rows="all")
+    return ExpansionRules.for_relation("sdoi")
+
+
+def sg_structure_spec(head: str) -> StructureSpec:
+    """The SG layer's structure: relation ``sdoi`` with :func:`sg_rules`."""
+    return StructureSpec(relation="sdoi", options={}, rules=sg_rules(head))
+
+
+def sg_tensors(features: Sequence[dict], T: int, rules: ExpansionRules) -> tuple[torch.Tensor, torch.Tensor]:
+    """``sg_mask`` ``[B, T, T]`` bool from each feature's ``sg_structure`` and ``sg_tokens`` ``[B, T]`` bool
+    (the positions whose SG output is aggregated: word tokens, and every real token when special rows see all)."""
+    B = len(features)
+    tw = np.full((B, T), PAD, dtype=np.int64)
+    for b, f in enumerate(features):
+        tw[b, :len(f["token_word"])] = f["token_word"]
+    masks = np.empty((B, T, T), dtype=bool)
+    for b, f in enumerate(features):
+        masks[b] = token_mask(f["sg_structure"], tw[b], rules)
+    keep = tw != PAD if rules.special_rows == "all" else tw >= 0
+    return torch.from_numpy(masks), torch.from_numpy(keep)
+
+
+class SGMaskCollator:
+    """Wraps a collator and adds ``sg_mask`` / ``sg_tokens`` (:func:`sg_tensors`) for the features' T.
+
+    ``options=True``: features are questions holding ``options`` (multiple choice); the tensors get the base
+    batch's ``[B, C, T(, T)]`` shape.
+    """
+
+    def __init__(self, base, rules: ExpansionRules, *, options: bool = False):
+        self.base, self.rules, self.options = base, rules, options
+
+    def __call__(self, features: Sequence[dict[str, Any]]) -> dict[str, torch.Tensor]:
+        batch = self.base(features)
+        T = batch["input_ids"].shape[-1]
+        if not self.options:
+            batch["sg_mask"], batch["sg_tokens"] = sg_tensors(features, T, self.rules)
+            return batch
+        flat = [option for f in features for option in f["options"]]
+        mask, keep = sg_tensors(flat, T, self.rules)
+        B, C = batch["input_ids"].shape[:2]
+        batch["sg_mask"], batch["sg_tokens"] = mask.view(B, C, T, T), keep.view(B, C, T)
+        return batch
+
+
+def is_sgnet_folder(path: str) -> bool:
+    """Whether ``path`` is a folder saved by :meth:`SGNetModel.save_pretrained` (its config names SG-Net)."""
+    import json
+    from pathlib import Path
+
+    from ..sgnet import CONFIG_KEY
+
+    config = Path(path) / "config.json"
+    if not config.is_file():
+        return False
+    try:
+        return CONFIG_KEY in json.loads(config.read_text(encoding="utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError):
+        return False
+
+
+def load_sgnet_and_tokenizer(cfg, head: str, num_labels: int, model_path: str | None = None):
+    """An :class:`~structattn.sgnet.SGNetModel` for ``head`` and its fast tokenizer.
+
+    A folder saved by SG-Net is loaded as it was saved (the run's own ``best/``); anything else is an encoder
+    (a Hugging Face name or folder, "" = the offline default) that gets the configuration's mechanism inside
+    and the SG part and head on top (``cfg.sgnet`` ``none`` = the head alone: the baseline). ``head`` is a
+    task kind (``classification``, ``regression``, ``tagging``) or ``span_qa`` / ``multiple_choice``.
+    """
+    from ..settings import default_encoder
+    from ..sgnet import SGNetConfig, SGNetModel
+    from .loop import _mechanism_options, load_tokenizer
+
+    name = model_path or cfg.model or default_encoder()
+    if is_sgnet_folder(name):
+        model = SGNetModel.from_pretrained(name)
+    else:
+        sg = SGNetConfig(aggregation=cfg.sgnet, alpha=cfg.sgnet_alpha, init=cfg.sgnet_init,
+                         head="classification" if head == "regression" else head, num_labels=num_labels)
+        model = SGNetModel.from_encoder(name, sg, mechanism=cfg.mechanism, **_mechanism_options(cfg))
+    return model, load_tokenizer(name, model.base_model.config.model_type)

@@ -1,0 +1,173 @@
+"""The trainers of the reading tasks end to end on tiny data and a tiny random BERT: span QA (SQuAD-format files)
+and multiple choice (RACE layout), baseline and SG-Net, train -> best/ -> evaluate / predict -> score; and the
+``sgnet`` variant of the sentence runner. Parses are real (spaCy, offline), cached in tmp."""
+from __future__ import annotations
+
+import json
+import math
+import random
+from pathlib import Path
+
+import pytest
+
+from fixtures import make_tiny_model
+from structattn.cli import main as cli_main
+from structattn.commands.evaluate import load_trained
+from structattn.commands.predict import side_files
+from structattn.tasks.squad_eval import evaluate
+from structattn.train.config import TrainConfig
+from structattn.train.trainers import task_family, trainer_for
+
+WORDS = ["the", "river", "flows", "north", "past", "a", "city", "built", "by", "Romans", "in", "century",
+         "merchants", "traded", "salt", "and", "wine", "there"]
+
+
+def tiny_squad11(root: Path, seed: int = 0) -> Path:
+    """squad11/{train,dev} files: 6 paragraphs each, 3 questions per paragraph, answers inside the context."""
+    rng = random.Random(seed)
+
+    def split(n_par, tag):
+        paragraphs = []
+        for p in range(n_par):
+            sentences = [" ".join(rng.choice(WORDS) for _ in range(rng.randint(5, 9))) + " ." for _ in range(3)]
+            context = " ".join(sentences)
+            qas = []
+            for k in range(3):
+                words = context.split()
+                i = rng.randrange(len(words) - 3)
+                text = " ".join(words[i:i + rng.randint(1, 3)])
+                start = len(" ".join(words[:i])) + (1 if i else 0)
+                assert context[start:start + len(text)] == text
+                qas.append({"id": f"{tag}{p}-{k}", "question": f"what {words[i + 1]} {rng.choice(WORDS)} ?",
+                            "answers": [{"text": text, "answer_start": start}]})
+            paragraphs.append({"context": context, "qas": qas})
+        return {"version": "1.1", "data": [{"title": f"{tag}-article", "paragraphs": paragraphs}]}
+
+    folder = root / "squad11"
+    folder.mkdir(parents=True, exist_ok=True)
+    from structattn.tasks.squad import SQUAD11_DEV_FILE, SQUAD11_TRAIN_FILE
+
+    (root / SQUAD11_TRAIN_FILE).write_text(json.dumps(split(6, "t")), encoding="utf-8")
+    (root / SQUAD11_DEV_FILE).write_text(json.dumps(split(4, "d")), encoding="utf-8")
+    return root
+
+
+def tiny_race(root: Path, seed: int = 0) -> Path:
+    """race/{train,dev,test}/middle: 4 passages each, 2 questions with 4 options."""
+    rng = random.Random(seed)
+    for split in ("train", "dev", "test"):
+        folder = root / "race" / split / "middle"
+        folder.mkdir(parents=True, exist_ok=True)
+        for n in range(4):
+            article = " ".join(" ".join(rng.choice(WORDS) for _ in range(8)) + "." for _ in range(3))
+            doc = {"article": article, "questions": ["Where does the river flow?", "Who built _ ?"],
+                   "options": [[rng.choice(WORDS) for _ in range(4)] for _ in range(2)],
+                   "answers": [rng.choice("ABCD") for _ in range(2)], "id": f"middle{n}.txt"}
+            (folder / f"{n}.txt").write_text(json.dumps(doc), encoding="utf-8")
+    return root
+
+
+@pytest.fixture(scope="module")
+def tiny(tmp_path_factory):
+    root = tmp_path_factory.mktemp("reading")
+    data = root / "data"
+    tiny_squad11(data)
+    tiny_race(data)
+    return {"model": make_tiny_model(root / "model"), "data": data, "cache": root / "cache", "root": root}
+
+
+@pytest.fixture
+def env(tiny, monkeypatch):
+    monkeypatch.setenv("STRUCTATTN_DATA", str(tiny["data"]))
+    monkeypatch.setenv("STRUCTATTN_CACHE", str(tiny["cache"]))
+    return tiny
+
+
+def config(tiny, task, name, **kw) -> TrainConfig:
+    base = dict(task=task, model=str(tiny["model"]), max_length=64, stride=16, batch_size=4, eval_batch_size=8,
+                max_steps=3, eval_every=0, learning_rate=1e-3, output_dir=str(tiny["root"] / "runs" / name))
+    return TrainConfig(**{**base, **kw})
+
+
+def test_task_families_and_unknown_task():
+    assert [task_family(t) for t in ("sst2", "squad2", "squad11", "race_m", "mctest500")] == \
+        ["sentence", "span_qa", "span_qa", "multiple_choice", "multiple_choice"]
+    from structattn.errors import UserError
+
+    with pytest.raises(UserError, match="unknown task 'squad3'.*mctest500.*squad2"):
+        task_family("squad3")
+
+
+@pytest.mark.parametrize("sgnet", ["none", "dual"])
+def test_span_qa_trains_saves_and_predicts_what_the_scorer_scores(env, sgnet, capsys):
+    cfg = config(env, "squad11", f"qa-{sgnet}", sgnet=sgnet)
+    summary = trainer_for(cfg, show_progress=False).train()
+    assert summary["main_metric"] == "f1" and summary["best_step"] == 3
+    best = Path(cfg.output_dir) / "best"
+    saved = json.loads((best / "span_qa.json").read_text())
+    assert saved["max_answer_length"] == 30 and saved["na_threshold"] is None  # 1.1: never answer ""
+    assert (json.loads((best / "config.json").read_text())["structattn_sgnet"]["aggregation"] == sgnet)
+
+    out = env["root"] / f"pred-{sgnet}.json"
+    data = env["data"] / "squad11" / "dev-v1.1.reconstructed-from-explorer.json"
+    assert cli_main(["predict", str(best), "--data", str(data), "--output", str(out)]) == 0
+    preds = json.loads(out.read_text())
+    na_file, nbest_file = side_files(out)
+    assert set(preds) == set(json.loads(na_file.read_text())) == set(json.loads(nbest_file.read_text()))
+    assert all(text for text in preds.values())  # no threshold: every question answered
+    scores = evaluate(json.loads(data.read_text()), preds)
+    assert scores["total"] == 12
+    # The dev evaluation during training is the same decoding on the same questions.
+    trainer = load_trained(str(best))
+    assert trainer.evaluate(*trainer.features("dev"))["f1"] == pytest.approx(scores["f1"])
+    capsys.readouterr()
+    assert cli_main(["score", "squad", "--data", str(data), "--predictions", str(out)]) == 0
+    assert json.loads(capsys.readouterr().out)["f1"] == pytest.approx(scores["f1"])
+
+
+def test_span_qa_limits_count_questions_and_the_scorer_sees_exactly_those(env):
+    trainer = trainer_for(config(env, "squad11", "qa-limit"), show_progress=False)
+    data, feats = trainer.features("dev", limit=5)
+    assert len(data.questions) == 5 and {f["example_index"] for f in feats} == set(range(5))
+    assert sum(len(p["qas"]) for a in data.dataset["data"] for p in a["paragraphs"]) == 5
+    metrics = trainer.evaluate(data, feats)
+    assert metrics["total"] == 5 and math.isfinite(metrics["f1"])
+
+
+def test_sgnet_qa_batches_carry_the_sdoi_mask(env):
+    trainer = trainer_for(config(env, "squad11", "qa-mask", sgnet="dual"), show_progress=False)
+    _, feats = trainer.features("dev", limit=3)
+    batch = trainer.collator()(feats)
+    assert batch["sg_mask"].shape[1:] == batch["sg_mask"].shape[1:2] * 2
+    assert bool(batch["sg_tokens"][:, 0].any()) is False  # [CLS] keeps the encoder output (footnote 9)
+    assert "structure_mask" not in batch  # plain attention inside the encoder
+
+
+@pytest.mark.parametrize("sgnet", ["none", "dual"])
+def test_multiple_choice_trains_and_scores_accuracy(env, sgnet):
+    cfg = config(env, "race_m", f"mc-{sgnet}", sgnet=sgnet, max_length=96)
+    summary = trainer_for(cfg, show_progress=False).train()
+    assert summary["main_metric"] == "accuracy"
+    trainer = load_trained(str(Path(cfg.output_dir) / "best"))
+    examples, feats = trainer.features("test")
+    metrics = trainer.evaluate(examples, feats)
+    assert metrics["total"] == 8 and 0.0 <= metrics["accuracy"] <= 1.0
+    assert trainer.option_scores(feats).shape == (8, 4)
+
+
+def test_sentence_runner_sgnet_variant_trains(tmp_path, monkeypatch):
+    from fixtures import make_tiny_sst2
+
+    data = make_tiny_sst2(tmp_path / "data", n_train=16, n_dev=8)
+    monkeypatch.setenv("STRUCTATTN_DATA", str(data))
+    monkeypatch.setenv("STRUCTATTN_CACHE", str(tmp_path / "cache"))
+    model = make_tiny_model(tmp_path / "model")
+    cfg = TrainConfig(task="sst2", model=str(model), sgnet="dual", max_steps=2, eval_every=0, batch_size=8,
+                      output_dir=str(tmp_path / "run"))
+    trainer = trainer_for(cfg, show_progress=False)
+    batch = trainer.collator()(trainer.features("dev")[1])
+    assert batch["sg_tokens"][:, 0].all()  # pooled head: [CLS] row sees the words, its SG output is used
+    summary = trainer.train()
+    assert "accuracy" in summary["best_metrics"]
+    assert json.loads((tmp_path / "run" / "best" / "config.json").read_text())["structattn_sgnet"]["head"] == \
+        "classification"
