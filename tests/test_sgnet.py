@@ -277,6 +277,26 @@ def test_pooled_head_warns_when_cls_is_left_out():
         m(**inputs)  # once only
 
 
+def test_mean_pooling_reads_the_real_tokens_and_lets_the_sg_layer_reach_the_logits():
+    inputs = batch()
+    m = model(aggregation="dual", head="classification", pool="mean")
+    perturb(m)
+    hbar, _ = m.sequence_output(**inputs)
+    real = inputs["attention_mask"].unsqueeze(-1).float()
+    mean = (hbar * real).sum(1) / real.sum(1)
+    dense = m.base_model.pooler.dense
+    expected = m.classifier(torch.tanh(dense(mean)))
+    assert torch.allclose(m(**inputs).logits, expected, atol=1e-6)
+    # Padding does not change the pooled vector: drop the padded positions of the last example.
+    last = {k: v[-1:, :L - 3] if v.dim() == 2 else v[-1:, :L - 3, :L - 3] for k, v in inputs.items()}
+    assert torch.allclose(m(**last).logits, m(**inputs).logits[-1:], atol=1e-5)
+    # [CLS] (position 0) is outside sg_tokens, yet the SG layer changes the logits through the words.
+    changed = dict(inputs, sg_mask=torch.eye(L, dtype=torch.bool).expand(B, L, L))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # no "does not reach the logits" warning with mean pooling
+        assert not torch.allclose(m(**changed).logits, m(**inputs).logits)
+
+
 def test_classification_and_tagging_losses():
     inputs = batch()
     inputs["sg_tokens"] = None

@@ -54,6 +54,7 @@ Tensor = torch.Tensor
 
 AGGREGATION_NAMES = ("none",) + tuple(AGGREGATIONS)
 HEADS = ("span_qa", "multiple_choice", "classification", "tagging")
+POOLS = ("first", "mean")
 CONFIG_KEY = "structattn_sgnet"
 
 
@@ -72,6 +73,11 @@ class SGNetConfig(JsonConfig):
         num_labels: classes of the classification and tagging heads (classification with 1 = regression).
         dropout: dropout before the ``classifier`` (None = the encoder's ``classifier_dropout`` or hidden
             dropout, as transformers' task classes); the span head has none, like ``BertForQuestionAnswering``.
+        pool: what the pooled heads (multiple choice, classification) read: ``first`` = h̄ at position 0
+            ([CLS], the paper and transformers), ``mean`` = the mean of h̄ over the real tokens. One SG layer
+            cannot bring syntax to position 0: [CLS] is no word of any parse, so its SG output is either left
+            out (the paper's footnote 9) or an unmasked re-reading of the encoder output; ``mean`` reads the
+            words' aggregated outputs, where the SG layer's output is.
     """
 
     aggregation: str = "dual"
@@ -80,13 +86,14 @@ class SGNetConfig(JsonConfig):
     head: str = "span_qa"
     num_labels: int = 2
     dropout: float | None = None
+    pool: str = "first"
 
     def __post_init__(self) -> None:
         self.validate()
 
     def validate(self) -> None:
         """:class:`UserError` naming the bad field and the valid values."""
-        choices = {"aggregation": AGGREGATION_NAMES, "init": INITS, "head": HEADS}
+        choices = {"aggregation": AGGREGATION_NAMES, "init": INITS, "head": HEADS, "pool": POOLS}
         for name, valid in choices.items():
             if getattr(self, name) not in valid:
                 raise UserError(f"SG-Net: unknown {name} {getattr(self, name)!r}; valid: {', '.join(valid)}")
@@ -131,8 +138,9 @@ class Pooler(nn.Module):
         super().__init__()
         self.dense = nn.Linear(hidden, hidden)
 
-    def forward(self, hidden: Tensor) -> Tensor:
-        return torch.tanh(self.dense(hidden[:, 0]))
+    def forward(self, pooled: Tensor) -> Tensor:
+        """pooled [b, d] (the first token's h̄, or a mean) -> [b, d]."""
+        return torch.tanh(self.dense(pooled))
 
 
 class SGNetModel(nn.Module):
@@ -296,7 +304,7 @@ class SGNetModel(nn.Module):
             ("structure_mask", structure_mask, 2), ("sg_mask", sg_mask, 2), ("sg_tokens", sg_tokens, 1))}
         self._check_cls(flat["sg_tokens"])
         hbar, enc = self.sequence_output(**flat, **encoder_kwargs)
-        out = self._head(hbar, b, choices, labels, start_positions, end_positions)
+        out = self._head(hbar, flat["attention_mask"], b, choices, labels, start_positions, end_positions)
         gates = enc.get("gates") if hasattr(enc, "get") else None
         if gates is not None:
             out["gates"] = gates
@@ -305,7 +313,7 @@ class SGNetModel(nn.Module):
     def _check_cls(self, sg_tokens: Tensor | None) -> None:
         """Warn once when a pooled head's position 0 is outside sg_tokens: the SG part cannot reach its logits."""
         if (self._warned_cls or sg_tokens is None or self.sgnet is None or not self.sgnet.masked
-                or self.config.head not in ("multiple_choice", "classification")):
+                or self.config.head not in ("multiple_choice", "classification") or self.config.pool != "first"):
             return
         if not bool(sg_tokens[:, 0].all()):
             self._warned_cls = True
@@ -314,14 +322,21 @@ class SGNetModel(nn.Module):
                           "0 in sg_tokens (or pass sg_tokens=None) to use it", UserWarning,
                           stacklevel=5)  # _check_cls, forward, two nn.Module call frames, the caller
 
-    def _pool(self, hbar: Tensor) -> Tensor:
-        """[b, T, d] -> [b, d]: tanh(dense(h̄ at position 0)), with the encoder's pooler when it has one."""
+    def _pool(self, hbar: Tensor, attention_mask: Tensor | None) -> Tensor:
+        """h̄ [b, T, d], attention_mask [b, T] (None = all real) -> [b, d]: tanh(dense(x)), x = h̄ at position 0
+        (``pool="first"``) or the mean of h̄ over the real tokens (``"mean"``); the encoder's pooler when it has one."""
+        if self.config.pool == "mean":
+            real = (torch.ones(hbar.shape[:2], device=hbar.device) if attention_mask is None
+                    else (attention_mask != 0).to(hbar.dtype)).unsqueeze(-1)
+            x = (hbar * real).sum(1) / real.sum(1).clamp_min(1.0)
+        else:
+            x = hbar[:, 0]
         dense = _pooler_dense(self.base_model)
         if dense is None:
-            return self.pooler(hbar)
-        return torch.tanh(dense(hbar[:, 0]))
+            return self.pooler(x)
+        return torch.tanh(dense(x))
 
-    def _head(self, hbar: Tensor, b: int, choices: int | None, labels: Tensor | None,
+    def _head(self, hbar: Tensor, attention_mask: Tensor | None, b: int, choices: int | None, labels: Tensor | None,
               start_positions: Tensor | None, end_positions: Tensor | None):
         head = self.config.head
         outputs = _output_classes()[head]
@@ -343,7 +358,7 @@ class SGNetModel(nn.Module):
                 lab = torch.as_tensor(labels, device=logits.device)
                 loss = F.cross_entropy(logits.reshape(-1, logits.shape[-1]), lab.reshape(-1).long(), ignore_index=-100)
             return outputs(loss=loss, logits=logits)
-        logits = self.classifier(self.dropout(self._pool(hbar)))
+        logits = self.classifier(self.dropout(self._pool(hbar, attention_mask)))
         if head == "multiple_choice":
             logits = logits.view(b, choices)
         loss = None

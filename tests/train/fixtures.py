@@ -1,6 +1,8 @@
-"""A tiny random BERT (with the default encoder's WordPiece vocabulary) and a tiny SST-2-like data folder."""
+"""A tiny random BERT (with the default encoder's WordPiece vocabulary) and tiny data folders: SST-2-like,
+SQuAD 1.1-like and RACE-like."""
 from __future__ import annotations
 
+import json
 import random
 from pathlib import Path
 
@@ -39,4 +41,53 @@ def make_tiny_sst2(root: Path, n_train: int = 64, n_dev: int = 32, seed: int = 0
     (root / "sst2").mkdir(parents=True, exist_ok=True)
     (root / "sst2" / "train.tsv").write_text("sentence\tlabel\n" + "\n".join(rows(n_train)) + "\n", encoding="utf-8")
     (root / "sst2" / "dev.tsv").write_text("sentence\tlabel\n" + "\n".join(rows(n_dev)) + "\n", encoding="utf-8")
+    return root
+
+
+WORDS = ["the", "river", "flows", "north", "past", "a", "city", "built", "by", "Romans", "in", "century",
+         "merchants", "traded", "salt", "and", "wine", "there"]
+
+
+def tiny_squad11(root: Path, seed: int = 0) -> Path:
+    """squad11/{train,dev} files: 6 paragraphs each, 3 questions per paragraph, answers inside the context."""
+    rng = random.Random(seed)
+
+    def split(n_par, tag):
+        paragraphs = []
+        for p in range(n_par):
+            sentences = [" ".join(rng.choice(WORDS) for _ in range(rng.randint(5, 9))) + " ." for _ in range(3)]
+            context = " ".join(sentences)
+            qas = []
+            for k in range(3):
+                words = context.split()
+                i = rng.randrange(len(words) - 3)
+                text = " ".join(words[i:i + rng.randint(1, 3)])
+                start = len(" ".join(words[:i])) + (1 if i else 0)
+                assert context[start:start + len(text)] == text
+                qas.append({"id": f"{tag}{p}-{k}", "question": f"what {words[i + 1]} {rng.choice(WORDS)} ?",
+                            "answers": [{"text": text, "answer_start": start}]})
+            paragraphs.append({"context": context, "qas": qas})
+        return {"version": "1.1", "data": [{"title": f"{tag}-article", "paragraphs": paragraphs}]}
+
+    folder = root / "squad11"
+    folder.mkdir(parents=True, exist_ok=True)
+    from structattn.tasks.squad import SQUAD11_DEV_FILE, SQUAD11_TRAIN_FILE
+
+    (root / SQUAD11_TRAIN_FILE).write_text(json.dumps(split(6, "t")), encoding="utf-8")
+    (root / SQUAD11_DEV_FILE).write_text(json.dumps(split(4, "d")), encoding="utf-8")
+    return root
+
+
+def tiny_race(root: Path, seed: int = 0) -> Path:
+    """race/{train,dev,test}/middle: 4 passages each, 2 questions with 4 options."""
+    rng = random.Random(seed)
+    for split in ("train", "dev", "test"):
+        folder = root / "race" / split / "middle"
+        folder.mkdir(parents=True, exist_ok=True)
+        for n in range(4):
+            article = " ".join(" ".join(rng.choice(WORDS) for _ in range(8)) + "." for _ in range(3))
+            doc = {"article": article, "questions": ["Where does the river flow?", "Who built _ ?"],
+                   "options": [[rng.choice(WORDS) for _ in range(4)] for _ in range(2)],
+                   "answers": [rng.choice("ABCD") for _ in range(2)], "id": f"middle{n}.txt"}
+            (folder / f"{n}.txt").write_text(json.dumps(doc), encoding="utf-8")
     return root

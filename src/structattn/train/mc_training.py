@@ -46,7 +46,9 @@ class MultipleChoiceTrainer(Trainer):
     def _sg_spec(self):
         from .sgnet_loading import sg_structure_spec
 
-        return sg_structure_spec("multiple_choice") if self.cfg.sgnet not in ("none", "vanilla") else None
+        if self.cfg.sgnet in ("none", "vanilla"):
+            return None
+        return sg_structure_spec("multiple_choice", self.cfg.pool)
 
     def features(self, split: str, limit: int = 0, training: bool = False):
         """``(MCEvalSet, features)``: one feature per question holding its C option inputs."""

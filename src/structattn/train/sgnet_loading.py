@@ -7,7 +7,9 @@ not aggregated (they keep the encoder's output). Heads that read the first token
 choice) pool it from the aggregated output; under the paper's rule that token would keep the encoder's output, so
 the SG layer could never reach the head. For those heads the special tokens' rows see every real token instead
 (``special_rows="all"``, what the official code's uniform rows amount to) and every real token's SG output is
-aggregated; see the ``pool`` option of :class:`~structattn.sgnet.SGNetConfig` for a head that pools the words.
+aggregated. Even so, one SG layer cannot bring *syntax* to [CLS] (its row is an unmasked re-reading of the encoder
+output); ``pool="mean"`` (:class:`~structattn.sgnet.SGNetConfig`) makes those heads read the mean of the
+aggregated tokens instead, and then the paper's rules hold for every head.
 """
 from __future__ import annotations
 
@@ -22,16 +24,16 @@ from .data import StructureSpec
 POOLED_HEADS = ("classification", "regression", "multiple_choice")
 
 
-def sg_rules(head: str) -> ExpansionRules:
-    """The SG layer's expansion rules for a head (module docstring)."""
-    if head in POOLED_HEADS:
+def sg_rules(head: str, pool: str = "first") -> ExpansionRules:
+    """The SG layer's expansion rules for a head and its pooling (module docstring)."""
+    if head in POOLED_HEADS and pool == "first":
         return ExpansionRules.for_relation("sdoi", special_rows="all")
     return ExpansionRules.for_relation("sdoi")
 
 
-def sg_structure_spec(head: str) -> StructureSpec:
+def sg_structure_spec(head: str, pool: str = "first") -> StructureSpec:
     """The SG layer's structure: relation ``sdoi`` with :func:`sg_rules`."""
-    return StructureSpec(relation="sdoi", options={}, rules=sg_rules(head))
+    return StructureSpec(relation="sdoi", options={}, rules=sg_rules(head, pool))
 
 
 def sg_tensors(features: Sequence[dict], T: int, rules: ExpansionRules) -> tuple[torch.Tensor, torch.Tensor]:
@@ -104,6 +106,7 @@ def load_sgnet_and_tokenizer(cfg, head: str, num_labels: int, model_path: str | 
         model = SGNetModel.from_pretrained(name)
     else:
         sg = SGNetConfig(aggregation=cfg.sgnet, alpha=cfg.sgnet_alpha, init=cfg.sgnet_init,
-                         head="classification" if head == "regression" else head, num_labels=num_labels)
+                         head="classification" if head == "regression" else head, num_labels=num_labels,
+                         pool=cfg.pool)
         model = SGNetModel.from_encoder(name, sg, mechanism=cfg.mechanism, **_mechanism_options(cfg))
     return model, load_tokenizer(name, model.base_model.config.model_type)

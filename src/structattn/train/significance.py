@@ -65,3 +65,23 @@ def paired_bootstrap_f1(a: Sequence[tuple[int, int, int]], b: Sequence[tuple[int
     diff = f1(sa[:, 0], sa[:, 1], sa[:, 2]) - f1(sb[:, 0], sb[:, 1], sb[:, 2])
     against = np.mean(diff <= 0) if observed > 0 else np.mean(diff >= 0)
     return observed, float(min(1.0, 2 * against))
+
+
+def paired_bootstrap_mean(a: Sequence[float], b: Sequence[float], samples: int = 10_000,
+                          seed: int = 0) -> tuple[float, float]:
+    """Paired bootstrap over items (questions) for the difference of two systems' mean per-item score
+    (e.g. SQuAD EM or F1 per question, in points).
+
+    a, b: per item of the same test set, the score of system A and of system B.
+    Returns (observed mean(A) - mean(B), two-sided p) with the percentile test of
+    :func:`paired_bootstrap_f1` (share of resamples whose difference has the other sign or is 0, doubled,
+    capped at 1).
+    """
+    if len(a) != len(b) or not len(a):
+        raise ValueError(f"paired bootstrap needs two equal, non-empty lists of items ({len(a)} vs {len(b)})")
+    d = np.asarray(a, dtype=float) - np.asarray(b, dtype=float)
+    observed = float(d.mean())
+    rng = np.random.default_rng(seed)
+    means = d[rng.integers(0, len(d), size=(samples, len(d)))].mean(1)
+    against = np.mean(means <= 0) if observed > 0 else np.mean(means >= 0)
+    return observed, float(min(1.0, 2 * against))

@@ -1,0 +1,255 @@
+"""Tables and figures of the SG-Net reading-comprehension runs (the paper's Tables 1-3 and Figure 4).
+
+    python -m structattn.analysis.reading_report --results-dir results
+
+Reads ``results/squad2.jsonl`` (and ``race_m.jsonl`` / ``mctest500.jsonl`` / any other reading task's file
+present), one line per run written by ``results/record_reading_run.py``; re-scores every committed prediction
+file with the project's scorer (SQuAD: the official evaluate-v2.0 rules on the test part of the article split;
+multiple choice: accuracy) and refuses to go on when a recorded figure differs from that score; writes
+``results/READING.md`` and ``fig_squad2_question_length.png`` (Figure 4: exact match by question length).
+
+Significance: for each variant against the baseline of the same seed, a paired bootstrap over the test
+questions (:func:`~structattn.train.significance.paired_bootstrap_mean`) on per-question F1 (SQuAD) or
+correctness (multiple choice), Holm-adjusted over every comparison in the file; and Welch's t over seeds where
+both sides have at least 2.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+
+import numpy as np
+
+from ..train.significance import holm, mean_std, paired_bootstrap_mean, welch_p
+
+SPAN_TASKS = ("squad2", "squad11")
+MC_TASKS = ("race_m", "race", "race_h", "mctest500", "mctest160")
+# The paper's Table 3 rows (variant names as results lines give them).
+TABLE3 = [("baseline", "baseline"), ("sgnet:agg=vanilla", "+ vanilla attention only"),
+          ("sgnet:agg=sg_only", "+ syntax-guided attention only"), ("sgnet", "+ dual contextual attention (SG-Net)"),
+          ("sgnet:agg=concat", "concatenation"), ("sgnet:agg=biattention", "bi-attention")]
+BUCKETS = 10
+
+
+def _check(run: dict, key: str, value: float) -> None:
+    if abs(float(run[key]) - float(value)) > 1e-9:
+        raise ValueError(f"{run['run']}: recorded {key} {run[key]} but {run['predictions']} scores {value}")
+
+
+def load_span_runs(results_dir: Path, task: str) -> tuple[list[dict], dict]:
+    """Every line of ``<task>.jsonl`` with ``_em`` / ``_f1`` = per-question scores (0/1 and 0..1) of its committed
+    predictions on the test split, in question order; and that split's SQuAD dict."""
+    from ..tasks.squad import get_qa_task
+    from ..tasks.squad_eval import evaluate, raw_scores
+
+    dataset = get_qa_task(task).read("test").dataset
+    runs = []
+    for line in (results_dir / f"{task}.jsonl").read_text(encoding="utf-8").splitlines():
+        if not line.strip():
+            continue
+        run = json.loads(line)
+        preds = json.loads((results_dir.parent / run["predictions"]).read_text(encoding="utf-8"))
+        scores = evaluate(dataset, preds)
+        for key in ("exact", "f1"):
+            _check(run, key, scores[key])
+        em, f1 = raw_scores(dataset, preds)  # predictions hold "" where the model answered no-answer
+        run["_qids"] = list(em)
+        run["_em"] = np.array([100.0 * em[q] for q in run["_qids"]])
+        run["_f1"] = np.array([100.0 * f1[q] for q in run["_qids"]])
+        runs.append(run)
+    return runs, dataset
+
+
+def load_mc_runs(results_dir: Path, task: str) -> list[dict]:
+    """Every line of ``<task>.jsonl`` with ``_correct`` = per-question correctness (0/100) of its committed
+    predictions on the test split."""
+    from ..tasks.multiple_choice import accuracy, get_mc_task
+
+    questions = get_mc_task(task).read("test")
+    runs = []
+    for line in (results_dir / f"{task}.jsonl").read_text(encoding="utf-8").splitlines():
+        if not line.strip():
+            continue
+        run = json.loads(line)
+        preds = {rec["qid"]: rec["prediction"] for rec in map(
+            json.loads, (results_dir.parent / run["predictions"]).read_text(encoding="utf-8").splitlines())}
+        _check(run, "accuracy", accuracy(preds, questions)["accuracy"])
+        run["_correct"] = np.array([100.0 * (preds[q.qid] == q.label) for q in questions])
+        runs.append(run)
+    return runs
+
+
+def _by_variant(runs: list[dict]) -> dict[str, dict[int, dict]]:
+    out: dict[str, dict[int, dict]] = {}
+    for run in runs:
+        out.setdefault(run["variant"], {})[run["seed"]] = run
+    return out
+
+
+def _fmt_mean(values: list[float]) -> str:
+    m, s = mean_std(values)
+    return f"{m:.2f} ± {s:.2f}" if len(values) > 1 else f"{m:.2f}"
+
+
+def _fmt_p(p: float) -> str:
+    return "< 0.001" if p < 0.001 else f"{p:.3f}"
+
+
+def comparisons(by_variant: dict, per_item: str) -> list[dict]:
+    """Every (variant, seed) with a baseline run of the same seed: Δ and the paired-bootstrap p, Holm-adjusted
+    over the whole list."""
+    rows = []
+    base = by_variant.get("baseline", {})
+    for variant, seeds in sorted(by_variant.items()):
+        if variant == "baseline":
+            continue
+        for seed, run in sorted(seeds.items()):
+            if seed in base:
+                delta, p = paired_bootstrap_mean(run[per_item], base[seed][per_item])
+                rows.append({"variant": variant, "seed": seed, "delta": delta, "p": p})
+    for row, adjusted in zip(rows, holm([r["p"] for r in rows]) if rows else []):
+        row["p_holm"] = adjusted
+    return rows
+
+
+def span_section(task: str, runs: list[dict], dataset: dict, results_dir: Path) -> str:
+    by = _by_variant(runs)
+    lines = [f"## {task}: test part, exact match and F1 (official evaluate-v2.0 rules)", "",
+             "| variant | seeds | EM per seed | F1 per seed | EM | F1 | HasAns F1 | NoAns F1 |",
+             "|---|---|---|---|---|---|---|---|"]
+    order = [v for v, _ in TABLE3 if v in by] + sorted(v for v in by if v not in dict(TABLE3))
+    for variant in order:
+        seeds = by[variant]
+        ss = sorted(seeds)
+        em = [seeds[s]["exact"] for s in ss]
+        f1 = [seeds[s]["f1"] for s in ss]
+        has = [seeds[s].get("HasAns_f1") for s in ss]
+        no = [seeds[s].get("NoAns_f1") for s in ss]
+        lines.append(f"| {variant} | {', '.join(map(str, ss))} | {', '.join(f'{x:.2f}' for x in em)} | "
+                     f"{', '.join(f'{x:.2f}' for x in f1)} | {_fmt_mean(em)} | {_fmt_mean(f1)} | "
+                     f"{_fmt_mean([x for x in has if x is not None]) if all(x is not None for x in has) else '-'} | "
+                     f"{_fmt_mean([x for x in no if x is not None]) if all(x is not None for x in no) else '-'} |")
+    rows = comparisons(by, "_f1")
+    if rows:
+        lines += ["", "Against the baseline of the same seed (paired bootstrap over the test questions on per-question "
+                  "F1, 10,000 resamples; Holm over the comparisons of this table):", ""]
+        for r in rows:
+            lines.append(f"- {r['variant']}, seed {r['seed']}: Δ F1 {r['delta']:+.2f}, p = {_fmt_p(r['p'])} / "
+                         f"{_fmt_p(r['p_holm'])} (raw / Holm)")
+        base = by.get("baseline", {})
+        for variant, seeds in sorted(by.items()):
+            if variant != "baseline" and len(seeds) > 1 and len(base) > 1:
+                p = welch_p([s["f1"] for s in seeds.values()], [s["f1"] for s in base.values()])
+                lines.append(f"- {variant} vs baseline over seeds (Welch's t on test F1): p = {_fmt_p(p)}")
+    lines += ["", table3(by), "", figure4(task, by, dataset, results_dir)]
+    return "\n".join(lines)
+
+
+def table3(by: dict) -> str:
+    """The paper's Table 3 layout on seed 1 (rows that have a seed-1 run)."""
+    rows = [(v, label, by[v][1]) for v, label in TABLE3 if 1 in by.get(v, {})]
+    if not rows:
+        return ""
+    lines = ["### Table 3 layout: components and aggregations (seed 1)", "", "| model | EM | F1 | Δ F1 vs baseline |",
+             "|---|---|---|---|"]
+    base = by.get("baseline", {}).get(1)
+    for _, label, run in rows:
+        delta = f"{run['f1'] - base['f1']:+.2f}" if base is not None and run is not base else "-"
+        lines.append(f"| {label} | {run['exact']:.2f} | {run['f1']:.2f} | {delta} |")
+    return "\n".join(lines)
+
+
+def question_lengths(dataset: dict, qids: list[str]) -> np.ndarray:
+    """Words per question (the library's word split), in the order of ``qids``."""
+    from ..tasks.text_words import words_of
+
+    text = {qa["id"]: qa["question"] for a in dataset["data"] for p in a["paragraphs"] for qa in p["qas"]}
+    return np.array([len(words_of(text[q])) for q in qids])
+
+
+def figure4(task: str, by: dict, dataset: dict, results_dir: Path) -> str:
+    """EM by question length, baseline vs SG-Net (mean over their seeds), in equal-count buckets (the paper's
+    second view); a PNG and its numbers."""
+    if "baseline" not in by or "sgnet" not in by:
+        return ""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    any_run = next(iter(by["baseline"].values()))
+    lengths = question_lengths(dataset, any_run["_qids"])
+    order = np.argsort(lengths, kind="stable")
+    buckets = np.array_split(order, BUCKETS)
+    curves = {}
+    for variant in ("baseline", "sgnet"):
+        em = np.mean([run["_em"] for run in by[variant].values()], axis=0)
+        curves[variant] = [float(em[b].mean()) for b in buckets]
+    labels = [f"{lengths[b].min()}-{lengths[b].max()}" for b in buckets]
+    fig, ax = plt.subplots(figsize=(6.4, 3.6))
+    for variant, label in (("baseline", "baseline"), ("sgnet", "SG-Net")):
+        n = len(by[variant])
+        ax.plot(range(BUCKETS), curves[variant], marker="o", label=f"{label} (mean of {n} seed{'s' * (n > 1)})")
+    ax.set_xticks(range(BUCKETS), labels, rotation=45)
+    ax.set_xlabel(f"question length in words ({BUCKETS} buckets of equal size)")
+    ax.set_ylabel("exact match")
+    ax.grid(alpha=0.3)
+    ax.legend()
+    fig.tight_layout()
+    name = f"fig_{task}_question_length.png"
+    fig.savefig(results_dir / name, dpi=120)
+    plt.close(fig)
+    rows = ["### Figure 4 layout: exact match by question length (test part)", "", f"![{name}]({name})", "",
+            "| words | questions | baseline EM | SG-Net EM |", "|---|---|---|---|"]
+    for label, b, x, y in zip(labels, buckets, curves["baseline"], curves["sgnet"]):
+        rows.append(f"| {label} | {len(b)} | {x:.2f} | {y:.2f} |")
+    return "\n".join(rows)
+
+
+def mc_section(task: str, runs: list[dict]) -> str:
+    by = _by_variant(runs)
+    groups = sorted({k for r in runs for k in r if k.startswith("accuracy_")})
+    head = "| variant | seeds | accuracy per seed | accuracy | " + " | ".join(groups) + " |"
+    lines = [f"## {task}: test accuracy (%)", "", head, "|" + "---|" * (4 + len(groups))]
+    for variant, seeds in sorted(by.items(), key=lambda kv: kv[0] != "baseline"):
+        ss = sorted(seeds)
+        acc = [100 * seeds[s]["accuracy"] for s in ss]
+        extra = [_fmt_mean([100 * seeds[s][g] for s in ss]) if all(g in seeds[s] for s in ss) else "-" for g in groups]
+        lines.append(f"| {variant} | {', '.join(map(str, ss))} | {', '.join(f'{x:.2f}' for x in acc)} | "
+                     f"{_fmt_mean(acc)} | " + " | ".join(extra) + " |")
+    rows = comparisons(by, "_correct")
+    if rows:
+        lines += ["", "Against the baseline of the same seed (paired bootstrap over test questions; Holm over this "
+                  "table's comparisons):", ""]
+        lines += [f"- {r['variant']}, seed {r['seed']}: Δ {r['delta']:+.2f} points, p = {_fmt_p(r['p'])} / "
+                  f"{_fmt_p(r['p_holm'])} (raw / Holm)" for r in rows]
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--results-dir", type=Path, default=Path("results"))
+    args = ap.parse_args(argv)
+    sections = []
+    for task in SPAN_TASKS:
+        if (args.results_dir / f"{task}.jsonl").is_file():
+            runs, dataset = load_span_runs(args.results_dir, task)
+            sections.append(span_section(task, runs, dataset, args.results_dir))
+    for task in MC_TASKS:
+        if (args.results_dir / f"{task}.jsonl").is_file():
+            sections.append(mc_section(task, load_mc_runs(args.results_dir, task)))
+    if not sections:
+        raise SystemExit(f"no reading results in {args.results_dir} (squad2.jsonl, race_m.jsonl, mctest500.jsonl ...)")
+    text = ("# SG-Net: reading comprehension\n\nGenerated by `python -m structattn.analysis.reading_report "
+            f"--results-dir {args.results_dir}` from the committed runs (settings and commands: "
+            "`results/run_reading_experiments.sh`, results/README.md). Every figure is re-scored from the committed "
+            "prediction files.\n\n" + "\n\n".join(sections) + "\n")
+    out = args.results_dir / "READING.md"
+    out.write_text(text, encoding="utf-8")
+    print(f"wrote {out}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

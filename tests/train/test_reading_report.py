@@ -1,0 +1,68 @@
+"""The reading report re-scores committed prediction files, refuses a recorded figure that differs, and writes
+the tables and Figure 4 (tiny SQuAD 1.1-like and RACE-like data; predictions written by hand)."""
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from fixtures import tiny_race, tiny_squad11
+from structattn.analysis.reading_report import main as report_main
+from structattn.tasks.multiple_choice import accuracy, get_mc_task
+from structattn.tasks.squad import get_qa_task
+from structattn.tasks.squad_eval import evaluate
+
+
+@pytest.fixture
+def results(tmp_path, monkeypatch):
+    data = tmp_path / "data"
+    tiny_squad11(data)
+    tiny_race(data)
+    monkeypatch.setenv("STRUCTATTN_DATA", str(data))
+    results = tmp_path / "repo" / "results"
+    (results / "squad11").mkdir(parents=True)
+    (results / "race_m").mkdir()
+    dataset = get_qa_task("squad11").read("test").dataset
+    golds = {qa["id"]: qa["answers"][0]["text"] for a in dataset["data"] for p in a["paragraphs"] for qa in p["qas"]}
+    lines = []
+    for variant in ("baseline", "sgnet"):
+        for seed in (1, 2):
+            # baseline answers every other question right, SG-Net all but one (seed 2) or all (seed 1)
+            preds = {q: (g if (variant == "sgnet" and (seed == 1 or i)) or i % 2 == 0 else "nothing")
+                     for i, (q, g) in enumerate(golds.items())}
+            path = results / "squad11" / f"{variant}-s{seed}.json"
+            path.write_text(json.dumps(preds))
+            scores = evaluate(dataset, preds)
+            lines.append({"run": f"{variant}-s{seed}", "variant": variant, "seed": seed, "exact": scores["exact"],
+                          "f1": scores["f1"], "predictions": f"results/squad11/{variant}-s{seed}.json"})
+    (results / "squad11.jsonl").write_text("".join(json.dumps(x) + "\n" for x in lines))
+    questions = get_mc_task("race_m").read("test")
+    mc = []
+    for variant in ("baseline", "sgnet"):
+        preds = {q.qid: (q.label if variant == "sgnet" else 0) for q in questions}
+        path = results / "race_m" / f"{variant}-s1.jsonl"
+        path.write_text("".join(json.dumps({"qid": k, "prediction": v}) + "\n" for k, v in preds.items()))
+        acc = accuracy(preds, questions)
+        mc.append({"run": f"{variant}-s1", "variant": variant, "seed": 1, **acc,
+                   "predictions": f"results/race_m/{variant}-s1.jsonl"})
+    (results / "race_m.jsonl").write_text("".join(json.dumps(x) + "\n" for x in mc))
+    return results
+
+
+def test_report_writes_tables_and_figure(results):
+    assert report_main(["--results-dir", str(results)]) == 0
+    text = (results / "READING.md").read_text()
+    assert "| baseline | 1, 2 | 50.00, 50.00 |" in text
+    assert "sgnet, seed 1: Δ F1 +50.00" in text and "Welch" in text
+    assert "Table 3 layout" in text and "+ dual contextual attention (SG-Net)" in text
+    assert (results / "fig_squad11_question_length.png").stat().st_size > 1000
+    assert "## race_m: test accuracy" in text and "| sgnet | 1 | 100.00 |" in text
+
+
+def test_report_refuses_a_recorded_figure_the_file_does_not_give(results):
+    lines = (results / "squad11.jsonl").read_text().splitlines()
+    first = json.loads(lines[0])
+    first["f1"] += 0.5
+    (results / "squad11.jsonl").write_text("\n".join([json.dumps(first)] + lines[1:]) + "\n")
+    with pytest.raises(ValueError, match="baseline-s1: recorded f1"):
+        report_main(["--results-dir", str(results)])
