@@ -433,10 +433,9 @@ class ChartParser(nn.Module):
         if not config_path.is_file() or not weights.is_file():
             raise UserError(f"{folder} is not a saved parser: it needs config.json and model.safetensors "
                             "(written by ChartParser.save_pretrained / structattn train-parser's best/)")
-        try:
-            meta = json.loads(config_path.read_text(encoding="utf-8"))
-        except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-            raise UserError(f"{config_path} is not valid JSON: {exc}") from exc
+        from .config_io import read_json
+
+        meta = read_json(config_path, "config file")
         if not isinstance(meta, dict) or meta.get("format") != "structattn-chart-parser":
             raise UserError(f"{config_path} is not a structattn chart parser config")
         config = ParserConfig.from_dict(meta["config"], source=str(config_path))

@@ -87,3 +87,18 @@ def coerce_field(key: str, value: Any, hint: Any, source: str) -> Any:
         return str(value)
     except (TypeError, ValueError):
         raise UserError(f"{source}: {key}={value!r} is not a valid {text.replace('typing.', '')}") from None
+
+
+def read_json(path: str | Path, what: str = "JSON file", missing: str = "") -> Any:
+    """The value in a UTF-8 JSON file; :class:`UserError` naming the file (and line:column for bad JSON).
+
+    ``what`` names the file in the not-found message, ``missing`` adds what to do about it."""
+    path = Path(path)
+    if not path.is_file():
+        raise UserError(f"{path}: {what} not found" + (f" ({missing})" if missing else ""))
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except UnicodeDecodeError:
+        raise UserError(f"{path}: not valid UTF-8 (JSON files are UTF-8)") from None
+    except json.JSONDecodeError as exc:
+        raise UserError(f"{path}:{exc.lineno}:{exc.colno}: not valid JSON ({exc.msg})") from None

@@ -35,7 +35,6 @@ from __future__ import annotations
 import copy
 import dataclasses
 import inspect
-import json
 import os
 import warnings
 from dataclasses import dataclass
@@ -407,10 +406,9 @@ class SGNetModel(nn.Module):
         if not config_path.is_file() or not weights.is_file():
             raise UserError(f"{folder} is not a saved SG-Net model: it needs config.json and model.safetensors "
                             "(written by SGNetModel.save_pretrained)")
-        try:
-            raw = json.loads(config_path.read_text(encoding="utf-8"))
-        except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-            raise UserError(f"{config_path} is not valid JSON: {exc}") from exc
+        from .config_io import read_json
+
+        raw = read_json(config_path, "config file")
         if not isinstance(raw, dict) or not isinstance(raw.get(CONFIG_KEY), dict):
             raise UserError(f"{config_path} has no {CONFIG_KEY!r} entry: it is not an SG-Net model (load a plain "
                             "encoder with SGNetModel.from_encoder)")

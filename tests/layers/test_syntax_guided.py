@@ -127,21 +127,15 @@ def test_sizes_from_configs():
 
 
 def _tiny(model_type: str):
-    if model_type == "bert":
-        cfg = T.BertConfig(**COMMON)
-    elif model_type == "roberta":
-        cfg = T.RobertaConfig(**COMMON, pad_token_id=1)
-    elif model_type == "xlm-roberta":
-        cfg = T.XLMRobertaConfig(**COMMON, pad_token_id=1)
-    elif model_type == "electra":
-        cfg = T.ElectraConfig(**COMMON, embedding_size=16)
-    elif model_type == "distilbert":
-        cfg = T.DistilBertConfig(vocab_size=100, dim=32, n_layers=2, n_heads=4, hidden_dim=64,
-                                 max_position_embeddings=64)
-    else:
-        cfg = T.AlbertConfig(**COMMON, embedding_size=16)
+    """A tiny random encoder of ``model_type`` (the attention tests' configurations), in eval mode."""
+    import sys
+    from pathlib import Path
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "attention"))
+    from attn_helpers import tiny_config
+
     torch.manual_seed(4)
-    return T.AutoModel.from_config(cfg).eval()
+    return T.AutoModel.from_config(tiny_config(model_type)).eval()
 
 
 @pytest.mark.parametrize("model_type", ["bert", "roberta", "xlm-roberta", "electra", "distilbert"])

@@ -75,15 +75,10 @@ def _add_squad(scorers) -> None:
 
 def _json_object(path: str, what: str) -> dict:
     """A JSON file holding an object (``what`` names it in errors)."""
+    from ..config_io import read_json
+
     p = Path(path)
-    if not p.is_file():
-        raise UserError(f"{p}: {what} file not found")
-    try:
-        value = json.loads(p.read_text(encoding="utf-8"))
-    except UnicodeDecodeError:
-        raise UserError(f"{p}: not valid UTF-8") from None
-    except json.JSONDecodeError as exc:
-        raise UserError(f"{p}:{exc.lineno}:{exc.colno}: not valid JSON ({exc.msg})") from None
+    value = read_json(p, f"{what} file")
     if not isinstance(value, dict):
         raise UserError(f"{p}: expected a JSON object mapping question id -> {what}, got {type(value).__name__}")
     return value

@@ -126,16 +126,11 @@ def load_squad(path) -> dict:
     Raises:
         UserError: file missing, not UTF-8, not JSON, or not in the SQuAD layout (naming article and question).
     """
+    from ..config_io import read_json
+
     path = Path(path)
-    if not path.is_file():
-        raise UserError(f"{path}: file not found (SQuAD files are read from the data folder, ../shared/data beside "
-                        "the repository unless STRUCTATTN_DATA names another)")
-    try:
-        dataset = json.loads(path.read_text(encoding="utf-8"))
-    except UnicodeDecodeError:
-        raise UserError(f"{path}: not valid UTF-8; SQuAD files are UTF-8 JSON") from None
-    except json.JSONDecodeError as exc:
-        raise UserError(f"{path}:{exc.lineno}:{exc.colno}: not valid JSON ({exc.msg})") from None
+    dataset = read_json(path, "file", missing="SQuAD files are read from the data folder, ../shared/data beside the "
+                                              "repository unless STRUCTATTN_DATA names another")
     validate_squad(dataset, str(path))
     return dataset
 
