@@ -31,6 +31,7 @@ bench: $(STAMP)
 	$(BIN)/python benchmarks/cky.py
 	$(BIN)/python benchmarks/nsa.py
 	$(BIN)/python benchmarks/parsing.py
+	$(BIN)/python benchmarks/sgnet.py
 
 clean:
 	rm -rf $(VENV)

@@ -7,9 +7,10 @@ Span QA (squad2, squad11): predicts the test split with RUN_DIR/best at the no-a
 n-best files stay in RUN_DIR), scores that committed file with the project's scorer (the figures
 `structattn score squad --task <task> --split test --predictions results/<task>/NAME.json` prints) and appends one
 line to results/<task>.jsonl.
-Multiple choice (race, race_m, race_h, mctest160, mctest500): predicts the test split, writes one JSON line per
-question to results/<task>/NAME.jsonl ({qid, prediction, scores}), scores it (accuracy overall and per group)
-and appends a line to results/<task>.jsonl. A line for NAME already there is replaced.
+Multiple choice (race, race_m, race_h -> results/race.jsonl; mctest160, mctest500 -> results/mctest.jsonl):
+predicts the test split, writes one JSON line per question to results/<file>/NAME.jsonl ({qid, prediction,
+scores}), scores it (accuracy overall and per group) and appends a line (its "task" names the task) to
+results/<file>.jsonl. A line for NAME already there is replaced.
 """
 from __future__ import annotations
 
@@ -23,6 +24,12 @@ from structattn.commands.evaluate import load_trained
 from structattn.train.trainers import task_family
 
 RESULTS = Path(__file__).resolve().parent
+RESULT_FILES = {"race_m": "race", "race_h": "race", "mctest160": "mctest", "mctest500": "mctest"}  # else the task
+
+
+def results_name(task: str) -> str:
+    """The results file (without .jsonl) and prediction folder of a task's runs."""
+    return RESULT_FILES.get(task, task)
 
 
 def _variant(cfg) -> str:
@@ -65,10 +72,9 @@ def _record_span_qa(trainer, run_dir: Path, name: str) -> dict:
 def _record_multiple_choice(trainer, name: str) -> dict:
     from structattn.tasks.multiple_choice import accuracy
 
-    task = trainer.cfg.task
     examples, feats = trainer.features("test")
     scores = trainer.option_scores(feats)
-    target = RESULTS / task / f"{name}.jsonl"
+    target = RESULTS / results_name(trainer.cfg.task) / f"{name}.jsonl"
     target.parent.mkdir(parents=True, exist_ok=True)
     target.write_text("".join(json.dumps({"qid": q.qid, "prediction": int(row.argmax()),
                                           "scores": [round(float(x), 6) for x in row]}) + "\n"
@@ -106,7 +112,7 @@ def main() -> None:
 
     line.update(provenance(), device=device_description(trainer.accelerator.device),
                 torch_threads=__import__("torch").get_num_threads())
-    out = RESULTS / f"{cfg.task}.jsonl"
+    out = RESULTS / f"{results_name(cfg.task)}.jsonl"
     lines = [json.loads(x) for x in out.read_text().splitlines() if x.strip()] if out.exists() else []
     lines = [x for x in lines if x["run"] != args.name] + [line]
     out.write_text("".join(json.dumps(x, sort_keys=True) + "\n" for x in lines))

@@ -9,7 +9,14 @@
 # train part (of 6,305), model selection and the no-answer threshold on the dev part (1,395 questions), test part
 # 4,173 questions; windows of 256 tokens sharing at most 128, batch 16, AdamW 1e-4 with 10 % warm-up, 2 epochs,
 # batches of similar length.
-#   bash results/run_reading_experiments.sh squad-a | squad-b | ablation | both
+# Multiple choice (pooled heads read the mean of the tokens, --pool mean, for baseline and SG-Net alike: one SG layer
+# cannot bring syntax to [CLS]; see README): MCTest MC500 (train 1,200 / dev 200 / test 600 questions) and RACE-M
+# (a stated subset: the first 1,500 training questions of 25,421 and the first 400 dev questions; the whole test
+# split, 1,436 questions); inputs of 256 tokens (passages cut from their end, counted in the logs), batch 4
+# questions (16 option inputs), AdamW 5e-5, 2 epochs.
+# Sentence tasks (the sentence runner's sgnet variant beside baseline rows of the same settings): CoLA (2 epochs)
+# and SST-2 (first 10,000 training sentences, 1 epoch), max length 64, batch 32, 5e-5, 3 seeds.
+#   bash results/run_reading_experiments.sh squad-a | squad-b | ablation | mc-a | mc-b | sentence | both
 set -uo pipefail
 cd "$(dirname "$0")/.."
 export OMP_NUM_THREADS=1 MKL_NUM_THREADS=1
@@ -17,9 +24,9 @@ BIN=${BIN:-.venv/bin}
 SQUAD="--task squad2 --max-train-examples 3000 --epochs 2 --max-length 256 --stride 128 --batch-size 16
        --eval-batch-size 64 --learning-rate 1e-4 --warmup-ratio 0.1 --group-by-length true --eval-every 0"
 
-run() {  # run TASK NAME FLAGS...
-  local task=$1 name=$2; shift 2
-  if grep -q "\"run\": \"$name\"" results/$task.jsonl 2>/dev/null; then echo "skip $name (recorded)"; return; fi
+run() {  # run RESULTS_FILE NAME FLAGS... (RESULTS_FILE: squad2, race, mctest)
+  local file=$1 name=$2; shift 2
+  if grep -q "\"run\": \"$name\"" results/$file.jsonl 2>/dev/null; then echo "skip $name (recorded)"; return; fi
   echo "== $name: $*"
   $BIN/structattn train "$@" --output-dir runs/reading/$name > runs/reading/$name.log 2>&1 \
     || { echo "FAILED $name (runs/reading/$name.log)"; return; }
@@ -36,11 +43,30 @@ squad_lane_b() {
 ablation() {  # the paper's Table 3 rows, seed 1
   for agg in vanilla sg_only concat biattention; do run squad2 squad2-sgnet_$agg-s1 $SQUAD --sgnet $agg --seed 1; done
 }
+MC="--max-length 256 --batch-size 4 --eval-batch-size 64 --learning-rate 5e-5 --warmup-ratio 0.1 --epochs 2
+    --eval-every 0 --pool mean"
+mc_lane() {  # mc_lane VARIANT SGNET
+  for s in 1 2 3; do run mctest mctest500-$1-s$s --task mctest500 $MC --sgnet $2 --seed $s; done
+  for s in 1 2 3; do
+    run race race_m-$1-s$s --task race_m $MC --max-train-examples 1500 --max-eval-examples 400 --sgnet $2 --seed $s
+  done
+}
+sentence() {  # appended to results/<task>.jsonl by the sentence runner's sweep
+  for task in cola sst2; do
+    extra=$([ $task = sst2 ] && echo "--epochs 1 --max-train-examples 10000" || echo "--epochs 2")
+    OMP_NUM_THREADS=2 $BIN/structattn sweep --results-dir results --run-root runs/sweeps --eval-every 0 --batch-size 32 \
+      --learning-rate 5e-5 --task $task --variants global sgnet --seeds 1 2 3 --max-length 64 $extra \
+      > runs/reading/sweep-$task.log 2>&1 || echo "FAILED sweep $task (runs/reading/sweep-$task.log)"
+  done
+}
 
 mkdir -p runs/reading
 case "${1:-both}" in
   squad-a) squad_lane_a ;;
   squad-b) squad_lane_b ;;
   ablation) ablation ;;
+  mc-a) mc_lane baseline none ;;
+  mc-b) mc_lane sgnet dual ;;
+  sentence) sentence ;;
   both) squad_lane_a & squad_lane_b & wait ;;
 esac

@@ -163,8 +163,16 @@ def test_squad_without_na_prob(squad_files, capsys):
     assert d["exact"] == pytest.approx(200 / 3) and d["total"] == 3 and err == ""
 
 
+def test_squad_missing_predictions_count_as_wrong_and_are_reported(squad_files, tmp_path, capsys):
+    data = squad_files("data.json", SQUAD)
+    path = tmp_path / "pred.json"
+    path.write_text(json.dumps({"q1": "Paris"}))
+    code, out, err = run(["score", "squad", "--data", data, "--predictions", str(path)], capsys)
+    assert code == 0 and "2 question(s) of" in err and "count as wrong (first: 'q2', 'q3')" in err
+    assert json.loads(out)["total"] == 3
+
+
 @pytest.mark.parametrize("pred,pattern", [
-    ({"q1": "Paris"}, r"2 of 3 questions have no prediction \(first: 'q2', 'q3'\)"),
     (["Paris"], r"expected a JSON object mapping question id -> answer text, got list"),
     ("not json", r"pred\.json:1:1: not valid JSON"),
 ])

@@ -61,9 +61,11 @@ def test_registry_reads_through_data_dir(race):
     ("{not json", r"not a UTF-8 JSON object"),
     (json.dumps({"article": "A.", "questions": ["q"], "options": [OPTS]}), r"key\(s\) answers missing"),
     (passage("A.", ["q1", "q2"], ["A"]), r"2 questions, 2 option lists and 1 answers"),
-    (passage("A.", ["q"], ["E"]), r"question 0: answer 'E' is not one of A, B, C, D"),
+    (passage("A.", ["q"], ["E"]), r"question 0 \(id high5\.txt:0\): answer 'E' is not one of A, B, C, D"),
     (passage("   ", ["q"], ["A"]), r"'article' is empty"),
-    (passage("A.", ["q"], ["A"], options=[["x", " "]]), r"question 0: options must be a list of at least 2"),
+    (passage("A.", ["q"], ["A"], options=[["x", "y", "z", " "]]), r"question 0 \(id high5\.txt:0\): options must be a "
+                                                                   r"list of 4 non-empty strings"),
+    (passage("A.", ["q"], ["A"], options=[["x", "y", "z"]]), r"options must be a list of 4 non-empty strings"),
     (json.dumps([1, 2]), r"expected a JSON object"),
 ])
 def test_bad_file_names_file_and_problem(tmp_path, content, message):

@@ -103,11 +103,16 @@ def test_unreadable_files(tmp_path):
         squad.load_squad(write(tmp_path, "latin.json", b'{"data": [], "v": "caf\xe9"}'))
 
 
-def test_mismatching_answer_text_is_read_not_rejected():
+def test_mismatching_answer_text_and_empty_context_are_rejected_naming_the_question():
     data = _broken(lambda d: d["data"][2]["paragraphs"][0]["qas"][0]["answers"][0].update(text="Rhino"))
-    (b1,) = [q for q in squad.read_squad(data) if q.qid == "b1"]
-    words, spans = words_with_offsets(b1.context)
-    assert squad.answer_word_span(spans, 4, "Rhino", b1.context) is None  # counted by the feature builder
+    with pytest.raises(UserError, match=r"\(id 'b1'\), answer 0: answer_start 4 does not point at the answer text "
+                                        r"'Rhino' \(the context there reads 'Rhine'\)"):
+        squad.read_squad(data)
+    empty = _broken(lambda d: d["data"][2]["paragraphs"][0].update(context="  \n"))
+    with pytest.raises(UserError, match=r"article 2 \('Rhine'\), paragraph 0: the context is empty"):
+        squad.read_squad(empty)
+    words, spans = words_with_offsets("The Rhine flows")
+    assert squad.answer_word_span(spans, 4, "Rhino", "The Rhine flows") is None  # alignment double-checks
 
 
 # ---------------------------------------------------------------------------------------------- splits

@@ -21,7 +21,7 @@ def results(tmp_path, monkeypatch):
     monkeypatch.setenv("STRUCTATTN_DATA", str(data))
     results = tmp_path / "repo" / "results"
     (results / "squad11").mkdir(parents=True)
-    (results / "race_m").mkdir()
+    (results / "race").mkdir()
     dataset = get_qa_task("squad11").read("test").dataset
     golds = {qa["id"]: qa["answers"][0]["text"] for a in dataset["data"] for p in a["paragraphs"] for qa in p["qas"]}
     lines = []
@@ -40,12 +40,12 @@ def results(tmp_path, monkeypatch):
     mc = []
     for variant in ("baseline", "sgnet"):
         preds = {q.qid: (q.label if variant == "sgnet" else 0) for q in questions}
-        path = results / "race_m" / f"{variant}-s1.jsonl"
+        path = results / "race" / f"{variant}-s1.jsonl"
         path.write_text("".join(json.dumps({"qid": k, "prediction": v}) + "\n" for k, v in preds.items()))
         acc = accuracy(preds, questions)
-        mc.append({"run": f"{variant}-s1", "variant": variant, "seed": 1, **acc,
-                   "predictions": f"results/race_m/{variant}-s1.jsonl"})
-    (results / "race_m.jsonl").write_text("".join(json.dumps(x) + "\n" for x in mc))
+        mc.append({"task": "race_m", "run": f"{variant}-s1", "variant": variant, "seed": 1, **acc,
+                   "predictions": f"results/race/{variant}-s1.jsonl"})
+    (results / "race.jsonl").write_text("".join(json.dumps(x) + "\n" for x in mc))
     return results
 
 

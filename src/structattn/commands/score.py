@@ -86,7 +86,7 @@ def _json_object(path: str, what: str) -> dict:
 
 def run_squad(args) -> int:
     from ..tasks.squad import load_squad
-    from ..tasks.squad_eval import evaluate, has_answer
+    from ..tasks.squad_eval import evaluate, has_answer, missing_predictions
     from ..train.checkpoint import atomic_write_text
 
     if args.task:
@@ -99,6 +99,11 @@ def run_squad(args) -> int:
     predictions = _json_object(args.predictions, "answer text")
     na_probs = _json_object(args.na_prob, "no-answer probability") if args.na_prob else None
     result = evaluate(dataset, predictions, na_probs, args.na_prob_thresh)
+    missing = missing_predictions(dataset, predictions)
+    if missing:  # the official script prints "Missing prediction for <id>" per question; we count them as wrong
+        shown = ", ".join(repr(q) for q in missing[:5]) + (", ..." if len(missing) > 5 else "")
+        print(f"note: {len(missing)} question(s) of {source} have no prediction and count as wrong (first: {shown})",
+              file=sys.stderr)
     extra = len(set(predictions) - set(has_answer(dataset)))
     if extra:  # ignored as by the official script, but never silently
         print(f"note: {extra} prediction(s) for question ids not in {source} were ignored", file=sys.stderr)

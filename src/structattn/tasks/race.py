@@ -26,6 +26,7 @@ from ..errors import UserError
 from .multiple_choice import SPLITS, MCQuestion, answer_index
 
 LEVELS = ("middle", "high")
+NUM_OPTIONS = 4  # every RACE question has options A-D
 _KEYS = ("article", "questions", "options", "answers")
 
 
@@ -61,12 +62,12 @@ def read_race_file(path: Path, level: str) -> list[MCQuestion]:
     pid = data.get("id") or f"{level}{path.name}"
     out = []
     for k, (question, opts, answer) in enumerate(zip(questions, options, answers)):
-        where = f"{path}: question {k}"
+        where = f"{path}: question {k} (id {pid}:{k})"
         if not isinstance(question, str):
             raise UserError(f"{where}: the question is not a string")
-        if (not isinstance(opts, list) or len(opts) < 2
+        if (not isinstance(opts, list) or len(opts) != NUM_OPTIONS
                 or not all(isinstance(o, str) and o.strip() for o in opts)):
-            raise UserError(f"{where}: options must be a list of at least 2 non-empty strings, got {opts!r}")
+            raise UserError(f"{where}: options must be a list of {NUM_OPTIONS} non-empty strings (A-D), got {opts!r}")
         if not isinstance(answer, str):
             raise UserError(f"{where}: answer {answer!r} is not a letter")
         out.append(MCQuestion(qid=f"{pid}:{k}", passage=article, question=question, options=list(opts),

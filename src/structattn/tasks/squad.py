@@ -64,8 +64,9 @@ def validate_squad(dataset, source: str = "<dataset>") -> None:
 
     Problems: not ``{"data": [...]}``; an article without a string ``title`` or a ``paragraphs`` list; a
     paragraph without a string ``context`` or a ``qas`` list; a question without a non-empty string ``id``
-    (or an id seen before), a string ``question`` or an ``answers`` list; an answer without a string ``text``
-    or an integer ``answer_start`` inside the context; ``is_impossible`` not a bool, or contradicting the
+    (or an id seen before), a string ``question`` or an ``answers`` list; an empty context; an answer without a
+    string ``text`` or an integer ``answer_start`` inside the context, or whose ``answer_start`` does not point at
+    its text; ``is_impossible`` not a bool, or contradicting the
     answers (true with answers, false without).
     """
     fix = "fix the file or give the official SQuAD JSON"
@@ -85,6 +86,8 @@ def validate_squad(dataset, source: str = "<dataset>") -> None:
             if not isinstance(paragraph.get("qas"), list):
                 raise UserError(f"{where_p}: no 'qas' list; {fix}")
             context = paragraph["context"]
+            if not context.strip():
+                raise UserError(f"{where_p}: the context is empty; every paragraph needs its passage text")
             for q, qa in enumerate(paragraph["qas"]):
                 if not isinstance(qa, Mapping) or not isinstance(qa.get("id"), str) or not qa["id"]:
                     raise UserError(f"{where_p}, question {q}: no non-empty string 'id'; {fix}")
@@ -108,6 +111,11 @@ def validate_squad(dataset, source: str = "<dataset>") -> None:
                     if not 0 <= start <= start + len(answer["text"]) <= len(context):
                         raise UserError(f"{where}, answer {k}: answer_start {start} + {len(answer['text'])} "
                                         f"characters lies outside the context ({len(context)} characters); {fix}")
+                    found = context[start:start + len(answer["text"])]
+                    if found != answer["text"]:
+                        raise UserError(f"{where}, answer {k}: answer_start {start} does not point at the answer "
+                                        f"text {answer['text']!r} (the context there reads {found!r}); fix "
+                                        "answer_start (the character offset of the answer in the context)")
                 impossible = qa.get("is_impossible")
                 if impossible is not None:
                     if not isinstance(impossible, bool):

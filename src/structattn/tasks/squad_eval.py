@@ -33,11 +33,13 @@ Rules, in the official script's order:
    best score can exceed what that threshold really gives. The sweep tests the prediction string itself, not its
    normalised form: an unanswerable question answered with, say, ``"the"`` counts -1 there but scores 1 in EM/F1.
 
-Deviations, all where the official script crashes or hides a problem: a question without a prediction raises
-:class:`UserError` (the script prints "Missing prediction" and then dies on a ``KeyError``), naming how many and
-the first ids; so do missing na_probs, a prediction that is not a string, an na_prob that is not a number (NaN
-included: it cannot be sorted), and a data file with no question. Predictions for ids that are not in the data
-are ignored, as by the script (the ``score squad`` command reports how many).
+Deviations, all where the official script crashes or hides a problem: a question without a prediction counts as
+wrong (EM 0, F1 0, whatever its gold answers; the script prints "Missing prediction", leaves it out of the total
+and then dies on a ``KeyError`` in the HasAns/NoAns breakdown) and :func:`missing_predictions` lists them (the
+``score squad`` command reports how many); a missing na_prob of a predicted question, a prediction that is not a
+string, an na_prob that is not a number (NaN included: it cannot be sorted), and a data file with no question
+raise :class:`UserError`. Predictions for ids that are not in the data are ignored, as by the script (the
+``score squad`` command reports how many).
 """
 from __future__ import annotations
 
@@ -128,25 +130,28 @@ def _missing(kind: str, ids: list[str], total: int, what_to_do: str) -> UserErro
     return UserError(f"{len(ids)} of {total} questions have no {kind} (first: {shown}); {what_to_do}")
 
 
+def missing_predictions(dataset, predictions: Mapping) -> list[str]:
+    """The question ids of ``dataset`` without a prediction, in file order (they count as wrong)."""
+    return [qid for qid, _ in _questions(dataset) if qid not in predictions]
+
+
 def _check_predictions(predictions: Mapping, qids: list[str]) -> None:
     if not isinstance(predictions, Mapping):
         raise UserError("predictions must map question id -> answer text (a JSON object)")
-    missing = [qid for qid in qids if qid not in predictions]
-    if missing:
-        raise _missing("prediction", missing, len(qids),
-                       'predict every question id of the data file ("" means no answer)')
     for qid in qids:
-        if not isinstance(predictions[qid], str):
+        if qid in predictions and not isinstance(predictions[qid], str):
             raise UserError(f"prediction for {qid!r} is {predictions[qid]!r}, not a string; "
                             'predictions map question id -> answer text ("" means no answer)')
 
 
 def _check_na_probs(na_probs: Mapping, qids: list[str]) -> None:
+    """``qids``: the questions that need one (those with a prediction)."""
     if not isinstance(na_probs, Mapping):
         raise UserError("na_probs must map question id -> no-answer probability or score (a JSON object)")
     missing = [qid for qid in qids if qid not in na_probs]
     if missing:
-        raise _missing("na_prob", missing, len(qids), "give a no-answer probability or score for every question")
+        raise _missing("na_prob", missing, len(qids),
+                       "give a no-answer probability or score for every predicted question")
     for qid, value in na_probs.items():  # all of them: the sweep sorts every value, extra ids included
         if isinstance(value, bool) or not isinstance(value, (int, float)) or value != value:
             raise UserError(f"na_prob for {qid!r} is {value!r}, not a number")
@@ -155,16 +160,19 @@ def _check_na_probs(na_probs: Mapping, qids: list[str]) -> None:
 # ---------------------------------------------------------------------------------------------- scoring
 def raw_scores(dataset, predictions: Mapping[str, str]) -> tuple[dict[str, int], dict[str, float]]:
     """Per question id (file order): the best EM and the best F1 over its gold answers (rules 2-3), before any
-    no-answer threshold.
+    no-answer threshold; 0 and 0 for a question without a prediction (it counts as wrong).
 
     Raises:
-        UserError: a question has no prediction, or a prediction is not a string.
+        UserError: a prediction is not a string.
     """
     questions = list(_questions(dataset))
     _check_predictions(predictions, [qid for qid, _ in questions])
     exact: dict[str, int] = {}
     f1: dict[str, float] = {}
     for qid, texts in questions:
+        if qid not in predictions:
+            exact[qid], f1[qid] = 0, 0.0
+            continue
         golds = [t for t in texts if normalize_answer(t)] or [""]
         prediction = predictions[qid]
         exact[qid] = max(exact_match(g, prediction) for g in golds)
@@ -174,8 +182,9 @@ def raw_scores(dataset, predictions: Mapping[str, str]) -> tuple[dict[str, int],
 
 def apply_threshold(scores: Mapping[str, float], na_probs: Mapping[str, float], answerable: Mapping[str, bool],
                     na_prob_thresh: float) -> dict[str, float]:
-    """Rule 4: a question with ``na_prob > na_prob_thresh`` scores 1.0 if unanswerable, 0.0 if answerable."""
-    return {qid: (float(not answerable[qid]) if na_probs[qid] > na_prob_thresh else score)
+    """Rule 4: a question with ``na_prob > na_prob_thresh`` scores 1.0 if unanswerable, 0.0 if answerable (a
+    question without an na_prob, i.e. without a prediction, keeps its score: 0)."""
+    return {qid: (float(not answerable[qid]) if qid in na_probs and na_probs[qid] > na_prob_thresh else score)
             for qid, score in scores.items()}
 
 
@@ -193,10 +202,11 @@ def sweep_threshold(predictions: Mapping[str, str], scores: Mapping[str, float],
     ``scores``: raw per-question scores (:func:`raw_scores`); ``answerable``: :func:`has_answer`. Ids of
     ``na_probs`` without a score are skipped.
     """
-    running = best = sum(1 for v in answerable.values() if not v)  # everything predicted no-answer
+    # everything predicted no-answer (a question without a prediction stays wrong)
+    running = best = sum(1 for q, v in answerable.items() if not v and q in predictions)
     threshold = 0.0
     for qid in sorted(na_probs, key=lambda k: na_probs[k]):  # stable: ties keep the mapping's order
-        if qid not in scores:
+        if qid not in scores or qid not in predictions:
             continue
         if answerable[qid]:
             running += scores[qid]
@@ -230,7 +240,7 @@ def evaluate(dataset, predictions: Mapping[str, str], na_probs: Mapping[str, flo
     if na_probs is None:
         probs: Mapping[str, float] = {qid: 0.0 for qid in predictions}
     else:
-        _check_na_probs(na_probs, qids)
+        _check_na_probs(na_probs, [q for q in qids if q in predictions])
         probs = na_probs
     exact = apply_threshold(exact_raw, probs, answerable, na_prob_thresh)
     f1 = apply_threshold(f1_raw, probs, answerable, na_prob_thresh)
@@ -257,6 +267,6 @@ def best_threshold(predictions: Mapping[str, str], na_probs: Mapping[str, float]
     answerable = has_answer(dataset)
     if not answerable:
         raise UserError("the data holds no question; give a SQuAD file with questions")
-    _check_na_probs(na_probs, list(answerable))
+    _check_na_probs(na_probs, [q for q in answerable if q in predictions])
     _, f1_raw = raw_scores(dataset, predictions)
     return sweep_threshold(predictions, f1_raw, na_probs, answerable)
