@@ -47,6 +47,7 @@ def _variant(cfg) -> str:
 
 def _record_span_qa(trainer, run_dir: Path, name: str) -> dict:
     from structattn.commands.predict import side_files
+    from structattn.heads.span_qa import na_probabilities
     from structattn.tasks.squad_eval import evaluate
     from structattn.train.checkpoint import atomic_write_json
     from structattn.train.qa_training import saved_threshold
@@ -58,7 +59,7 @@ def _record_span_qa(trainer, run_dir: Path, name: str) -> dict:
     in_run = run_dir / "test_predictions.json"
     na_file, nbest_file = side_files(in_run)
     atomic_write_json(in_run, preds)
-    atomic_write_json(na_file, na_scores)
+    atomic_write_json(na_file, na_probabilities(na_scores))
     atomic_write_json(nbest_file, nbest)
     target = RESULTS / task / f"{name}.json"
     target.parent.mkdir(parents=True, exist_ok=True)
@@ -121,4 +122,9 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    from structattn.errors import UserError
+
+    try:
+        main()
+    except UserError as exc:  # a message, not a traceback
+        raise SystemExit(f"record_reading_run.py: {exc}") from None

@@ -9,8 +9,8 @@ import numpy as np
 import pytest
 
 from structattn.errors import UserError
-from structattn.heads.span_qa import (NA_PROB_FILE, NBEST_FILE, PREDICTIONS_FILE, QAContext, predict_answers,
-                                      tune_threshold, window_candidates, write_predictions)
+from structattn.heads.span_qa import (NA_PROB_FILE, NBEST_FILE, PREDICTIONS_FILE, QAContext, na_probabilities,
+                                      predict_answers, tune_threshold, window_candidates, write_predictions)
 
 S = -1  # special token
 
@@ -199,6 +199,17 @@ def test_tune_threshold_follows_the_official_sweep():
     assert evaluate(DATASET, answered)["f1"] == pytest.approx(75.0)  # a1, n1, n2 right; a2 wrong
 
 
+def test_na_probabilities_keep_the_order_and_leave_predictions_alone_at_the_default_threshold():
+    from structattn.tasks.squad_eval import evaluate
+
+    na = {"a1": -3.0, "n1": -1.0, "a2": 0.5, "n2": 40.0}
+    probs = na_probabilities(na)
+    assert sorted(na, key=na.get) == sorted(probs, key=probs.get) and probs["a2"] == pytest.approx(0.6224593)
+    preds = {"a1": "red", "a2": "blue", "n1": "", "n2": ""}
+    # the official default threshold (1.0) changes nothing: exact/f1 are those of the predictions themselves
+    assert evaluate(DATASET, preds, probs)["exact"] == evaluate(DATASET, preds)["exact"] == 100.0
+
+
 def test_tune_threshold_answers_nothing_when_that_is_best():
     """All unanswerable questions scored below 0: the official sweep's start (0.0) would answer them all; the
     tuned threshold lies below every na-score, so every prediction is ""."""
@@ -223,7 +234,9 @@ def test_write_predictions_round_trip(tmp_path):
     paths = write_predictions(tmp_path / "out", preds, na, nbest)
     assert {p.name for p in paths.values()} == {PREDICTIONS_FILE, NA_PROB_FILE, NBEST_FILE}
     assert json.loads(paths["predictions"].read_text()) == preds
-    assert json.loads(paths["na_prob"].read_text()) == na
+    probs = json.loads(paths["na_prob"].read_text())
+    assert probs.keys() == na.keys() and all(0.0 < probs[q] < 1.0 for q in probs)
+    assert probs == na_probabilities(na)
     assert json.loads(paths["nbest"].read_text()) == nbest
     assert sorted(p.name for p in (tmp_path / "out").iterdir()) == sorted(p.name for p in paths.values())
 

@@ -2,7 +2,7 @@
 
 Sentence and token tasks: JSON lines (labels mapped back to words). Span QA (``--task squad2`` / ``squad11``):
 the files users of SQuAD expect — ``--output PRED.json`` {qid: answer text, "" for no answer}, and beside it
-``PRED.na_prob.json`` {qid: null score − best span score} (the official scorer's ``--na-prob-file``) and
+``PRED.na_prob.json`` {qid: σ(null score − best span score)} (the official scorer's ``--na-prob-file``) and
 ``PRED.nbest.json`` {qid: the n best answers with their logits and probabilities}; the no-answer threshold is
 the one saved with the model. Multiple choice: JSON lines {qid, prediction (option index), scores}.
 
@@ -79,6 +79,7 @@ def side_files(output: Path) -> tuple[Path, Path]:
 
 
 def _predict_span_qa(trainer, args) -> int:
+    from ..heads.span_qa import na_probabilities
     from ..tasks.squad import load_squad, read_squad
     from ..train.checkpoint import atomic_write_json
     from ..train.qa_training import saved_threshold
@@ -96,7 +97,7 @@ def _predict_span_qa(trainer, args) -> int:
     output = Path(args.output)
     na_file, nbest_file = side_files(output)
     atomic_write_json(output, preds)
-    atomic_write_json(na_file, na_scores)
+    atomic_write_json(na_file, na_probabilities(na_scores))
     atomic_write_json(nbest_file, nbest)
     empty = sum(1 for text in preds.values() if text == "")
     print(f"{len(preds):,} questions of {data.source} ({empty:,} answered with no answer at the saved threshold "

@@ -251,20 +251,33 @@ def _finite(name: str, value) -> float:
     return value
 
 
+def na_probabilities(na_scores: Mapping[str, float]) -> dict[str, float]:
+    """No-answer probabilities for the official scorer's ``--na-prob-file``: σ(null − best span score).
+
+    Monotonic in the na-score (the scorer's best-threshold sweep finds the same split of the questions) and in
+    (0, 1), as the scorer assumes: its default threshold 1.0 then never turns an answer into no-answer (our
+    predictions already answer "" where the tuned threshold says so), and its sweep's starting point, threshold
+    0.0 = "every question no-answer", is one indeed.
+    """
+    return {qid: float(0.5 * (1.0 + math.tanh(0.5 * float(x)))) for qid, x in na_scores.items()}
+
+
 def write_predictions(folder: str | Path, predictions: Mapping[str, str], na_scores: Mapping[str, float] | None = None,
                       nbest: Mapping[str, list[dict]] | None = None) -> dict[str, Path]:
     """Write the prediction files into ``folder``, each atomically (a crash leaves the old file or the new one).
 
     Files: ``predictions.json`` {qid: text} (the official scorer's prediction file), ``null_odds.json`` {qid:
-    na_score} (its ``--na-prob-file``) and ``nbest_predictions.json`` {qid: [entries]}; the last two only when
-    given. Returns the paths written, keyed ``predictions`` / ``na_prob`` / ``nbest``.
+    no-answer probability, :func:`na_probabilities` of ``na_scores``} (its ``--na-prob-file``) and
+    ``nbest_predictions.json`` {qid: [entries]}; the last two only when given. Returns the paths written, keyed
+    ``predictions`` / ``na_prob`` / ``nbest``.
     """
     from ..train.checkpoint import atomic_write_json
 
     folder = Path(folder)
     files = {"predictions": (PREDICTIONS_FILE, {str(k): str(v) for k, v in predictions.items()})}
     if na_scores is not None:
-        files["na_prob"] = (NA_PROB_FILE, {str(k): _finite(f"na_score of {k!r}", v) for k, v in na_scores.items()})
+        checked = {str(k): _finite(f"na_score of {k!r}", v) for k, v in na_scores.items()}
+        files["na_prob"] = (NA_PROB_FILE, na_probabilities(checked))
     if nbest is not None:
         files["nbest"] = (NBEST_FILE, {str(k): [{"text": str(x["text"]),
                                                  "start_logit": _finite(f"start_logit of {k!r}", x["start_logit"]),

@@ -165,11 +165,13 @@ class SpanQATrainer(Trainer):
     def evaluate(self, examples: QAEvalSet, feats, with_gates: bool = False) -> dict:
         """The official scores on ``examples`` at the threshold tuned on them (module docstring), or at
         :attr:`fixed_threshold` when set, with the threshold-free ``best_*`` figures of the official script."""
+        from ..heads.span_qa import na_probabilities
         from ..tasks.squad_eval import evaluate as squad_evaluate
 
         preds, na_scores, _, threshold = self.answers(examples, feats, threshold=self.fixed_threshold)
         self.threshold = threshold
-        scores = squad_evaluate(examples.dataset, preds, na_scores if has_unanswerable(examples.dataset) else None)
+        na_probs = na_probabilities(na_scores) if has_unanswerable(examples.dataset) else None
+        scores = squad_evaluate(examples.dataset, preds, na_probs)
         return {**scores, "na_threshold": threshold if math.isfinite(threshold) else None}
 
     def save_model(self, folder: Path, metrics: dict) -> None:
