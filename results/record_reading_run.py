@@ -6,7 +6,11 @@ Span QA (squad2, squad11): predicts the test split with RUN_DIR/best at the no-a
 (tuned on the dev split during training), writes the predictions to results/<task>/NAME.json (the na-prob and
 n-best files stay in RUN_DIR), scores that committed file with the project's scorer (the figures
 `structattn score squad --task <task> --split test --predictions results/<task>/NAME.json` prints) and appends one
-line to results/<task>.jsonl.
+line to results/<task>.jsonl. It also commits results/<task>/NAME.answer_all.json, the best non-null answer of
+every question (the first n-best entry: what the model answers when the threshold never says "no answer"), and
+records its scores under "answer_all" (its HasAns figures measure span extraction alone). With
+--reuse-predictions the test predictions already in RUN_DIR (test_predictions*.json) are scored again instead of
+predicted anew.
 Multiple choice (race, race_m, race_h -> results/race.jsonl; mctest160, mctest500 -> results/mctest.jsonl):
 predicts the test split, writes one JSON line per question to results/<file>/NAME.jsonl ({qid, prediction,
 scores}), scores it (accuracy overall and per group) and appends a line (its "task" names the task) to
@@ -45,7 +49,7 @@ def _variant(cfg) -> str:
     return name if cfg.mechanism == "global" else f"{cfg.mechanism}+{name}"
 
 
-def _record_span_qa(trainer, run_dir: Path, name: str) -> dict:
+def _record_span_qa(trainer, run_dir: Path, name: str, reuse: bool = False) -> dict:
     from structattn.commands.predict import side_files
     from structattn.heads.span_qa import na_probabilities
     from structattn.tasks.squad_eval import evaluate
@@ -54,20 +58,26 @@ def _record_span_qa(trainer, run_dir: Path, name: str) -> dict:
 
     task = trainer.cfg.task
     threshold = saved_threshold(run_dir / "best")
-    data, feats = trainer.features("test")
-    preds, na_scores, nbest, _ = trainer.answers(data, feats, threshold=threshold)
     in_run = run_dir / "test_predictions.json"
     na_file, nbest_file = side_files(in_run)
-    atomic_write_json(in_run, preds)
-    atomic_write_json(na_file, na_probabilities(na_scores))
-    atomic_write_json(nbest_file, nbest)
+    if not (reuse and in_run.is_file() and nbest_file.is_file()):
+        data, feats = trainer.features("test")
+        preds, na_scores, nbest, _ = trainer.answers(data, feats, threshold=threshold)
+        atomic_write_json(in_run, preds)
+        atomic_write_json(na_file, na_probabilities(na_scores))
+        atomic_write_json(nbest_file, nbest)
+    nbest = json.loads(nbest_file.read_text(encoding="utf-8"))
     target = RESULTS / task / f"{name}.json"
+    answer_all = RESULTS / task / f"{name}.answer_all.json"
     target.parent.mkdir(parents=True, exist_ok=True)
     shutil.copyfile(in_run, target)
-    committed = json.loads(target.read_text(encoding="utf-8"))
-    scores = evaluate(trainer.task.read("test").dataset, committed)
+    atomic_write_json(answer_all, {qid: entries[0]["text"] for qid, entries in nbest.items()})
+    dataset = trainer.task.read("test").dataset
+    scores = evaluate(dataset, json.loads(target.read_text(encoding="utf-8")))
+    everything = evaluate(dataset, json.loads(answer_all.read_text(encoding="utf-8")))
     return {**scores, "na_threshold": None if threshold == float("inf") else threshold,
-            "predictions": str(target.relative_to(RESULTS.parent))}
+            "predictions": str(target.relative_to(RESULTS.parent)),
+            "answer_all": {**everything, "predictions": str(answer_all.relative_to(RESULTS.parent))}}
 
 
 def _record_multiple_choice(trainer, name: str) -> dict:
@@ -89,6 +99,8 @@ def main() -> None:
     ap.add_argument("run_dir", type=Path)
     ap.add_argument("name")
     ap.add_argument("--note", default="")
+    ap.add_argument("--reuse-predictions", action="store_true",
+                    help="span QA: score the test predictions already in RUN_DIR instead of predicting again")
     args = ap.parse_args()
     state = json.loads((args.run_dir / "trainer_state.json").read_text())
     if not state.get("finished"):
@@ -98,7 +110,7 @@ def main() -> None:
     cfg = trainer.cfg
     family = task_family(cfg.task)
     t0 = time.time()
-    scores = (_record_span_qa(trainer, args.run_dir, args.name) if family == "span_qa"
+    scores = (_record_span_qa(trainer, args.run_dir, args.name, args.reuse_predictions) if family == "span_qa"
               else _record_multiple_choice(trainer, args.name))
     train_cfg = json.loads((args.run_dir / "train_config.json").read_text())
     best = next((h for h in state["history"] if h["step"] == state["best_step"]), {})

@@ -33,8 +33,12 @@ def results(tmp_path, monkeypatch):
             path = results / "squad11" / f"{variant}-s{seed}.json"
             path.write_text(json.dumps(preds))
             scores = evaluate(dataset, preds)
+            everything = results / "squad11" / f"{variant}-s{seed}.answer_all.json"
+            everything.write_text(json.dumps(preds))  # squad11: every question answerable, nothing answered ""
             lines.append({"run": f"{variant}-s{seed}", "variant": variant, "seed": seed, "exact": scores["exact"],
-                          "f1": scores["f1"], "predictions": f"results/squad11/{variant}-s{seed}.json"})
+                          "f1": scores["f1"], "predictions": f"results/squad11/{variant}-s{seed}.json",
+                          "answer_all": {"HasAns_exact": scores["HasAns_exact"], "HasAns_f1": scores["HasAns_f1"],
+                                         "predictions": f"results/squad11/{variant}-s{seed}.answer_all.json"}})
     (results / "squad11.jsonl").write_text("".join(json.dumps(x) + "\n" for x in lines))
     questions = get_mc_task("race_m").read("test")
     mc = []
@@ -54,6 +58,7 @@ def test_report_writes_tables_and_figure(results):
     text = (results / "READING.md").read_text()
     assert "| baseline | 1, 2 | 50.00, 50.00 |" in text
     assert "sgnet, seed 1: Δ F1 +50.00" in text and "Welch" in text
+    assert "Span extraction alone" in text and "sgnet, seed 1: Δ HasAns F1 +50.00" in text
     assert "Table 3 layout" in text and "+ dual contextual attention (SG-Net)" in text
     assert (results / "fig_squad11_question_length.png").stat().st_size > 1000
     assert "## race_m: test accuracy" in text and "| sgnet | 1 | 100.00 |" in text

@@ -40,7 +40,7 @@ def load_span_runs(results_dir: Path, task: str) -> tuple[list[dict], dict]:
     """Every line of ``<task>.jsonl`` with ``_em`` / ``_f1`` = per-question scores (0/1 and 0..1) of its committed
     predictions on the test split, in question order; and that split's SQuAD dict."""
     from ..tasks.squad import get_qa_task
-    from ..tasks.squad_eval import evaluate, raw_scores
+    from ..tasks.squad_eval import evaluate, has_answer, raw_scores
 
     dataset = get_qa_task(task).read("test").dataset
     runs = []
@@ -56,6 +56,15 @@ def load_span_runs(results_dir: Path, task: str) -> tuple[list[dict], dict]:
         run["_qids"] = list(em)
         run["_em"] = np.array([100.0 * em[q] for q in run["_qids"]])
         run["_f1"] = np.array([100.0 * f1[q] for q in run["_qids"]])
+        if "answer_all" in run:  # the best non-null answer of every question: span extraction alone
+            everything = json.loads((results_dir.parent / run["answer_all"]["predictions"]).read_text(encoding="utf-8"))
+            scores = evaluate(dataset, everything)
+            for key in ("HasAns_exact", "HasAns_f1"):
+                _check({"run": run["run"], "predictions": run["answer_all"]["predictions"], key: run["answer_all"][key]},
+                       key, scores[key])
+            _, f1_all = raw_scores(dataset, everything)
+            answerable = has_answer(dataset)
+            run["_hasans_f1"] = np.array([100.0 * f1_all[q] for q in run["_qids"] if answerable[q]])
         runs.append(run)
     return runs, dataset
 
@@ -141,7 +150,34 @@ def span_section(task: str, runs: list[dict], dataset: dict, results_dir: Path) 
             if variant != "baseline" and len(seeds) > 1 and len(base) > 1:
                 p = welch_p([s["f1"] for s in seeds.values()], [s["f1"] for s in base.values()])
                 lines.append(f"- {variant} vs baseline over seeds (Welch's t on test F1): p = {_fmt_p(p)}")
-    lines += ["", table3(by), "", figure4(task, by, dataset, results_dir)]
+    lines += ["", answer_all_section(by), "", table3(by), "", figure4(task, by, dataset, results_dir)]
+    return "\n".join(lines)
+
+
+def answer_all_section(by: dict) -> str:
+    """Span extraction alone: HasAns EM/F1 of the best non-null answer of every answerable question."""
+    if not any("_hasans_f1" in run for seeds in by.values() for run in seeds.values()):
+        return ""
+    lines = ["### Span extraction alone: the best non-null answer of every answerable question",
+             "(`<run>.answer_all.json`: what each model answers when the threshold never says \"no answer\")", "",
+             "| variant | seeds | HasAns EM | HasAns F1 | HasAns F1 per seed |", "|---|---|---|---|---|"]
+    order = [v for v, _ in TABLE3 if v in by] + sorted(v for v in by if v not in dict(TABLE3))
+    for variant in order:
+        seeds = {s: r for s, r in by[variant].items() if "_hasans_f1" in r}
+        if not seeds:
+            continue
+        ss = sorted(seeds)
+        em = [seeds[s]["answer_all"]["HasAns_exact"] for s in ss]
+        f1 = [seeds[s]["answer_all"]["HasAns_f1"] for s in ss]
+        lines.append(f"| {variant} | {', '.join(map(str, ss))} | {_fmt_mean(em)} | {_fmt_mean(f1)} | "
+                     f"{', '.join(f'{x:.2f}' for x in f1)} |")
+    rows = comparisons({v: {s: r for s, r in seeds.items() if "_hasans_f1" in r} for v, seeds in by.items()},
+                       "_hasans_f1")
+    if rows:
+        lines += ["", "Against the baseline of the same seed (paired bootstrap over the answerable test questions; "
+                  "Holm over this table's comparisons):", ""]
+        lines += [f"- {r['variant']}, seed {r['seed']}: Δ HasAns F1 {r['delta']:+.2f}, p = {_fmt_p(r['p'])} / "
+                  f"{_fmt_p(r['p_holm'])} (raw / Holm)" for r in rows]
     return "\n".join(lines)
 
 
