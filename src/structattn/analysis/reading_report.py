@@ -62,9 +62,11 @@ def load_span_runs(results_dir: Path, task: str) -> tuple[list[dict], dict]:
             for key in ("HasAns_exact", "HasAns_f1"):
                 _check({"run": run["run"], "predictions": run["answer_all"]["predictions"], key: run["answer_all"][key]},
                        key, scores[key])
-            _, f1_all = raw_scores(dataset, everything)
+            em_all, f1_all = raw_scores(dataset, everything)
             answerable = has_answer(dataset)
             run["_hasans_f1"] = np.array([100.0 * f1_all[q] for q in run["_qids"] if answerable[q]])
+            run["_hasans_em"] = np.array([100.0 * em_all[q] for q in run["_qids"] if answerable[q]])
+            run["_hasans_qids"] = [q for q in run["_qids"] if answerable[q]]
         runs.append(run)
     return runs, dataset
 
@@ -203,9 +205,17 @@ def question_lengths(dataset: dict, qids: list[str]) -> np.ndarray:
     return np.array([len(words_of(text[q])) for q in qids])
 
 
+def _length_buckets(dataset: dict, qids: list[str]) -> tuple[list[np.ndarray], list[str]]:
+    """Equal-count buckets of question positions by question length, and their "min-max words" labels."""
+    lengths = question_lengths(dataset, qids)
+    buckets = np.array_split(np.argsort(lengths, kind="stable"), BUCKETS)
+    return buckets, [f"{lengths[b].min()}-{lengths[b].max()}" for b in buckets]
+
+
 def figure4(task: str, by: dict, dataset: dict, results_dir: Path) -> str:
     """EM by question length, baseline vs SG-Net (mean over their seeds), in equal-count buckets (the paper's
-    second view); a PNG and its numbers."""
+    second view): the official EM of every test question, and (when recorded) the EM of the best non-null answer
+    on the answerable questions; a PNG and its numbers."""
     if "baseline" not in by or "sgnet" not in by:
         return ""
     import matplotlib
@@ -213,33 +223,35 @@ def figure4(task: str, by: dict, dataset: dict, results_dir: Path) -> str:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    any_run = next(iter(by["baseline"].values()))
-    lengths = question_lengths(dataset, any_run["_qids"])
-    order = np.argsort(lengths, kind="stable")
-    buckets = np.array_split(order, BUCKETS)
-    curves = {}
-    for variant in ("baseline", "sgnet"):
-        em = np.mean([run["_em"] for run in by[variant].values()], axis=0)
-        curves[variant] = [float(em[b].mean()) for b in buckets]
-    labels = [f"{lengths[b].min()}-{lengths[b].max()}" for b in buckets]
-    fig, ax = plt.subplots(figsize=(6.4, 3.6))
-    for variant, label in (("baseline", "baseline"), ("sgnet", "SG-Net")):
-        n = len(by[variant])
-        ax.plot(range(BUCKETS), curves[variant], marker="o", label=f"{label} (mean of {n} seed{'s' * (n > 1)})")
-    ax.set_xticks(range(BUCKETS), labels, rotation=45)
-    ax.set_xlabel(f"question length in words ({BUCKETS} buckets of equal size)")
-    ax.set_ylabel("exact match")
-    ax.grid(alpha=0.3)
-    ax.legend()
+    panels = [("_em", "_qids", "exact match, all test questions (official)")]
+    if all("_hasans_em" in run for v in ("baseline", "sgnet") for run in by[v].values()):
+        panels.append(("_hasans_em", "_hasans_qids", "EM of the best non-null answer, answerable questions"))
+    fig, axes = plt.subplots(1, len(panels), figsize=(6.4 * len(panels), 3.8), squeeze=False)
+    tables = []
+    for ax, (key, qids_key, title) in zip(axes[0], panels):
+        buckets, labels = _length_buckets(dataset, next(iter(by["baseline"].values()))[qids_key])
+        curves = {}
+        for variant, label in (("baseline", "baseline"), ("sgnet", "SG-Net")):
+            em = np.mean([run[key] for run in by[variant].values()], axis=0)
+            curves[variant] = [float(em[b].mean()) for b in buckets]
+            n = len(by[variant])
+            ax.plot(range(BUCKETS), curves[variant], marker="o", label=f"{label} (mean of {n} seed{'s' * (n > 1)})")
+        ax.set_xticks(range(BUCKETS), labels, rotation=45)
+        ax.set_xlabel(f"question length in words ({BUCKETS} buckets of equal size)")
+        ax.set_ylabel("exact match")
+        ax.set_title(title, fontsize=10)
+        ax.grid(alpha=0.3)
+        ax.legend()
+        rows = [f"{title}:", "", "| words | questions | baseline EM | SG-Net EM |", "|---|---|---|---|"]
+        rows += [f"| {lab} | {len(b)} | {x:.2f} | {y:.2f} |"
+                 for lab, b, x, y in zip(labels, buckets, curves["baseline"], curves["sgnet"])]
+        tables.append("\n".join(rows))
     fig.tight_layout()
     name = f"fig_{task}_question_length.png"
     fig.savefig(results_dir / name, dpi=120)
     plt.close(fig)
-    rows = ["### Figure 4 layout: exact match by question length (test part)", "", f"![{name}]({name})", "",
-            "| words | questions | baseline EM | SG-Net EM |", "|---|---|---|---|"]
-    for label, b, x, y in zip(labels, buckets, curves["baseline"], curves["sgnet"]):
-        rows.append(f"| {label} | {len(b)} | {x:.2f} | {y:.2f} |")
-    return "\n".join(rows)
+    return "\n\n".join(["### Figure 4 layout: exact match by question length (test part)", f"![{name}]({name})"]
+                        + tables)
 
 
 def mc_section(task: str, runs: list[dict]) -> str:
