@@ -71,3 +71,19 @@ def test_report_refuses_a_recorded_figure_the_file_does_not_give(results):
     (results / "squad11.jsonl").write_text("\n".join([json.dumps(first)] + lines[1:]) + "\n")
     with pytest.raises(ValueError, match="baseline-s1: recorded f1"):
         report_main(["--results-dir", str(results)])
+
+
+def test_committed_squad2_results_are_what_their_files_score():
+    """Every committed SQuAD 2.0 line re-scores from its prediction files (the report refuses a mismatch)."""
+    from pathlib import Path
+
+    from structattn.analysis.reading_report import load_span_runs
+    from structattn.settings import data_dir_candidate
+
+    results = Path(__file__).resolve().parents[2] / "results"
+    if not (data_dir_candidate() / "squad2").is_dir():
+        pytest.skip(f"data not found: {data_dir_candidate() / 'squad2'} (set STRUCTATTN_DATA to the shared data folder)")
+    if not (results / "squad2.jsonl").is_file():
+        pytest.skip("no committed SQuAD 2.0 runs yet")
+    runs, _ = load_span_runs(results, "squad2")
+    assert runs and all(len(run["_f1"]) == 4173 for run in runs)
