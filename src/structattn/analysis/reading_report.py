@@ -123,6 +123,16 @@ def comparisons(by_variant: dict, per_item: str) -> list[dict]:
     return rows
 
 
+def comparison_lines(rows: list[dict], over: str, measure: str) -> list[str]:
+    """The bullet list of :func:`comparisons`' rows (empty when there are none)."""
+    if not rows:
+        return []
+    intro = (f"Against the baseline of the same seed (paired bootstrap over {over}, 10,000 resamples; Holm over "
+             "this table's comparisons):")
+    return ["", intro, ""] + [f"- {r['variant']}, seed {r['seed']}: Δ {measure} {r['delta']:+.2f}, "
+                              f"p = {_fmt_p(r['p'])} / {_fmt_p(r['p_holm'])} (raw / Holm)" for r in rows]
+
+
 def span_section(task: str, runs: list[dict], dataset: dict, results_dir: Path) -> str:
     by = _by_variant(runs)
     lines = [f"## {task}: test part, exact match and F1 (official evaluate-v2.0 rules)", "",
@@ -141,12 +151,8 @@ def span_section(task: str, runs: list[dict], dataset: dict, results_dir: Path) 
                      f"{_fmt_mean([x for x in has if x is not None]) if all(x is not None for x in has) else '-'} | "
                      f"{_fmt_mean([x for x in no if x is not None]) if all(x is not None for x in no) else '-'} |")
     rows = comparisons(by, "_f1")
+    lines += comparison_lines(rows, "the test questions on per-question F1", "F1")
     if rows:
-        lines += ["", "Against the baseline of the same seed (paired bootstrap over the test questions on per-question "
-                  "F1, 10,000 resamples; Holm over the comparisons of this table):", ""]
-        for r in rows:
-            lines.append(f"- {r['variant']}, seed {r['seed']}: Δ F1 {r['delta']:+.2f}, p = {_fmt_p(r['p'])} / "
-                         f"{_fmt_p(r['p_holm'])} (raw / Holm)")
         base = by.get("baseline", {})
         for variant, seeds in sorted(by.items()):
             if variant != "baseline" and len(seeds) > 1 and len(base) > 1:
@@ -175,12 +181,7 @@ def answer_all_section(by: dict) -> str:
                      f"{', '.join(f'{x:.2f}' for x in f1)} |")
     rows = comparisons({v: {s: r for s, r in seeds.items() if "_hasans_f1" in r} for v, seeds in by.items()},
                        "_hasans_f1")
-    if rows:
-        lines += ["", "Against the baseline of the same seed (paired bootstrap over the answerable test questions; "
-                  "Holm over this table's comparisons):", ""]
-        lines += [f"- {r['variant']}, seed {r['seed']}: Δ HasAns F1 {r['delta']:+.2f}, p = {_fmt_p(r['p'])} / "
-                  f"{_fmt_p(r['p_holm'])} (raw / Holm)" for r in rows]
-    return "\n".join(lines)
+    return "\n".join(lines + comparison_lines(rows, "the answerable test questions", "HasAns F1"))
 
 
 def table3(by: dict) -> str:
@@ -265,13 +266,7 @@ def mc_section(task: str, runs: list[dict]) -> str:
         extra = [_fmt_mean([100 * seeds[s][g] for s in ss]) if all(g in seeds[s] for s in ss) else "-" for g in groups]
         lines.append(f"| {variant} | {', '.join(map(str, ss))} | {', '.join(f'{x:.2f}' for x in acc)} | "
                      f"{_fmt_mean(acc)} | " + " | ".join(extra) + " |")
-    rows = comparisons(by, "_correct")
-    if rows:
-        lines += ["", "Against the baseline of the same seed (paired bootstrap over test questions; Holm over this "
-                  "table's comparisons):", ""]
-        lines += [f"- {r['variant']}, seed {r['seed']}: Δ {r['delta']:+.2f} points, p = {_fmt_p(r['p'])} / "
-                  f"{_fmt_p(r['p_holm'])} (raw / Holm)" for r in rows]
-    return "\n".join(lines)
+    return "\n".join(lines + comparison_lines(comparisons(by, "_correct"), "the test questions", "accuracy"))
 
 
 def main(argv: list[str] | None = None) -> int:
