@@ -16,7 +16,8 @@
 # questions (16 option inputs), AdamW 5e-5, 2 epochs.
 # Sentence tasks (the sentence runner's sgnet variant beside baseline rows of the same settings): CoLA (2 epochs)
 # and SST-2 (first 10,000 training sentences, 1 epoch), max length 64, batch 32, 5e-5, 3 seeds.
-#   bash results/run_reading_experiments.sh squad-a | squad-b | ablation | mc-a | mc-b | sentence | both
+#   bash results/run_reading_experiments.sh squad-a | squad-b | ablation | ablation-a | ablation-b | mc-a | mc-b | sentence | both
+# (ablation-a and ablation-b split the four Table 3 rows over two lanes)
 set -uo pipefail
 cd "$(dirname "$0")/.."
 export OMP_NUM_THREADS=1 MKL_NUM_THREADS=1
@@ -40,8 +41,10 @@ squad_lane_a() {
 squad_lane_b() {
   for s in 1 2 3; do run squad2 squad2-sgnet-s$s $SQUAD --sgnet dual --seed $s; done
 }
-ablation() {  # the paper's Table 3 rows, seed 1
-  for agg in vanilla sg_only concat biattention; do run squad2 squad2-sgnet_$agg-s1 $SQUAD --sgnet $agg --seed 1; done
+ablation() {  # the paper's Table 3 rows, seed 1: ablation AGGREGATION... (default: all four)
+  for agg in "${@:-vanilla sg_only concat biattention}"; do
+    for a in $agg; do run squad2 squad2-sgnet_$a-s1 $SQUAD --sgnet $a --seed 1; done
+  done
 }
 MC="--max-length 256 --batch-size 4 --eval-batch-size 64 --learning-rate 5e-5 --warmup-ratio 0.1 --epochs 2
     --eval-every 0 --pool mean"
@@ -65,6 +68,8 @@ case "${1:-both}" in
   squad-a) squad_lane_a ;;
   squad-b) squad_lane_b ;;
   ablation) ablation ;;
+  ablation-a) ablation vanilla concat ;;
+  ablation-b) ablation sg_only biattention ;;
   mc-a) mc_lane baseline none ;;
   mc-b) mc_lane sgnet dual ;;
   sentence) sentence ;;
