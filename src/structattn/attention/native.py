@@ -76,7 +76,7 @@ def capability() -> str:
     :data:`_CAPABILITY_FLAGS` (``ATEN_CPU_CAPABILITY=avx2`` lowers it, as for ATen's own kernels), else DEFAULT."""
     try:
         cap = torch.backends.cpu.get_cpu_capability()
-    except Exception:  # an old or unusual build: the portable code
+    except (AttributeError, RuntimeError):  # an old or unusual build: the portable code
         return "DEFAULT"
     return cap if cap in _CAPABILITY_FLAGS and platform.machine() in ("x86_64", "AMD64") else "DEFAULT"
 
