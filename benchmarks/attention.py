@@ -10,6 +10,12 @@ One run measures, for each variant (mechanism x kernel) and each sequence length
   step (parameters, gradients of the previous step and optimizer state excluded; everything the step
   allocates, including kernels' workspaces that go through the allocator, included).
 
+Long inputs (``--long-seqs 512 1024``, batch ``--long-batch``): multi-sentence passages from the SQuAD 2.0 dev
+file (consecutive paragraphs of one article joined until they fill the sequence, then cut to it), parsed by the
+pipeline (spaCy en_core_web_sm through the parse cache); SLA m = 3 and WLA k = 3 inside each sentence (no links
+across sentences), [CLS]/[SEP] visible (SLA's rules). Sequences beyond the encoder's position table (512 for
+all-MiniLM-L6-v2) run the same architecture with a longer table, randomly initialised (timing needs no weights).
+
 Variants run interleaved with the stock model (S V1 S V2 S ... per workload, variant order rotated every
 repetition); each ratio is the median over repetitions of (variant time / mean of the two stock runs
 around it), which cancels slow drift caused by other processes on the machine. Batch 32, structure masks from
@@ -23,6 +29,7 @@ unless they are already set (``--keep-env`` to run with the environment as it is
     python benchmarks/attention.py                      # full run (about 15 minutes on 2 cores)
     python benchmarks/attention.py --reps 3 --seqs 64   # quick look
     python benchmarks/attention.py --out results/bench_attention_cpu.md
+    python benchmarks/attention.py --seqs --long-seqs 512 1024 --variants "sla fused (default)" "wla fused (default)"
 """
 from __future__ import annotations
 
@@ -35,9 +42,11 @@ import platform
 import shlex
 import statistics
 import sys
-import tempfile
 import time
 from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from machine import cpu_flags, cpu_name, peak_bytes  # noqa: E402
 
 ALLOCATOR_ENV = {
     "MALLOC_MMAP_THRESHOLD_": "1073741824",
@@ -149,17 +158,6 @@ def _loadavg() -> str:
         return "n/a"
 
 
-def _cpu_name() -> str:
-    try:
-        with open("/proc/cpuinfo") as fh:
-            for line in fh:
-                if line.startswith("model name"):
-                    return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or platform.machine()
-
-
 # --------------------------------------------------------------------------------------------- data
 
 
@@ -207,15 +205,77 @@ def make_batch(batch: int, seq: int, seed: int = 0):
     return ids, att, masks, local_pairs / pairs
 
 
+def squad_batch(batch: int, seq: int, encoder: str):
+    """input_ids, attention_mask [b, T] and structure masks (sla m=3, wla k=3) [b, T, T] bool from multi-sentence
+    SQuAD 2.0 dev passages (module docstring), and the share of local pairs."""
+    import numpy as np
+    import torch
+    from transformers import AutoTokenizer
+
+    from structattn.parsing.cache import parse_cached
+    from structattn.parsing.spacy_backend import SpacyParser
+    from structattn.settings import data_dir
+    from structattn.structure.align import encode_words
+    from structattn.structure.example import build_word_structures
+    from structattn.structure.expand import ExpansionRules, token_mask
+    from structattn.tasks.squad import load_squad
+    from structattn.tasks.text_words import words_of
+
+    tokenizer = AutoTokenizer.from_pretrained(encoder)
+    data = load_squad(data_dir() / "squad2" / "dev-v2.0.reconstructed-from-explorer.json")
+    examples: list[list[list[str]]] = []   # per example, its paragraphs' words
+    for article in data["data"]:
+        paragraphs, tokens = [], 2
+        for para in article["paragraphs"]:
+            words = words_of(para["context"])
+            paragraphs.append(words)
+            tokens += len(tokenizer(words, is_split_into_words=True, add_special_tokens=False)["input_ids"])
+            if tokens >= seq:
+                examples.append(paragraphs)
+                break
+        if len(examples) == batch:
+            break
+    if len(examples) < batch:
+        raise SystemExit(f"only {len(examples)} SQuAD 2.0 articles reach {seq} tokens; lower --long-batch")
+    flat = [words for paragraphs in examples for words in paragraphs]
+    parsed = iter(parse_cached(flat, SpacyParser(), kind="words"))
+    passages = [[sentence for _ in paragraphs for sentence in next(parsed)] for paragraphs in examples]
+    ids = torch.zeros(batch, seq, dtype=torch.long)
+    att = torch.zeros(batch, seq, dtype=torch.long)
+    masks = {name: torch.zeros(batch, seq, seq, dtype=torch.bool) for name in ("sla", "wla")}
+    structures = {"sla": build_word_structures(passages, None, "sla", m=3),
+                  "wla": build_word_structures(passages, None, "window", k=3)}
+    local_pairs = 0
+    for b, passage in enumerate(passages):
+        words = [w for sentence in passage for w in sentence.words]
+        window = encode_words(tokenizer, words, max_length=seq, long_inputs="truncate")[0]
+        n = len(window.input_ids)
+        ids[b, :n] = torch.tensor(window.input_ids)
+        att[b, :n] = 1
+        for name in masks:
+            masks[name][b, :n, :n] = torch.from_numpy(np.asarray(token_mask(structures[name][b], window.token_word,
+                                                                            ExpansionRules())))
+            masks[name][b, range(n, seq), range(n, seq)] = True
+        local_pairs += int(masks["sla"][b, :n, :n].sum())
+    return ids, att, masks, local_pairs / int(att.sum(1).pow(2).sum())
+
+
 # --------------------------------------------------------------------------------------------- models
 
 
-def build_models(encoder: str, names: list[str]):
+def build_models(encoder: str, names: list[str], positions: int = 0):
+    """One model per variant, copies of the stock one; ``positions`` beyond the encoder's position table give
+    the same architecture with a longer table, randomly initialised."""
     import torch
-    from transformers import AutoModelForSequenceClassification
+    from transformers import AutoConfig, AutoModelForSequenceClassification
 
     torch.manual_seed(0)
-    stock = AutoModelForSequenceClassification.from_pretrained(encoder, num_labels=2, attn_implementation="sdpa")
+    config = AutoConfig.from_pretrained(encoder, num_labels=2)
+    if positions > config.max_position_embeddings:
+        config.max_position_embeddings = positions
+        stock = AutoModelForSequenceClassification.from_config(config, attn_implementation="sdpa")
+    else:
+        stock = AutoModelForSequenceClassification.from_pretrained(encoder, num_labels=2, attn_implementation="sdpa")
     models = {}
     for label in names:
         mech, kernel = VARIANTS[label]
@@ -279,22 +339,6 @@ def timed(fn) -> float:
     return time.perf_counter() - t0
 
 
-def peak_bytes(fn) -> int:
-    """Peak of live tensor bytes allocated by ``fn`` above the state at its start (torch.profiler trace)."""
-    from torch.profiler import ProfilerActivity, profile
-
-    gc.collect()
-    with profile(activities=[ProfilerActivity.CPU], profile_memory=True, record_shapes=False) as prof:
-        fn()
-    with tempfile.TemporaryDirectory() as tmp:
-        path = os.path.join(tmp, "trace.json")
-        prof.export_chrome_trace(path)
-        with open(path) as fh:
-            events = json.load(fh)["traceEvents"]
-    totals = [e["args"]["Total Allocated"] for e in events if e.get("name") == "[memory]"]
-    return max([0, *totals])
-
-
 # --------------------------------------------------------------------------------------------- main
 
 
@@ -309,13 +353,18 @@ def run(args):
         print("fused kernel unavailable:", kernels.native.failure(), file=sys.stderr)
         names = [n for n in names if "fused" not in n]
     lines = []
-    header = ("| seq | variant | train (attn dropout 0.1) | train (attn dropout 0) | inference | "
+    header = ("| seq (batch, masks) | variant | train (attn dropout 0.1) | train (attn dropout 0) | inference | "
               "peak mem train (dropout 0.1) | peak mem train (dropout 0) | peak mem inference |")
     sep = "|---|---|---|---|---|---|---|---|"
     raw = {}
-    for seq in args.seqs:
-        ids, att, masks, density = make_batch(args.batch, seq)
-        models = build_models(encoder, names)
+    workloads_by_seq = [(seq, args.batch, "random trees") for seq in args.seqs]
+    workloads_by_seq += [(seq, args.long_batch, "SQuAD 2.0 passages") for seq in args.long_seqs]
+    for seq, batch, source in workloads_by_seq:
+        if source == "random trees":
+            ids, att, masks, density = make_batch(batch, seq)
+        else:
+            ids, att, masks, density = squad_batch(batch, seq, encoder)
+        models = build_models(encoder, names, positions=seq)
         runners = {n: Runner(n, models[n], ids, att, masks) for n in names}
         print(f"[seq {seq}] local pairs (SLA m=3): {density:.1%}; warming up {len(names)} variants ...", flush=True)
         for n in names:
@@ -349,7 +398,7 @@ def run(args):
             mem[n] = (peak_bytes(runners[n].train_step), peak_bytes(runners[n].train_step_no_attn_dropout),
                       peak_bytes(runners[n].infer))
         base = "stock sdpa"
-        raw[seq] = {"times": times, "mem": mem, "local_density": density}
+        raw[seq] = {"times": times, "mem": mem, "local_density": density, "batch": batch, "masks": source}
         raw[seq]["ratios"] = ratios
         for n in names:
             cells = []
@@ -367,7 +416,7 @@ def run(args):
             for i in range(3):
                 mb = mem[n][i] / 2 ** 20
                 cells.append(f"{mb:.0f} MB ({mem[n][i] / mem[base][i]:.2f}x)")
-            lines.append(f"| {seq} | {n} | " + " | ".join(cells) + " |")
+            lines.append(f"| {seq} ({batch}, {source}) | {n} | " + " | ".join(cells) + " |")
         del models, runners
         gc.collect()
     table = "\n".join([header, sep, *lines])
@@ -378,8 +427,11 @@ def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv if argv is None else argv)
     _ensure_allocator_env(argv)
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--seqs", type=int, nargs="+", default=[64, 128])
+    parser.add_argument("--seqs", type=int, nargs="*", default=[64, 128], help="random-tree workloads")
     parser.add_argument("--batch", type=int, default=32)
+    parser.add_argument("--long-seqs", type=int, nargs="*", default=[],
+                        help="SQuAD 2.0 passage workloads (needs ../shared/data), e.g. 512 1024")
+    parser.add_argument("--long-batch", type=int, default=4)
     parser.add_argument("--reps", type=int, default=7)
     parser.add_argument("--variants", nargs="*", default=None, help="subset of: " + "; ".join(VARIANTS))
     parser.add_argument("--encoder", default=None, help="model name or folder (default: all-MiniLM-L6-v2)")
@@ -396,7 +448,10 @@ def main(argv: list[str] | None = None) -> int:
     command = " ".join(f"{k}={v}" for k, v in ALLOCATOR_ENV.items() if os.environ.get(k) == v)
     command = (command + " " if command else "") + " ".join(shlex.quote(a) for a in [Path(sys.executable).name, *argv])
     table, raw, encoder, names = run(args)
-    device = (f"{_cpu_name()}, {os.cpu_count()} logical CPUs, torch {torch.__version__} "
+    from structattn.attention import native
+
+    device = (f"{cpu_name()} ({cpu_flags()}; ATen CPU capability {torch.backends.cpu.get_cpu_capability()}, fused "
+              f"kernel built for {native.capability()}), {os.cpu_count()} logical CPUs, torch {torch.__version__} "
               f"({torch.get_num_threads()} threads), transformers {transformers.__version__}, "
               f"Python {platform.python_version()}")
     alloc = ", ".join(f"{k}={os.environ.get(k, '(unset)')}" for k in ALLOCATOR_ENV)
@@ -409,7 +464,8 @@ def main(argv: list[str] | None = None) -> int:
         "",
         f"Device: {device}",
         "",
-        f"Model: all-MiniLM-L6-v2 ({encoder}) as BertForSequenceClassification, batch {args.batch}, "
+        f"Model: all-MiniLM-L6-v2 ({encoder}) as BertForSequenceClassification, batch {args.batch} "
+        f"(long inputs: {args.long_batch}; beyond 512 positions a longer, randomly initialised position table), "
         f"median of {args.reps} interleaved repetitions (2 warm-up steps each); ratio = median over repetitions of "
         "variant time / mean of the stock (HF sdpa) runs just before and after it (S V1 S V2 S ...), "
         "[25th-75th percentile] of those ratios in brackets. Train step = forward + backward + AdamW. "
