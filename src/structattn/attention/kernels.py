@@ -46,6 +46,8 @@ Kernels a model may run (registry :data:`KERNELS`; names valid in ``MechanismCon
     fused       native CPU kernel (:mod:`structattn.attention.native`): shared exponential in one pass per
                 row, flash-style recompute in backward (saves only per-row statistics); float32 inside
                 (float64 for float64 inputs, which gradient checks use)
+    flex        the GPU route: global part by SDPA (flash), local part by FlexAttention with a block mask
+                built from the structure mask, outputs mixed as in ``exact`` (CPU: forward only)
 
 Benchmark-only kernels (the SLA authors' two-output form, ``torch.compile``d shared_exp) live in
 ``benchmarks/attention.py``; it registers them with :func:`register_private_kernel`, which makes them
@@ -332,6 +334,84 @@ def dropout_keep_mask(b: int, h: int, n: int, m: int, dropout_p: float, seed: in
     return ext.dropout_keep(b, h, n, m, float(dropout_p), int(seed))
 
 
+# ---------------------------------------------------------------------------------------------- flex (GPU route)
+
+_compiled_flex = None
+
+
+def _flex_attention():
+    """FlexAttention, compiled once (``dynamic=False``: a second mask function can otherwise crash a recompile)."""
+    global _compiled_flex
+    if _compiled_flex is None:
+        from torch.nn.attention.flex_attention import flex_attention
+
+        _compiled_flex = torch.compile(flex_attention, dynamic=False)
+    return _compiled_flex
+
+
+def flex_block_mask(mask: Tensor, block_size: int = 128):
+    """A FlexAttention ``BlockMask`` for mask [b|1, h|1, n, m] bool (True = may attend).
+
+    Blocks of ``block_size`` x ``block_size`` (query x key) with no True entry are skipped by the kernel; the
+    others read ``mask`` element by element. Size-1 batch and head dimensions broadcast.
+    """
+    from torch.nn.attention.flex_attention import create_block_mask
+
+    mb, mh, n, m = mask.shape
+    # FlexAttention calls mask_mod with every query's own batch and head index: size-1 dimensions read index 0
+    # (a view with stride 0 over the real batch/head sizes would need them here)
+    flat = mask[:, :, :, :]
+
+    def mask_mod(b, h, q_idx, kv_idx):
+        return flat[b if mb > 1 else 0, h if mh > 1 else 0, q_idx, kv_idx]
+
+    return create_block_mask(mask_mod, mb if mb > 1 else None, mh if mh > 1 else None, n, m, device=mask.device,
+                             BLOCK_SIZE=block_size)
+
+
+def flex_attend(q: Tensor, k: Tensor, v: Tensor, mask: Tensor, *, scale: float, block_size: int = 128) -> Tensor:
+    """Attention over the True keys of mask [b|1, h|1, n, m] through FlexAttention with a block mask:
+    q [b, h, n, d], k, v [b, h, m, d] -> [b, h, n, d]; a row with no True key gives 0.
+
+    On CUDA the compiled kernel runs (key blocks without a True entry cost nothing); on CPU torch 2.13 has
+    FlexAttention's forward only, which runs eagerly here (for tests and inference; no gradients)."""
+    import warnings
+
+    block_mask = flex_block_mask(mask, block_size)
+    if q.device.type == "cuda":
+        return _flex_attention()(q, k, v, block_mask=block_mask, scale=scale)
+    from torch.nn.attention.flex_attention import flex_attention
+
+    if not torch.is_grad_enabled():  # FlexAttention refuses inputs that require grad on CPU even then
+        q, k, v = q.detach(), k.detach(), v.detach()
+    with warnings.catch_warnings():  # "called without torch.compile": intended on CPU
+        warnings.simplefilter("ignore", UserWarning)
+        return flex_attention(q, k, v, block_mask=block_mask, scale=scale)
+
+
+def flex_mixed_attention(q: Tensor, k: Tensor, v: Tensor, local: Tensor, gate: Tensor,
+                         base: Optional[Tensor] = None, *, scale: Optional[float] = None,
+                         dropout_p: float = 0.0) -> Tensor:
+    """The GPU route: global part through the stock SDPA kernel (flash / memory-efficient on CUDA), local part
+    through FlexAttention with a block mask built from :func:`local_pattern` (key blocks no query of a block may
+    attend are skipped), mixed on the outputs: out = O_glb + g (O_loc - O_glb); g = 0 reproduces SDPA bit for bit.
+
+    bf16 / float16 inputs stay in their dtype (as SDPA and FlexAttention run them). With ``dropout_p > 0`` the
+    mixed probabilities are computed eagerly with one dropout mask, as :func:`two_pass_mixed_attention` does
+    (FlexAttention has no dropout). On CPU, torch 2.13's FlexAttention has no backward: a CPU call that needs
+    gradients is refused with a :class:`UserError` (train on CPU with ``fused``). Returns out [b, h, n, d].
+    """
+    sc = _scale(q, scale)
+    if dropout_p > 0.0:
+        return reference_mixed_attention(q, k, v, local, gate, base, scale=sc, dropout_p=dropout_p)[0]
+    if q.device.type == "cpu" and torch.is_grad_enabled() and any(t.requires_grad for t in (q, k, v, gate)):
+        raise UserError("kernel 'flex' runs FlexAttention, which has no backward on CPU in torch 2.13; train on CPU "
+                        "with kernel='fused' (or 'auto'), and use 'flex' on CUDA or for CPU inference")
+    o_glb = sdpa_attend(q, k, v, base, scale=sc, dropout_p=0.0)
+    o_loc = flex_attend(q, k, v, local_pattern(local, base), scale=sc)
+    return o_glb + _gate4(gate, o_glb.dtype) * (o_loc - o_glb)
+
+
 # ---------------------------------------------------------------------------------------------- registry
 
 
@@ -341,6 +421,7 @@ KERNELS: dict[str, Callable[..., Tensor]] = {
     "exact": two_pass_mixed_attention,
     "shared_exp": shared_exp_mixed_attention,
     "fused": fused_mixed_attention,
+    "flex": flex_mixed_attention,
 }
 KERNEL_NAMES: tuple[str, ...] = ("auto", *KERNELS)
 
@@ -388,7 +469,8 @@ def finite_min(dtype: torch.dtype) -> float:
     return torch.finfo(dtype).min
 
 
-__all__ = ["KERNELS", "KERNEL_NAMES", "UNDERFLOW_GAP", "dropout_keep_mask", "finite_min", "fused_available",
+__all__ = ["KERNELS", "KERNEL_NAMES", "UNDERFLOW_GAP", "dropout_keep_mask", "finite_min", "flex_attend",
+           "flex_block_mask", "flex_mixed_attention", "fused_available",
            "fused_mixed_attention", "get_kernel", "local_pattern", "mixed_attention", "reference_mixed_attention",
            "register_private_kernel", "resolve_kernel_name", "sdpa_attend", "shared_exp_mixed_attention",
            "two_pass_mixed_attention"]
