@@ -54,6 +54,10 @@ ALLOCATOR_ENV = {
     "MALLOC_TOP_PAD_": "536870912",
 }
 
+# Variables that lower the instruction set ATen, MKL and oneDNN use (an AVX2 run on an AVX-512 machine):
+# printed with the command when set
+ISA_ENV = ("ATEN_CPU_CAPABILITY", "MKL_ENABLE_INSTRUCTIONS", "ONEDNN_MAX_CPU_ISA")
+
 # label -> (mechanism, kernel); the kernels in BENCHMARK_KERNELS are defined below, the others are the library's
 VARIANTS = {
     "stock sdpa": (None, None),
@@ -445,7 +449,8 @@ def main(argv: list[str] | None = None) -> int:
 
     started = time.time()
     load_start = _loadavg()
-    command = " ".join(f"{k}={v}" for k, v in ALLOCATOR_ENV.items() if os.environ.get(k) == v)
+    isa_env = [f"{k}={os.environ[k]}" for k in ISA_ENV if k in os.environ]
+    command = " ".join(isa_env + [f"{k}={v}" for k, v in ALLOCATOR_ENV.items() if os.environ.get(k) == v])
     command = (command + " " if command else "") + " ".join(shlex.quote(a) for a in [Path(sys.executable).name, *argv])
     table, raw, encoder, names = run(args)
     from structattn.attention import native
