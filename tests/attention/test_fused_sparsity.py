@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 import torch
-from attn_helpers import require_fused
+from attn_helpers import kernel_grads, require_fused
 
 from structattn.attention import kernels as K
 from structattn.attention import native
@@ -16,12 +16,7 @@ def _ref(q, k, v, local, gate, base):
     return K.reference_mixed_attention(q, k, v, local, gate, base)[0]
 
 
-def _grads(fn, q, k, v, local, gate, base, seed=1):
-    q, k, v, gate = (t.detach().clone().requires_grad_() for t in (q, k, v, gate))
-    out = fn(q, k, v, local, gate, base)
-    w = torch.randn(out.shape, generator=torch.Generator().manual_seed(seed))
-    (out * w).sum().backward()
-    return out.detach(), q.grad, k.grad, v.grad, gate.grad
+_grads = kernel_grads
 
 
 def _assert_matches(local, base, *, h=2, d=8, gate_heads=1, seed=0, scale_qk=1.0, atol=1e-4):

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 import torch
 import torch.nn.functional as F
-from attn_helpers import require_fused
+from attn_helpers import kernel_grads, require_fused
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -62,12 +62,7 @@ def _real_rows(base):
     return base.any(-1, keepdim=True)
 
 
-def _grads(fn, q, k, v, local, gate, base, seed=1):
-    q, k, v, gate = (t.detach().clone().requires_grad_() for t in (q, k, v, gate))
-    out = fn(q, k, v, local, gate, base)
-    w = torch.randn(out.shape, generator=torch.Generator().manual_seed(seed))
-    (out * w).sum().backward()
-    return out.detach(), q.grad, k.grad, v.grad, gate.grad
+_grads = kernel_grads
 
 
 def _ref(q, k, v, local, gate, base, **kw):
