@@ -157,11 +157,13 @@ def sdpa_attend(q: Tensor, k: Tensor, v: Tensor, mask: Optional[Tensor], *, scal
 def two_pass_mixed_attention(q: Tensor, k: Tensor, v: Tensor, local: Tensor, gate: Tensor,
                              base: Optional[Tensor] = None, *, scale: Optional[float] = None,
                              dropout_p: float = 0.0,
-                             attend: Optional[Callable[..., Tensor]] = None) -> Tensor:
+                             attend: Optional[Callable[..., Tensor]] = None,
+                             attend_local: Optional[Callable[..., Tensor]] = None) -> Tensor:
     """Two passes of the stock kernel, mixed on the outputs: out = O_glb + g (O_loc - O_glb).
 
     ``attend(q, k, v, mask, scale=, dropout_p=)`` is the stock kernel (default: SDPA with a bool mask);
-    the global pass gets ``base`` unchanged, the local pass :func:`local_pattern`. Because O_glb is the
+    the global pass gets ``base`` unchanged, the local pass :func:`local_pattern` through ``attend_local``
+    (default: ``attend``; the ``flex`` kernel passes FlexAttention). Because O_glb is the
     stock kernel's own output, g = 0 reproduces it bit for bit, and so does an all-True local mask (the
     local pass then sees the very same mask).
 
@@ -175,7 +177,7 @@ def two_pass_mixed_attention(q: Tensor, k: Tensor, v: Tensor, local: Tensor, gat
         return reference_mixed_attention(q, k, v, local, gate, base, scale=sc, dropout_p=dropout_p)[0]
     attend = attend or sdpa_attend
     o_glb = attend(q, k, v, base, scale=sc, dropout_p=dropout_p)
-    o_loc = attend(q, k, v, local_pattern(local, base), scale=sc, dropout_p=dropout_p)
+    o_loc = (attend_local or attend)(q, k, v, local_pattern(local, base), scale=sc, dropout_p=dropout_p)
     return o_glb + _gate4(gate, o_glb.dtype) * (o_loc - o_glb)
 
 
@@ -358,25 +360,26 @@ def flex_block_mask(mask: Tensor, block_size: int = 128):
     from torch.nn.attention.flex_attention import create_block_mask
 
     mb, mh, n, m = mask.shape
-    # FlexAttention calls mask_mod with every query's own batch and head index: size-1 dimensions read index 0
-    # (a view with stride 0 over the real batch/head sizes would need them here)
-    flat = mask[:, :, :, :]
 
-    def mask_mod(b, h, q_idx, kv_idx):
-        return flat[b if mb > 1 else 0, h if mh > 1 else 0, q_idx, kv_idx]
+    def mask_mod(b, h, q_idx, kv_idx):  # called with every query's own batch and head: size-1 dims read index 0
+        return mask[b if mb > 1 else 0, h if mh > 1 else 0, q_idx, kv_idx]
 
     return create_block_mask(mask_mod, mb if mb > 1 else None, mh if mh > 1 else None, n, m, device=mask.device,
                              BLOCK_SIZE=block_size)
 
 
-def flex_attend(q: Tensor, k: Tensor, v: Tensor, mask: Tensor, *, scale: float, block_size: int = 128) -> Tensor:
+def flex_attend(q: Tensor, k: Tensor, v: Tensor, mask: Tensor, *, scale: float, dropout_p: float = 0.0,
+                block_size: int = 128) -> Tensor:
     """Attention over the True keys of mask [b|1, h|1, n, m] through FlexAttention with a block mask:
-    q [b, h, n, d], k, v [b, h, m, d] -> [b, h, n, d]; a row with no True key gives 0.
+    q [b, h, n, d], k, v [b, h, m, d] -> [b, h, n, d]; a row with no True key gives 0. FlexAttention has no
+    dropout: ``dropout_p`` (the stock-kernel signature) must be 0.
 
     On CUDA the compiled kernel runs (key blocks without a True entry cost nothing); on CPU torch 2.13 has
     FlexAttention's forward only, which runs eagerly here (for tests and inference; no gradients)."""
     import warnings
 
+    if dropout_p:
+        raise ValueError("FlexAttention has no dropout; flex_mixed_attention computes dropout eagerly")
     block_mask = flex_block_mask(mask, block_size)
     if q.device.type == "cuda":
         return _flex_attention()(q, k, v, block_mask=block_mask, scale=scale)
@@ -401,15 +404,12 @@ def flex_mixed_attention(q: Tensor, k: Tensor, v: Tensor, local: Tensor, gate: T
     (FlexAttention has no dropout). On CPU, torch 2.13's FlexAttention has no backward: a CPU call that needs
     gradients is refused with a :class:`UserError` (train on CPU with ``fused``). Returns out [b, h, n, d].
     """
-    sc = _scale(q, scale)
-    if dropout_p > 0.0:
-        return reference_mixed_attention(q, k, v, local, gate, base, scale=sc, dropout_p=dropout_p)[0]
-    if q.device.type == "cpu" and torch.is_grad_enabled() and any(t.requires_grad for t in (q, k, v, gate)):
+    if (dropout_p == 0.0 and q.device.type == "cpu" and torch.is_grad_enabled()
+            and any(t.requires_grad for t in (q, k, v, gate))):
         raise UserError("kernel 'flex' runs FlexAttention, which has no backward on CPU in torch 2.13; train on CPU "
                         "with kernel='fused' (or 'auto'), and use 'flex' on CUDA or for CPU inference")
-    o_glb = sdpa_attend(q, k, v, base, scale=sc, dropout_p=0.0)
-    o_loc = flex_attend(q, k, v, local_pattern(local, base), scale=sc)
-    return o_glb + _gate4(gate, o_glb.dtype) * (o_loc - o_glb)
+    return two_pass_mixed_attention(q, k, v, local, gate, base, scale=scale, dropout_p=dropout_p,
+                                    attend_local=flex_attend)
 
 
 # ---------------------------------------------------------------------------------------------- registry

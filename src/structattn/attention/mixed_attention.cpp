@@ -415,6 +415,13 @@ inline void block_keys(const RowInfo* rows, int64_t nb, int64_t M, int64_t& k0, 
   k1 = std::min(M, (k1 + kKeyAlign - 1) / kKeyAlign * kKeyAlign);
 }
 
+// One block of query rows of a (batch, head) pair: rows [i0, i0 + nb), their infos, and the key range [k0, k1)
+// its products use.
+struct RowBlock {
+  int64_t i0, nb, k0, k1;
+  const RowInfo* info;
+};
+
 // Sets the keys of [g0, g1) the base mask refuses to -inf (a row that is not dense).
 template <typename T>
 inline void mask_base(T* s, const uint8_t* bm, int64_t g0, int64_t g1) {
@@ -457,6 +464,21 @@ struct Common {           // what forward and backward share
   const uint64_t* bits(int64_t b, int64_t h, int64_t i) const {
     return table.bits.data() + row_index(b, h, i) * table.words;
   }
+  int64_t block_rows() const { return std::min(N, kRowBlock); }
+  // Calls fn(bh, b, h, block) for every row block of the (batch, head) pairs bh in [begin, end), a pair's
+  // blocks in order.
+  template <typename F>
+  void for_row_blocks(int64_t begin, int64_t end, const F& fn) const {
+    const int64_t BQ = block_rows();
+    for (int64_t bh = begin; bh < end; ++bh) {
+      const int64_t b = bh / H, h = bh % H;
+      for (int64_t i0 = 0; i0 < N; i0 += BQ) {
+        RowBlock blk{i0, std::min(BQ, N - i0), 0, 0, rows(b, h, i0)};
+        block_keys(blk.info, blk.nb, M, blk.k0, blk.k1);
+        fn(bh, b, h, blk);
+      }
+    }
+  }
   // Qs[nb, D] = scale * q rows i0.. of (b, h); Kt[D, kw] = k rows k0.. transposed
   void pack_q(int64_t b, int64_t h, int64_t i0, int64_t nb, T* qs) const {
     const T* q0 = Q.at(b, h) + i0 * Q.sr;
@@ -474,85 +496,79 @@ void forward_impl(const Common<T>& c, T* O, T* ST) {
   const int64_t H = c.H, N = c.N, D = c.D, M = c.M;
   const int64_t ld_o = H * D;
   at::parallel_for(0, c.B * H, 1, [&](int64_t begin, int64_t end) {
-    const int64_t BQ = std::min(N, kRowBlock);
+    const int64_t BQ = c.block_rows();
     Scratch<T> sbuf(BQ * M), qbuf(BQ * D), kbuf(D * M), lbuf(M), fbuf(M);
     T *S = sbuf.p, *qs = qbuf.p, *kt = kbuf.p, *el = lbuf.p, *lf = fbuf.p;
-    for (int64_t bh = begin; bh < end; ++bh) {
-      const int64_t b = bh / H, h = bh % H;
+    c.for_row_blocks(begin, end, [&](int64_t bh, int64_t b, int64_t h, const RowBlock& blk) {
       const T* g0p = c.G.at(b, h);
-      for (int64_t i0 = 0; i0 < N; i0 += BQ) {
-        const int64_t nb = std::min(BQ, N - i0);
-        const RowInfo* info = c.rows(b, h, i0);
-        int64_t k0, k1;
-        block_keys(info, nb, M, k0, k1);
-        const int64_t kw = k1 - k0;
-        if (kw > 0) {
-          c.pack_q(b, h, i0, nb, qs);
-          transpose(c.K.at(b, h) + k0 * c.K.sr, kw, D, c.K.sr, kt, kw);
-          gemm(nb, kw, D, qs, D, kt, kw, S, kw, false);
-        }
-        for (int64_t r = 0; r < nb; ++r) {
-          const int64_t i = i0 + r;
-          const RowInfo& ri = info[r];
-          T* s = S + r * kw - k0;  // s[j] = score of key j
-          T* sti = ST + (bh * N + i) * 4;
-          if (ri.empty) {
-            std::fill(s + k0, s + k1, T(0));
-            sti[0] = kNegInf<T>; sti[1] = T(1); sti[2] = kNegInf<T>; sti[3] = T(1);
-            continue;
-          }
-          const int64_t g0 = ri.g0, g1 = ri.g1, l0 = ri.l0, l1 = ri.l1;
-          if (!ri.dense) mask_base(s, c.BM.row(b, h, i), g0, g1);
-          const T mg = range_max(s + g0, g1 - g0);
-          const T g = g0p[i * c.G.sr];
-          if (ri.local_is_base) {  // both parts are the base distribution
-            const T zg = exp_shift_sum(s + g0, g1 - g0, mg);
-            sti[0] = mg; sti[1] = zg; sti[2] = mg; sti[3] = zg;
-            scale(s + g0, g1 - g0, T(1) / zg);
-          } else {
-            // the local blocks of the row: the local mask as 0/1 there, and the local maximum
-            const uint64_t* bits = c.bits(b, h, i);
-            const uint8_t* lm = c.LM.row(b, h, i);
-            T ml = kNegInf<T>;
-            for_local_blocks(bits, c.table.words, l0, l1, [&](int64_t j0, int64_t j1) {
-              mask_to_float(lm + j0, j1 - j0, lf + j0);
-              ml = std::max(ml, masked_max(s + j0, lf + j0, j1 - j0));
-            });
-            // el = the local exponentials: from the local maximum (before s is overwritten) where the shared
-            // exponential would underflow, else the shared exponentials on the local keys
-            const bool slow = (mg - ml) > kGap<T>;
-            T zl = T(0);
-            if (slow)
-              for_local_blocks(bits, c.table.words, l0, l1, [&](int64_t j0, int64_t j1) {
-                zl += masked_exp(s + j0, lf + j0, j1 - j0, ml, T(1), el + j0);
-              });
-            const T zg = exp_shift_sum(s + g0, g1 - g0, mg);
-            if (!slow)
-              for_local_blocks(bits, c.table.words, l0, l1, [&](int64_t j0, int64_t j1) {
-                zl += multiply_sum(s + j0, lf + j0, j1 - j0, el + j0);
-              });
-            const T a = (T(1) - g) / zg;
-            const T cl = g / zl;   // zl relative to mg (fast) or to ml (slow)
-            sti[0] = mg; sti[1] = zg; sti[2] = ml;
-            sti[3] = slow ? zl : zl * std::exp(mg - ml);   // stored relative to ml
-            scale(s + g0, g1 - g0, a);
-            for_local_blocks(bits, c.table.words, l0, l1, [&](int64_t j0, int64_t j1) {
-              add_scaled(s + j0, el + j0, j1 - j0, cl);
-            });
-          }
-          if (c.thresh)
-            apply_dropout(s, g0, g1, row_key(static_cast<uint64_t>(bh * N + i), c.seed), c.thresh, c.keep_scale);
-          std::fill(s + k0, s + g0, T(0));
-          std::fill(s + g1, s + k1, T(0));
-        }
-        T* out = O + (b * N + i0) * ld_o + h * D;
-        if (kw > 0) {
-          gemm(nb, D, kw, S, kw, c.V.at(b, h) + k0 * c.V.sr, c.V.sr, out, ld_o, false);
-        } else {
-          for (int64_t r = 0; r < nb; ++r) std::fill(out + r * ld_o, out + r * ld_o + D, T(0));
-        }
+      const int64_t i0 = blk.i0, nb = blk.nb, k0 = blk.k0, k1 = blk.k1, kw = k1 - k0;
+      const RowInfo* info = blk.info;
+      if (kw > 0) {
+        c.pack_q(b, h, i0, nb, qs);
+        transpose(c.K.at(b, h) + k0 * c.K.sr, kw, D, c.K.sr, kt, kw);
+        gemm(nb, kw, D, qs, D, kt, kw, S, kw, false);
       }
-    }
+      for (int64_t r = 0; r < nb; ++r) {
+        const int64_t i = i0 + r;
+        const RowInfo& ri = info[r];
+        T* s = S + r * kw - k0;  // s[j] = score of key j
+        T* sti = ST + (bh * N + i) * 4;
+        if (ri.empty) {
+          std::fill(s + k0, s + k1, T(0));
+          sti[0] = kNegInf<T>; sti[1] = T(1); sti[2] = kNegInf<T>; sti[3] = T(1);
+          continue;
+        }
+        const int64_t g0 = ri.g0, g1 = ri.g1, l0 = ri.l0, l1 = ri.l1;
+        if (!ri.dense) mask_base(s, c.BM.row(b, h, i), g0, g1);
+        const T mg = range_max(s + g0, g1 - g0);
+        const T g = g0p[i * c.G.sr];
+        if (ri.local_is_base) {  // both parts are the base distribution
+          const T zg = exp_shift_sum(s + g0, g1 - g0, mg);
+          sti[0] = mg; sti[1] = zg; sti[2] = mg; sti[3] = zg;
+          scale(s + g0, g1 - g0, T(1) / zg);
+        } else {
+          // the local blocks of the row: the local mask as 0/1 there, and the local maximum
+          const uint64_t* bits = c.bits(b, h, i);
+          const uint8_t* lm = c.LM.row(b, h, i);
+          T ml = kNegInf<T>;
+          for_local_blocks(bits, c.table.words, l0, l1, [&](int64_t j0, int64_t j1) {
+            mask_to_float(lm + j0, j1 - j0, lf + j0);
+            ml = std::max(ml, masked_max(s + j0, lf + j0, j1 - j0));
+          });
+          // el = the local exponentials: from the local maximum (before s is overwritten) where the shared
+          // exponential would underflow, else the shared exponentials on the local keys
+          const bool slow = (mg - ml) > kGap<T>;
+          T zl = T(0);
+          if (slow)
+            for_local_blocks(bits, c.table.words, l0, l1, [&](int64_t j0, int64_t j1) {
+              zl += masked_exp(s + j0, lf + j0, j1 - j0, ml, T(1), el + j0);
+            });
+          const T zg = exp_shift_sum(s + g0, g1 - g0, mg);
+          if (!slow)
+            for_local_blocks(bits, c.table.words, l0, l1, [&](int64_t j0, int64_t j1) {
+              zl += multiply_sum(s + j0, lf + j0, j1 - j0, el + j0);
+            });
+          const T a = (T(1) - g) / zg;
+          const T cl = g / zl;   // zl relative to mg (fast) or to ml (slow)
+          sti[0] = mg; sti[1] = zg; sti[2] = ml;
+          sti[3] = slow ? zl : zl * std::exp(mg - ml);   // stored relative to ml
+          scale(s + g0, g1 - g0, a);
+          for_local_blocks(bits, c.table.words, l0, l1, [&](int64_t j0, int64_t j1) {
+            add_scaled(s + j0, el + j0, j1 - j0, cl);
+          });
+        }
+        if (c.thresh)
+          apply_dropout(s, g0, g1, row_key(static_cast<uint64_t>(bh * N + i), c.seed), c.thresh, c.keep_scale);
+        std::fill(s + k0, s + g0, T(0));
+        std::fill(s + g1, s + k1, T(0));
+      }
+      T* out = O + (b * N + i0) * ld_o + h * D;
+      if (kw > 0) {
+        gemm(nb, D, kw, S, kw, c.V.at(b, h) + k0 * c.V.sr, c.V.sr, out, ld_o, false);
+      } else {
+        for (int64_t r = 0; r < nb; ++r) std::fill(out + r * ld_o, out + r * ld_o + D, T(0));
+      }
+    });
     if constexpr (std::is_same_v<T, float>) at::native::cpublas::brgemm_release(false);
   });
 }
@@ -565,109 +581,102 @@ void backward_impl(const Common<T>& c, const View4<T>& DO, const T* ST, T* DQ, T
   const int64_t H = c.H, N = c.N, D = c.D, M = c.M;
   const int64_t ld_x = H * D;
   at::parallel_for(0, c.B * H, 1, [&](int64_t begin, int64_t end) {
-    const int64_t BQ = std::min(N, kRowBlock);
+    const int64_t BQ = c.block_rows();
     Scratch<T> sbuf(BQ * M), dbuf(BQ * M), tbuf(M * BQ), qbuf(BQ * D), kbuf(D * M), vbuf(D * M), lbuf(M), fbuf(M),
         ebuf(M);
     T *S = sbuf.p, *DP = dbuf.p, *TR = tbuf.p, *qs = qbuf.p, *kt = kbuf.p, *vt = vbuf.p, *pl = lbuf.p, *lf = fbuf.p,
       *el = ebuf.p;
-    for (int64_t bh = begin; bh < end; ++bh) {
-      const int64_t b = bh / H, h = bh % H;
+    c.for_row_blocks(begin, end, [&](int64_t bh, int64_t b, int64_t h, const RowBlock& blk) {
       const T* g0p = c.G.at(b, h);
-      for (int64_t i0 = 0; i0 < N; i0 += BQ) {
-        const int64_t nb = std::min(BQ, N - i0);
-        const RowInfo* info = c.rows(b, h, i0);
-        int64_t k0, k1;
-        block_keys(info, nb, M, k0, k1);
-        const int64_t kw = k1 - k0;
-        T* dq = DQ + (b * N + i0) * ld_x + h * D;
-        if (kw == 0) {
-          for (int64_t r = 0; r < nb; ++r) { std::fill(dq + r * ld_x, dq + r * ld_x + D, T(0)); DG[bh * N + i0 + r] = T(0); }
+      const int64_t i0 = blk.i0, nb = blk.nb, k0 = blk.k0, k1 = blk.k1, kw = k1 - k0;
+      const RowInfo* info = blk.info;
+      T* dq = DQ + (b * N + i0) * ld_x + h * D;
+      if (kw == 0) {
+        for (int64_t r = 0; r < nb; ++r) { std::fill(dq + r * ld_x, dq + r * ld_x + D, T(0)); DG[bh * N + i0 + r] = T(0); }
+        return;
+      }
+      const T* do0 = DO.at(b, h) + i0 * DO.sr;
+      c.pack_q(b, h, i0, nb, qs);
+      transpose(c.K.at(b, h) + k0 * c.K.sr, kw, D, c.K.sr, kt, kw);
+      transpose(c.V.at(b, h) + k0 * c.V.sr, kw, D, c.V.sr, vt, kw);
+      gemm(nb, kw, D, qs, D, kt, kw, S, kw, false);
+      gemm(nb, kw, D, do0, DO.sr, vt, kw, DP, kw, false);
+      for (int64_t r = 0; r < nb; ++r) {
+        const int64_t i = i0 + r;
+        const RowInfo& ri = info[r];
+        T* s = S + r * kw - k0;    // scores -> global probs -> (dropped) mixed probs
+        T* dp = DP + r * kw - k0;  // dP -> dS (scaled by `scale`)
+        if (ri.empty) {
+          std::fill(s + k0, s + k1, T(0)); std::fill(dp + k0, dp + k1, T(0));
+          DG[bh * N + i] = T(0);
           continue;
         }
-        const T* do0 = DO.at(b, h) + i0 * DO.sr;
-        c.pack_q(b, h, i0, nb, qs);
-        transpose(c.K.at(b, h) + k0 * c.K.sr, kw, D, c.K.sr, kt, kw);
-        transpose(c.V.at(b, h) + k0 * c.V.sr, kw, D, c.V.sr, vt, kw);
-        gemm(nb, kw, D, qs, D, kt, kw, S, kw, false);
-        gemm(nb, kw, D, do0, DO.sr, vt, kw, DP, kw, false);
-        for (int64_t r = 0; r < nb; ++r) {
-          const int64_t i = i0 + r;
-          const RowInfo& ri = info[r];
-          T* s = S + r * kw - k0;    // scores -> global probs -> (dropped) mixed probs
-          T* dp = DP + r * kw - k0;  // dP -> dS (scaled by `scale`)
-          if (ri.empty) {
-            std::fill(s + k0, s + k1, T(0)); std::fill(dp + k0, dp + k1, T(0));
-            DG[bh * N + i] = T(0);
-            continue;
-          }
-          const T* sti = ST + (bh * N + i) * 4;
-          const T mg = sti[0], zg = sti[1], ml = sti[2], zl = sti[3];
-          const int64_t g0 = ri.g0, g1 = ri.g1, l0 = ri.l0, l1 = ri.l1;
-          if (!ri.dense) mask_base(s, c.BM.row(b, h, i), g0, g1);
-          const uint32_t key = row_key(static_cast<uint64_t>(bh * N + i), c.seed);
-          const T g = g0p[i * c.G.sr];
-          const Vec<T> vsc(c.sc);
-          if (ri.local_is_base) {  // P = the base distribution pg: dS = scale * pg * (dP - <dP, pg>), no gate gradient
-            exp_shift_sum(s + g0, g1 - g0, mg);
-            scale(s + g0, g1 - g0, T(1) / zg);
-            if (c.thresh) apply_dropout(dp, g0, g1, key, c.thresh, c.keep_scale);
-            const Vec<T> vd(dot(dp + g0, s + g0, g1 - g0));
-            at::vec::map2<T>([&](Vec<T> pg, Vec<T> d) { return vsc * pg * (d - vd); }, dp + g0, s + g0, dp + g0, g1 - g0);
-            DG[bh * N + i] = T(0);
-          } else {
-            const uint64_t* bits = c.bits(b, h, i);
-            const int64_t words = c.table.words;
-            const uint8_t* lm = c.LM.row(b, h, i);
-            for_local_blocks(bits, words, l0, l1, [&](int64_t j0, int64_t j1) { mask_to_float(lm + j0, j1 - j0, lf + j0); });
-            // local probabilities pl: from the local maximum (before s is overwritten) where the shared
-            // exponential underflows, else from the shared exponentials
-            const bool slow = (mg - ml) > kGap<T>;
-            if (slow)
-              for_local_blocks(bits, words, l0, l1, [&](int64_t j0, int64_t j1) {
-                masked_exp(s + j0, lf + j0, j1 - j0, ml, T(1) / zl, pl + j0);
-              });
-            exp_shift_sum(s + g0, g1 - g0, mg);   // e; the sum is zg (saved)
-            if (!slow) {
-              const T rl = std::exp(mg - ml) / zl;
-              for_local_blocks(bits, words, l0, l1, [&](int64_t j0, int64_t j1) {
-                multiply_sum(s + j0, lf + j0, j1 - j0, pl + j0);
-                scale(pl + j0, j1 - j0, rl);
-              });
-            }
-            scale(s + g0, g1 - g0, T(1) / zg);   // global probabilities pg
-            if (c.thresh) apply_dropout(dp, g0, g1, key, c.thresh, c.keep_scale);
-            const T dlt_g = dot(dp + g0, s + g0, g1 - g0);
-            T dlt_l = T(0);
-            for_local_blocks(bits, words, l0, l1, [&](int64_t j0, int64_t j1) { dlt_l += dot(dp + j0, pl + j0, j1 - j0); });
-            DG[bh * N + i] = dlt_l - dlt_g;
-            // dS = scale * ((1 - g) pg (dP - dlt_g) + g pl (dP - dlt_l)), P = (1 - g) pg + g pl: the local terms
-            // first (into el and pl, from the unchanged dP), then the base range, then the local terms added
-            const T a = T(1) - g;
-            const Vec<T> vsg(c.sc * g), vsa(c.sc * a), vdl(dlt_l), vdg(dlt_g);
+        const T* sti = ST + (bh * N + i) * 4;
+        const T mg = sti[0], zg = sti[1], ml = sti[2], zl = sti[3];
+        const int64_t g0 = ri.g0, g1 = ri.g1, l0 = ri.l0, l1 = ri.l1;
+        if (!ri.dense) mask_base(s, c.BM.row(b, h, i), g0, g1);
+        const uint32_t key = row_key(static_cast<uint64_t>(bh * N + i), c.seed);
+        const T g = g0p[i * c.G.sr];
+        const Vec<T> vsc(c.sc);
+        if (ri.local_is_base) {  // P = the base distribution pg: dS = scale * pg * (dP - <dP, pg>), no gate gradient
+          exp_shift_sum(s + g0, g1 - g0, mg);
+          scale(s + g0, g1 - g0, T(1) / zg);
+          if (c.thresh) apply_dropout(dp, g0, g1, key, c.thresh, c.keep_scale);
+          const Vec<T> vd(dot(dp + g0, s + g0, g1 - g0));
+          at::vec::map2<T>([&](Vec<T> pg, Vec<T> d) { return vsc * pg * (d - vd); }, dp + g0, s + g0, dp + g0, g1 - g0);
+          DG[bh * N + i] = T(0);
+        } else {
+          const uint64_t* bits = c.bits(b, h, i);
+          const int64_t words = c.table.words;
+          const uint8_t* lm = c.LM.row(b, h, i);
+          for_local_blocks(bits, words, l0, l1, [&](int64_t j0, int64_t j1) { mask_to_float(lm + j0, j1 - j0, lf + j0); });
+          // local probabilities pl: from the local maximum (before s is overwritten) where the shared
+          // exponential underflows, else from the shared exponentials
+          const bool slow = (mg - ml) > kGap<T>;
+          if (slow)
             for_local_blocks(bits, words, l0, l1, [&](int64_t j0, int64_t j1) {
-              at::vec::map2<T>([&](Vec<T> p2, Vec<T> d) { return vsg * p2 * (d - vdl); }, el + j0, pl + j0, dp + j0, j1 - j0);
-              scale(pl + j0, j1 - j0, g);
+              masked_exp(s + j0, lf + j0, j1 - j0, ml, T(1) / zl, pl + j0);
             });
-            at::vec::map2<T>([&](Vec<T> pg, Vec<T> d) { return vsa * pg * (d - vdg); }, dp + g0, s + g0, dp + g0, g1 - g0);
-            scale(s + g0, g1 - g0, a);
+          exp_shift_sum(s + g0, g1 - g0, mg);   // e; the sum is zg (saved)
+          if (!slow) {
+            const Vec<T> vr(std::exp(mg - ml) / zl);
             for_local_blocks(bits, words, l0, l1, [&](int64_t j0, int64_t j1) {
-              add_scaled(dp + j0, el + j0, j1 - j0, T(1));
-              add_scaled(s + j0, pl + j0, j1 - j0, T(1));
+              at::vec::map2<T>([&](Vec<T> e, Vec<T> f) { return e * f * vr; }, pl + j0, s + j0, lf + j0, j1 - j0);
             });
           }
-          if (c.thresh) apply_dropout(s, g0, g1, key, c.thresh, c.keep_scale);
-          std::fill(s + k0, s + g0, T(0)); std::fill(s + g1, s + k1, T(0));
-          std::fill(dp + k0, dp + g0, T(0)); std::fill(dp + g1, dp + k1, T(0));
+          scale(s + g0, g1 - g0, T(1) / zg);   // global probabilities pg
+          if (c.thresh) apply_dropout(dp, g0, g1, key, c.thresh, c.keep_scale);
+          const T dlt_g = dot(dp + g0, s + g0, g1 - g0);
+          T dlt_l = T(0);
+          for_local_blocks(bits, words, l0, l1, [&](int64_t j0, int64_t j1) { dlt_l += dot(dp + j0, pl + j0, j1 - j0); });
+          DG[bh * N + i] = dlt_l - dlt_g;
+          // dS = scale * ((1 - g) pg (dP - dlt_g) + g pl (dP - dlt_l)), P = (1 - g) pg + g pl: the local terms
+          // first (into el and pl, from the unchanged dP), then the base range, then the local terms added
+          const T a = T(1) - g;
+          const Vec<T> vsg(c.sc * g), vsa(c.sc * a), vdl(dlt_l), vdg(dlt_g);
+          for_local_blocks(bits, words, l0, l1, [&](int64_t j0, int64_t j1) {
+            at::vec::map2<T>([&](Vec<T> p2, Vec<T> d) { return vsg * p2 * (d - vdl); }, el + j0, pl + j0, dp + j0, j1 - j0);
+            scale(pl + j0, j1 - j0, g);
+          });
+          at::vec::map2<T>([&](Vec<T> pg, Vec<T> d) { return vsa * pg * (d - vdg); }, dp + g0, s + g0, dp + g0, g1 - g0);
+          scale(s + g0, g1 - g0, a);
+          for_local_blocks(bits, words, l0, l1, [&](int64_t j0, int64_t j1) {
+            add_scaled(dp + j0, el + j0, j1 - j0, T(1));
+            add_scaled(s + j0, pl + j0, j1 - j0, T(1));
+          });
         }
-        T* dv = DV + (b * M + k0) * ld_x + h * D;
-        T* dk = DK + (b * M + k0) * ld_x + h * D;
-        transpose(S, nb, kw, kw, TR, nb);                       // P^T [kw, nb]
-        gemm(kw, D, nb, TR, nb, do0, DO.sr, dv, ld_x, true);     // dV += P^T dO
-        gemm(nb, D, kw, DP, kw, c.K.at(b, h) + k0 * c.K.sr, c.K.sr, dq, ld_x, false);  // dQ = dS K
-        transpose(DP, nb, kw, kw, TR, nb);                      // dS^T [kw, nb]
-        gemm(kw, D, nb, TR, nb, c.Q.at(b, h) + i0 * c.Q.sr, c.Q.sr, dk, ld_x, true);   // dK += dS^T Q
+        if (c.thresh) apply_dropout(s, g0, g1, key, c.thresh, c.keep_scale);
+        std::fill(s + k0, s + g0, T(0)); std::fill(s + g1, s + k1, T(0));
+        std::fill(dp + k0, dp + g0, T(0)); std::fill(dp + g1, dp + k1, T(0));
       }
-    }
+      T* dv = DV + (b * M + k0) * ld_x + h * D;
+      T* dk = DK + (b * M + k0) * ld_x + h * D;
+      transpose(S, nb, kw, kw, TR, nb);                       // P^T [kw, nb]
+      gemm(kw, D, nb, TR, nb, do0, DO.sr, dv, ld_x, true);     // dV += P^T dO
+      gemm(nb, D, kw, DP, kw, c.K.at(b, h) + k0 * c.K.sr, c.K.sr, dq, ld_x, false);  // dQ = dS K
+      transpose(DP, nb, kw, kw, TR, nb);                      // dS^T [kw, nb]
+      gemm(kw, D, nb, TR, nb, c.Q.at(b, h) + i0 * c.Q.sr, c.Q.sr, dk, ld_x, true);   // dK += dS^T Q
+    });
     if constexpr (std::is_same_v<T, float>) at::native::cpublas::brgemm_release(false);
   });
 }

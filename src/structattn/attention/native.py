@@ -34,6 +34,7 @@ instead; a build another process holds for longer than the lock time-out does th
 from __future__ import annotations
 
 import contextlib
+import functools
 import hashlib
 import logging
 import os
@@ -81,7 +82,9 @@ def capability() -> str:
     return cap if cap in _CAPABILITY_FLAGS and platform.machine() in ("x86_64", "AMD64") else "DEFAULT"
 
 
+@functools.cache
 def _source() -> str:
+    """The kernel's C++ source (read once: it keys the build name and is compiled)."""
     return _SOURCE_FILE.read_text(encoding="utf-8")
 
 
