@@ -25,7 +25,7 @@ from typing import Any, Iterator
 import torch
 from torch import nn
 
-from .attention.integration import GATE_ATTR, gate_parameters, install, runtime_of, uninstall
+from .attention.integration import MECHANISM_ATTRS, gate_parameters, install, is_mechanism_parameter, runtime_of, uninstall
 from .attention.mechanisms import MechanismConfig, get_mechanism, option_names
 from .errors import UserError
 
@@ -37,6 +37,8 @@ TASKS: dict[str, str] = {
     "question-answering": "AutoModelForQuestionAnswering",
     "multiple-choice": "AutoModelForMultipleChoice",
     "masked-lm": "AutoModelForMaskedLM",
+    # encoder-decoder models (Marian, BART): the mechanism goes into the encoder's self-attention only
+    "translation": "AutoModelForSeq2SeqLM",
 }
 
 # Keyword arguments that locate files (used for the config, the model and the gate weights alike).
@@ -55,11 +57,11 @@ def _auto_class(task: str):
 
 @contextlib.contextmanager
 def _quiet_gate_keys(cls) -> Iterator[None]:
-    """While loading, do not report saved gate weights as unexpected (they are loaded afterwards)."""
+    """While loading, do not report saved mechanism weights as unexpected (they are loaded afterwards)."""
     saved = cls.__dict__.get("_keys_to_ignore_on_load_unexpected", None)
     had = "_keys_to_ignore_on_load_unexpected" in cls.__dict__
     current = set(getattr(cls, "_keys_to_ignore_on_load_unexpected", None) or [])
-    cls._keys_to_ignore_on_load_unexpected = sorted(current | {rf"\.{GATE_ATTR}\."})
+    cls._keys_to_ignore_on_load_unexpected = sorted(current | {rf"\.{attr}\." for attr in MECHANISM_ATTRS})
     try:
         yield
     finally:
@@ -99,12 +101,13 @@ def _strip(name: str, prefix: str) -> str:
 
 
 def load_gate_weights(model: nn.Module, name_or_path: str, **hub: Any) -> list[str]:
-    """Copy saved gate weights (``*.structattn_gate.*`` in the checkpoint's safetensors) into ``model``.
+    """Copy saved mechanism weights (gates ``*.structattn_gate.*``, concat projections, Gaussian biases, in the
+    checkpoint's safetensors) into ``model``.
 
     Keys match with or without the base-model prefix (``bert.`` ...), so gates saved from a task model load
     into the base model and back. Returns the names of the parameters that were loaded.
     """
-    wanted = {n: p for n, p in model.named_parameters() if f".{GATE_ATTR}." in f".{n}"}
+    wanted = {n: p for n, p in model.named_parameters() if is_mechanism_parameter(n)}
     if not wanted:
         return []
     prefix = getattr(model, "base_model_prefix", "") or ""
@@ -115,7 +118,7 @@ def load_gate_weights(model: nn.Module, name_or_path: str, **hub: Any) -> list[s
     for path in _checkpoint_files(name_or_path, hub):
         with safe_open(path, framework="pt") as fh:
             for key in fh.keys():
-                if f".{GATE_ATTR}." not in f".{key}":
+                if not is_mechanism_parameter(key):
                     continue
                 target = by_key.get(_strip(key, prefix))
                 if target is None:
@@ -140,16 +143,20 @@ def from_pretrained(name_or_path: str, task: str = "base", mechanism: str | Mech
     Args:
         name_or_path: a Hugging Face model name or folder (a stock checkpoint or one saved by structattn).
         task: ``base`` | ``sequence-classification`` | ``token-classification`` | ``question-answering`` |
-            ``multiple-choice`` | ``masked-lm``.
+            ``multiple-choice`` | ``masked-lm`` | ``translation`` (an encoder-decoder model such as MarianMT or
+            BART: the mechanism goes into the encoder's self-attention only).
         mechanism: a name of :data:`structattn.attention.MECHANISMS` (``sla``, ``wla``, ``hybrid``, ``sdoi``,
-            ``global``) or a :class:`MechanismConfig`. None: the mechanism saved in the checkpoint, or ``sla``.
+            ``global``, ``local``, ``hybrid_concat``, ``gauss_luong``, ``gauss_sperber``, ``gauss_yang``) or a
+            :class:`MechanismConfig`. None: the mechanism saved in the checkpoint, or ``sla``.
         options: mechanism options (fields of :class:`MechanismConfig`: ``m``, ``k``, ``window_unit``, ``layers``,
-            ``gate``, ``gate_bias``, ``gate_has_bias``, ``gate_init_std``, ``kernel``, ``base``, ``relation``); every other
+            ``gate``, ``gate_bias``, ``gate_has_bias``, ``gate_init_std``, ``kernel``, ``base``, ``relation``,
+            ``mix``, ``gaussian``, ``gaussian_window``); every other
             keyword goes to transformers' ``from_pretrained`` (``num_labels``, ``dtype``, ``revision`` ...).
 
     Returns:
-        The transformers model for the task with every pretrained weight lifted; gates are loaded from the
-        checkpoint when it was saved with the same mechanism (and gate kind), and initialised otherwise.
+        The transformers model for the task with every pretrained weight lifted; the mechanism's own weights
+        (gates, concat projections, Gaussian biases) are loaded from the checkpoint when it was saved with the
+        same mechanism (and gate kind), and initialised otherwise.
     """
     mech_opts = {k: options.pop(k) for k in list(options) if k in option_names()}
     hub = {k: options[k] for k in _HUB_KEYS if k in options}
@@ -179,7 +186,7 @@ def from_pretrained(name_or_path: str, task: str = "base", mechanism: str | Mech
     install(model, mech)
     if isinstance(saved, dict) and saved.get("name") == mech.name:
         loaded = set(load_gate_weights(model, name_or_path, **hub))
-        fresh = [n for n, _ in model.named_parameters() if f".{GATE_ATTR}." in f".{n}" and n not in loaded]
+        fresh = [n for n, _ in model.named_parameters() if is_mechanism_parameter(n) and n not in loaded]
         if fresh:
             warnings.warn(f"structattn: {name_or_path} was saved with mechanism {mech.name!r} but holds no saved "
                           f"value for {len(fresh)} gate parameter(s) (e.g. {fresh[0]}); they start from the "

@@ -113,5 +113,5 @@ def test_decoders_are_refused():
     import transformers as T
 
     model = T.BertModel(tiny_config("bert", is_decoder=True))
-    with pytest.raises(UserError, match="encoders only"):
+    with pytest.raises(UserError, match="is a decoder"):
         apply_mechanism(model, "sla")

@@ -10,7 +10,35 @@ from structattn.errors import UserError
 
 
 def test_registry_names():
-    assert set(MECHANISMS) == {"sla", "wla", "hybrid", "sdoi", "global"}
+    assert set(MECHANISMS) == {"sla", "wla", "hybrid", "sdoi", "global", "local", "hybrid_concat", "gauss_luong",
+                               "gauss_sperber", "gauss_yang"}
+
+
+def test_xu_et_al_comparisons_are_in_the_lowest_two_layers_over_tokens():
+    for name, mix in (("hybrid", "gate"), ("local", "local"), ("hybrid_concat", "concat")):
+        mech = get_mechanism(name)
+        assert (mech.relation, mech.k, mech.window_unit, mech.layers, mech.mix) == ("window", 1, "token", 2, mix)
+    for kind in ("luong", "sperber", "yang"):
+        mech = get_mechanism(f"gauss_{kind}")
+        assert (mech.relation, mech.layers, mech.mix, mech.gaussian) == (None, 2, "gaussian", kind)
+        assert not mech.is_global and not mech.has_gate and mech.layer_indices(6) == [0, 1]
+
+
+@pytest.mark.parametrize("options, message", [
+    (dict(mix="blend"), "mix must be one of"),
+    (dict(mix="gaussian"), "needs gaussian"),
+    (dict(mix="gaussian", gaussian="luong"), "has no local mask"),
+    (dict(gaussian="yang"), "needs mix='gaussian'"),
+    (dict(relation=None, mix="local"), "needs a local pattern"),
+])
+def test_bad_mix_combinations_are_refused(options, message):
+    with pytest.raises(UserError, match=message):
+        get_mechanism("sla", **options)
+
+
+def test_bad_gaussian_window_is_refused():
+    with pytest.raises(UserError, match="gaussian_window must be a positive number"):
+        get_mechanism("gauss_luong", gaussian_window=0)
 
 
 def test_paper_defaults():

@@ -38,21 +38,30 @@ from typing import Any, Callable, Iterator, Optional
 import torch
 from torch import nn
 from transformers.models.albert.modeling_albert import AlbertAttention
+from transformers.models.bart.modeling_bart import BartAttention
 from transformers.models.bert.modeling_bert import BertSelfAttention
 from transformers.models.distilbert.modeling_distilbert import DistilBertSelfAttention
 from transformers.models.electra.modeling_electra import ElectraSelfAttention
+from transformers.models.marian.modeling_marian import MarianAttention
 from transformers.models.modernbert.modeling_modernbert import ModernBertAttention
 from transformers.models.roberta.modeling_roberta import RobertaSelfAttention
 from transformers.models.xlm_roberta.modeling_xlm_roberta import XLMRobertaSelfAttention
 
 from ..errors import UserError
+from ..layers.gaussian import GaussianLocality
 from ..structure.relations import band
+from .biased import biased_attention, reference_biased_attention
 from .gate import StructureGate
-from .kernels import finite_min, get_kernel, reference_mixed_attention, resolve_kernel_name, two_pass_mixed_attention
+from .kernels import (finite_min, get_kernel, local_pattern, reference_mixed_attention, resolve_kernel_name,
+                      two_pass_mixed_attention)
 from .mechanisms import MechanismConfig, get_mechanism
 
 ATTENTION_NAME = "structattn"
 GATE_ATTR = "structattn_gate"
+CONCAT_ATTR = "structattn_concat"  # mix="concat": Linear(2 H -> H) over [global; local] outputs
+GAUSSIAN_ATTR = "structattn_gaussian"  # mix="gaussian": GaussianLocality
+#: Names of the submodules a mechanism adds to an attention module (their weights are the mechanism's).
+MECHANISM_ATTRS = (GATE_ATTR, CONCAT_ATTR, GAUSSIAN_ATTR)
 
 #: model_type -> the module class that calls transformers' attention interface (tested ones).
 ARCHITECTURES: dict[str, type[nn.Module]] = {
@@ -63,6 +72,13 @@ ARCHITECTURES: dict[str, type[nn.Module]] = {
     "distilbert": DistilBertSelfAttention,
     "albert": AlbertAttention,
     "modernbert": ModernBertAttention,
+}
+
+#: Encoder-decoder model_type -> its attention class; the mechanism goes into the encoder's self-attention
+#: modules only (the decoder uses the same class for self- and cross-attention, which stay stock).
+SEQ2SEQ_ARCHITECTURES: dict[str, type[nn.Module]] = {
+    "marian": MarianAttention,
+    "bart": BartAttention,
 }
 
 #: How many token-window masks (one per sequence shape) a model keeps.
@@ -237,13 +253,6 @@ def _local_mask(rt: _Runtime, structure: Any, b: int, n: int, m: int, device: to
     return structure.to(device=device, non_blocking=True).unsqueeze(1)
 
 
-def _convert_masks(rt: _Runtime, structure: Any, attention_mask: Optional[torch.Tensor], query: torch.Tensor,
-                   key: torch.Tensor) -> tuple[torch.Tensor, Optional[torch.Tensor]]:
-    """Mask conversion: (local bool [b|1, 1, n, m], base bool [b, 1|h, n, m] or None) for this call."""
-    b, _, n, _ = query.shape
-    return _local_mask(rt, structure, b, n, key.shape[2], query.device), _bool_mask(attention_mask)
-
-
 def _stock_attend(module: nn.Module, base_fn: Callable, base_name: str, attention_mask: Optional[torch.Tensor],
                   base_bool: Optional[torch.Tensor], scaling: Optional[float], kwargs: dict) -> Callable:
     """The ``attend`` of the ``exact`` kernel: one call of the stock function with a bool mask [b, 1|h, n, m]
@@ -311,6 +320,42 @@ def _record(rt: _Runtime, module: nn.Module, gate: torch.Tensor, probs: Optional
             rec.attentions.append(probs)
 
 
+def _mix_without_gate(rt: _Runtime, module: nn.Module, attend: Callable, query: torch.Tensor, key: torch.Tensor,
+                      value: torch.Tensor, structure: Any, base_bool: Optional[torch.Tensor], scale: float,
+                      dropout: float, want_probs: bool) -> tuple[torch.Tensor, Optional[torch.Tensor]]:
+    """``mix`` = ``local`` | ``concat`` | ``gaussian``: out [b, n, h, d] and, when ``want_probs``, the
+    probabilities [b, h, n, m] (None for ``concat``, which has no single distribution).
+
+    local: one stock call over :func:`~structattn.attention.kernels.local_pattern` (Eq. 3);
+    concat: the stock global and local outputs, [b, n, 2 h d] -> ``structattn_concat`` -> [b, n, h d];
+    gaussian: :func:`~structattn.attention.biased.biased_attention` with the layer's Gaussian bias, I = the
+    keys each query may attend (its base row).
+    """
+    mix = rt.mechanism.mix
+    b, h, n, d = query.shape
+    probs = None
+    if mix == "gaussian":
+        lengths = None if base_bool is None else base_bool.sum(dim=-1)  # [b, 1|h, n]
+        bias = getattr(module, GAUSSIAN_ATTR)(query, key.shape[2], lengths)
+        out = biased_attention(query, key, value, bias, base_bool, scale=scale, dropout_p=dropout)
+        if want_probs:
+            with torch.no_grad():
+                probs = reference_biased_attention(query, key, value, bias, base_bool, scale=scale)[1]
+        return out.transpose(1, 2), probs
+    local = local_pattern(_local_mask(rt, structure, b, n, key.shape[2], query.device), base_bool)
+    out_local = attend(query, key, value, local, scale=scale, dropout_p=dropout)
+    if mix == "local":
+        if want_probs:
+            with torch.no_grad():
+                ones = query.new_ones((b, 1, n))
+                probs = reference_mixed_attention(query, key, value, local, ones, base_bool, scale=scale)[1]
+        return out_local.transpose(1, 2), probs
+    out_global = attend(query, key, value, base_bool, scale=scale, dropout_p=dropout)
+    both = torch.cat([out_global.transpose(1, 2).reshape(b, n, h * d), out_local.transpose(1, 2).reshape(b, n, h * d)],
+                     dim=-1)
+    return getattr(module, CONCAT_ATTR)(both).view(b, n, h, d), None
+
+
 def structattn_attention(module: nn.Module, query: torch.Tensor, key: torch.Tensor, value: torch.Tensor,
                          attention_mask: Optional[torch.Tensor], dropout: float = 0.0,
                          scaling: Optional[float] = None, **kwargs: Any):
@@ -321,40 +366,52 @@ def structattn_attention(module: nn.Module, query: torch.Tensor, key: torch.Tens
         for base sdpa, additive float for base eager, or None); kwargs may hold ``structattn_gate``
         [b, G, n] (set by the pre-hook of mechanism layers) and ``structure_mask`` [b, n, m] bool.
 
+    Modules that are not mechanism layers (layers outside ``layers``, a decoder's self- and cross-attention)
+    run the stock function unchanged.
+
     Returns:
         (out [b, n, h, d], attention weights [b, h, n, m] or None) like the stock functions. The weights, on
-        request, are the mixed probabilities recomputed by the reference implementation (before dropout).
+        request, are the probabilities recomputed by a reference implementation (before dropout): the mixed
+        ones for ``mix="gate"``, the local ones for ``local``, the biased ones for ``gaussian``, None for
+        ``concat``.
     """
     gate = kwargs.pop(GATE_ATTR, None)
     structure = kwargs.pop("structure_mask", None)
     rt: Optional[_Runtime] = getattr(module, "_structattn_rt", None)
     base_name = rt.mechanism.base if rt is not None else _config_base(getattr(module, "config", None))
     base_fn = _base_function(module, base_name)
-    if gate is None or rt is None:
+    if rt is None or not getattr(module, "_structattn_active", False):
         return base_fn(module, query, key, value, attention_mask, dropout=dropout, scaling=scaling, **kwargs)
 
     want_weights = bool(kwargs.pop("output_attentions", False))  # the stock SDPA wrapper would only warn
-    local, base_bool = _convert_masks(rt, structure, attention_mask, query, key)
+    want_probs = want_weights or any(r.want_attentions for r in rt.recorders)
+    base_bool = _bool_mask(attention_mask)
     scale = query.shape[-1] ** -0.5 if scaling is None else scaling
-    if rt.gate_override == 0.0:  # force_gate(model, 0): the stock call alone
-        out, _ = base_fn(module, query, key, value, attention_mask, dropout=dropout, scaling=scaling, **kwargs)
-    else:
-        attend = _stock_attend(module, base_fn, base_name, attention_mask, base_bool, scaling, kwargs)
-        out = _dispatch(rt, attend, query, key, value, local, gate, base_bool, scale, dropout)
-
+    attend = _stock_attend(module, base_fn, base_name, attention_mask, base_bool, scaling, kwargs)
     probs = None
-    if want_weights or any(r.want_attentions for r in rt.recorders):
-        with torch.no_grad():
-            probs = reference_mixed_attention(query, key, value, local, gate, base_bool, scale=scale)[1]
-    _record(rt, module, gate, probs)
-    return out, probs.to(query.dtype) if want_weights else None
+    if not rt.mechanism.has_gate:
+        out, probs = _mix_without_gate(rt, module, attend, query, key, value, structure, base_bool, scale, dropout,
+                                       want_probs)
+        out = out.to(query.dtype)
+    else:
+        local = _local_mask(rt, structure, query.shape[0], query.shape[2], key.shape[2], query.device)
+        if rt.gate_override == 0.0:  # force_gate(model, 0): the stock call alone
+            out, _ = base_fn(module, query, key, value, attention_mask, dropout=dropout, scaling=scaling, **kwargs)
+        else:
+            out = _dispatch(rt, attend, query, key, value, local, gate, base_bool, scale, dropout)
+        if want_probs:
+            with torch.no_grad():
+                probs = reference_mixed_attention(query, key, value, local, gate, base_bool, scale=scale)[1]
+        _record(rt, module, gate, probs)
+    return out, probs.to(query.dtype) if (want_weights and probs is not None) else None
 
 
 # ============================================================================================ hooks
 
 
 def _gate_pre_hook(module: nn.Module, args: tuple, kwargs: dict):
-    """Forward pre-hook of a mechanism layer: g = sigmoid(W h + b) from its input hidden states."""
+    """Forward pre-hook of a mechanism layer: checks that the model still runs ``"structattn"`` and, for
+    ``mix="gate"``, computes g = sigmoid(W h + b) from the layer's input hidden states."""
     rt: _Runtime = module._structattn_rt
     impl = module.config._attn_implementation
     if impl != ATTENTION_NAME:
@@ -362,6 +419,8 @@ def _gate_pre_hook(module: nn.Module, args: tuple, kwargs: dict):
                         f"installed mechanism {rt.mechanism.name!r}: structure-aware attention would silently be "
                         f"off. Call model.set_attn_implementation('{ATTENTION_NAME}') or "
                         "structattn.remove_mechanism(model)")
+    if not rt.mechanism.has_gate:
+        return args, kwargs
     hidden = args[0] if args else kwargs["hidden_states"]
     gate_module: StructureGate = getattr(module, GATE_ATTR)
     if rt.gate_override is not None:
@@ -418,6 +477,8 @@ def _attention_class(model: nn.Module) -> type[nn.Module]:
                         f"{', '.join(sorted(ARCHITECTURES))}")
     if model_type in ARCHITECTURES:
         return ARCHITECTURES[model_type]
+    if model_type in SEQ2SEQ_ARCHITECTURES:
+        return SEQ2SEQ_ARCHITECTURES[model_type]
     recordable = getattr(model, "_can_record_outputs", None) or {}
     cls = recordable.get("attentions") if isinstance(recordable, dict) else None
     if getattr(model, "_supports_attention_backend", False) and isinstance(cls, type):
@@ -426,7 +487,7 @@ def _attention_class(model: nn.Module) -> type[nn.Module]:
         return cls
     raise UserError(f"structattn does not know where the self-attention of {model_type!r} ({type(model).__name__}) "
                     "is, or it does not use transformers' attention interface. Supported architectures: "
-                    f"{', '.join(sorted(ARCHITECTURES))}")
+                    f"{', '.join(sorted(ARCHITECTURES))}; encoder-decoder: {', '.join(sorted(SEQ2SEQ_ARCHITECTURES))}")
 
 
 def _num_layers(config) -> int:
@@ -453,10 +514,46 @@ def _input_size(module: nn.Module) -> int:
     raise UserError(f"cannot tell the hidden size of {type(module).__name__}")
 
 
+def _is_encoder_decoder(model: nn.Module) -> bool:
+    return bool(getattr(model.config, "is_encoder_decoder", False))
+
+
 def attention_modules(model: nn.Module) -> list[nn.Module]:
-    """The self-attention modules of the encoder, lowest layer first (ALBERT: its shared module(s))."""
+    """The self-attention modules of the encoder, lowest layer first (ALBERT: its shared module(s)).
+
+    For an encoder-decoder model (Marian, BART) only the encoder's self-attention modules: the decoder's
+    self-attention and cross-attention stay stock."""
     cls = _attention_class(model)
-    return [mod for mod in model.modules() if isinstance(mod, cls)]
+    root = model.get_encoder() if _is_encoder_decoder(model) else model
+    return [mod for mod in root.modules() if isinstance(mod, cls)]
+
+
+def _concat_projection(hidden: int, like: torch.Tensor) -> nn.Linear:
+    """Linear(2 H -> H) of ``mix="concat"``, starting as the mean of the two outputs: W = [I/2, I/2], b = 0
+    (so installing it into a trained model starts from a blend, not from noise)."""
+    proj = nn.Linear(2 * hidden, hidden, device=like.device, dtype=like.dtype)
+    with torch.no_grad():
+        eye = torch.eye(hidden, device=like.device, dtype=like.dtype) / 2
+        proj.weight.copy_(torch.cat([eye, eye], dim=1))
+        proj.bias.zero_()
+    return proj
+
+
+def _add_mechanism_modules(module: nn.Module, mech: MechanismConfig, config, param: torch.Tensor,
+                           init_std: float) -> None:
+    """Give one mechanism layer its parameters: the gate (``mix="gate"``), the concat projection or the
+    Gaussian bias; every one is a submodule, so its weights are saved with the model."""
+    hidden = _input_size(module)
+    heads = _num_heads(module, config)
+    if mech.has_gate:
+        gates = 1 if mech.gate == "token" else heads
+        module.add_module(GATE_ATTR, StructureGate(hidden, gates, bias=mech.gate_has_bias, init_bias=mech.gate_bias,
+                                                   init_std=init_std, device=param.device, dtype=param.dtype))
+    elif mech.mix == "concat":
+        module.add_module(CONCAT_ATTR, _concat_projection(hidden, param))
+    elif mech.mix == "gaussian":
+        module.add_module(GAUSSIAN_ATTR, GaussianLocality(mech.gaussian, hidden // heads, window=mech.gaussian_window,
+                                                          init_std=init_std, device=param.device, dtype=param.dtype))
 
 
 def install(model: nn.Module, mechanism: str | MechanismConfig | dict = "sla", **options: Any) -> nn.Module:
@@ -467,8 +564,9 @@ def install(model: nn.Module, mechanism: str | MechanismConfig | dict = "sla", *
     """
     mech = get_mechanism(mechanism, **options)
     config = model.config
-    if getattr(config, "is_decoder", False) or getattr(config, "is_encoder_decoder", False):
-        raise UserError("structattn installs into encoders only (this config has is_decoder/is_encoder_decoder set)")
+    if getattr(config, "is_decoder", False) and not getattr(config, "is_encoder_decoder", False):
+        raise UserError("structattn installs into encoders (and the encoder of an encoder-decoder model) only; "
+                        "this config is a decoder (is_decoder=True)")
     modules = attention_modules(model)
     if not modules:
         raise UserError(f"no self-attention modules found in {type(model).__name__}")
@@ -491,14 +589,10 @@ def install(model: nn.Module, mechanism: str | MechanismConfig | dict = "sla", *
         layer = None if shared else idx
         module._structattn_rt = rt
         module._structattn_layer = layer
-        active = not mech.is_global and (shared or idx in indices)
-        if not active:
-            continue
-        gates = 1 if mech.gate == "token" else _num_heads(module, config)
-        gate = StructureGate(_input_size(module), gates, bias=mech.gate_has_bias, init_bias=mech.gate_bias,
-                             init_std=init_std, device=param.device, dtype=param.dtype)
-        module.add_module(GATE_ATTR, gate)
-        module.register_forward_pre_hook(_gate_pre_hook, with_kwargs=True)
+        module._structattn_active = not mech.is_global and (shared or idx in indices)
+        if module._structattn_active:
+            _add_mechanism_modules(module, mech, config, param, init_std)
+            module.register_forward_pre_hook(_gate_pre_hook, with_kwargs=True)
     model._structattn_rt = rt
     model.register_forward_pre_hook(_model_pre_hook, with_kwargs=True)
     model.register_forward_hook(_model_post_hook, with_kwargs=True)
@@ -524,12 +618,14 @@ def uninstall(model: nn.Module) -> nn.Module:
         return model
     for module in model.modules():
         if getattr(module, "_structattn_rt", None) is rt and module is not model:
-            if hasattr(module, GATE_ATTR):
-                delattr(module, GATE_ATTR)
+            for attr in MECHANISM_ATTRS:
+                if hasattr(module, attr):
+                    delattr(module, attr)
             _remove_hooks(module, _gate_pre_hook)
             del module._structattn_rt
-            if hasattr(module, "_structattn_layer"):
-                del module._structattn_layer
+            for attr in ("_structattn_layer", "_structattn_active"):
+                if hasattr(module, attr):
+                    delattr(module, attr)
     _remove_hooks(model, _model_pre_hook, _model_post_hook)
     del model._structattn_rt
     if hasattr(model.config, "structattn"):
@@ -578,9 +674,16 @@ def force_gate(model: nn.Module, value: float) -> Iterator[None]:
         rt.gate_override = previous
 
 
+def is_mechanism_parameter(name: str) -> bool:
+    """True for a parameter (or saved key) that belongs to a mechanism's own module (gate, concat projection,
+    Gaussian bias)."""
+    return any(f".{attr}." in f".{name}" for attr in MECHANISM_ATTRS)
+
+
 def gate_parameters(model: nn.Module) -> list[nn.Parameter]:
-    """The parameters the mechanism added (for their own learning rate, or to count them)."""
-    return [p for name, p in model.named_parameters() if f".{GATE_ATTR}." in f".{name}"]
+    """The parameters the mechanism added: gates, concat projections, Gaussian biases (for their own learning
+    rate, or to count them)."""
+    return [p for name, p in model.named_parameters() if is_mechanism_parameter(name)]
 
 
 register()

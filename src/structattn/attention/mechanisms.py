@@ -32,6 +32,8 @@ from typing import Any, Sequence
 from ..errors import UserError
 
 GATE_KINDS = ("token", "head")
+MIX_KINDS = ("gate", "local", "concat", "gaussian")
+from ..layers.gaussian import GAUSSIAN_KINDS  # noqa: E402 - one list of the Gaussian biases
 from .kernels import KERNEL_NAMES  # noqa: E402 - the public kernel registry, one list
 BASE_NAMES = ("sdpa", "eager")
 WINDOW_UNITS = ("word", "token")
@@ -64,6 +66,15 @@ class MechanismConfig:
             passes of the stock kernel, outputs mixed: bit-exact at g = 0), ``shared_exp``, ``reference``
             (:data:`structattn.attention.kernels.KERNEL_NAMES`).
         base: the stock kernel the global part reproduces and whose mask format is used: ``sdpa`` or ``eager``.
+        mix: how a mechanism layer combines its patterns (Xu et al. 2019, Table 1): ``gate`` =
+            (1 - g) global + g local (Eq. 4; every paper's mechanism), ``local`` = the local pattern alone
+            (Eq. 3, LOCAL_PATTERN), ``concat`` = both outputs concatenated and projected back to the hidden
+            size (HYBRID (Concate)), ``gaussian`` = global attention with an additive Gaussian locality bias
+            on the scores (no local mask; :attr:`gaussian` names which one).
+        gaussian: the Gaussian bias of ``mix="gaussian"`` (:mod:`structattn.layers.gaussian`): ``luong``
+            (predicted centre, fixed width), ``sperber`` (centred on the query, predicted width), ``yang``
+            (both predicted).
+        gaussian_window: D of the ``luong`` bias (sigma = D / 2; Luong et al. 2015 chose D = 10).
     """
 
     name: str = "sla"
@@ -78,6 +89,9 @@ class MechanismConfig:
     gate_init_std: float | None = None
     kernel: str = "auto"
     base: str = "sdpa"
+    mix: str = "gate"
+    gaussian: str | None = None
+    gaussian_window: float = 10.0
     version: int = field(default=CONFIG_VERSION)
 
     def __post_init__(self) -> None:
@@ -101,6 +115,7 @@ class MechanismConfig:
         if self.window_unit == "token" and self.relation != "window":
             raise UserError(f"mechanism {self.name!r}: window_unit='token' applies only to relation 'window', not "
                             f"{self.relation!r}; set window_unit='word'")
+        self._validate_mix()
         if self.base not in BASE_NAMES:
             raise UserError(f"mechanism {self.name!r}: base must be one of {', '.join(BASE_NAMES)}, got {self.base!r}")
         for key in ("m", "k"):
@@ -133,12 +148,38 @@ class MechanismConfig:
             else:
                 raise UserError(f"mechanism {self.name!r}: layers must be None, an int or a list of ints, got {layers!r}")
 
+    def _validate_mix(self) -> None:
+        """The combination rules of :attr:`mix`, :attr:`gaussian` and :attr:`relation`."""
+        if self.mix not in MIX_KINDS:
+            raise UserError(f"mechanism {self.name!r}: mix must be one of {', '.join(MIX_KINDS)}, got {self.mix!r}")
+        if self.mix == "gaussian":
+            if self.gaussian not in GAUSSIAN_KINDS:
+                raise UserError(f"mechanism {self.name!r}: mix='gaussian' needs gaussian = one of "
+                                f"{', '.join(GAUSSIAN_KINDS)}, got {self.gaussian!r}")
+            if self.relation is not None:
+                raise UserError(f"mechanism {self.name!r}: a Gaussian bias has no local mask; set relation=None "
+                                f"(got {self.relation!r})")
+            window = self.gaussian_window
+            if isinstance(window, bool) or not isinstance(window, (int, float)) or not window > 0:
+                raise UserError(f"mechanism {self.name!r}: gaussian_window must be a positive number, got {window!r}")
+        elif self.gaussian is not None:
+            raise UserError(f"mechanism {self.name!r}: gaussian={self.gaussian!r} needs mix='gaussian' "
+                            f"(mix is {self.mix!r})")
+        elif self.mix != "gate" and self.relation is None:
+            raise UserError(f"mechanism {self.name!r}: mix={self.mix!r} needs a local pattern (a relation)")
+
     # ------------------------------------------------------------------ derived
 
     @property
     def is_global(self) -> bool:
-        """True when the mechanism has no local pattern (the stock model through the same code path)."""
-        return self.relation is None
+        """True when the mechanism changes nothing (no local pattern, no Gaussian bias): the stock model
+        through the same code path."""
+        return self.relation is None and self.mix != "gaussian"
+
+    @property
+    def has_gate(self) -> bool:
+        """True when mechanism layers compute a gate g (``mix="gate"``)."""
+        return self.mix == "gate" and not self.is_global
 
     def relation_options(self) -> dict[str, int]:
         """The options the structure pipeline needs for :attr:`relation` (e.g. ``{"m": 3}``)."""
@@ -217,6 +258,19 @@ MECHANISMS: dict[str, MechanismConfig] = {
     "sdoi": MechanismConfig(name="sdoi", relation="sdoi", m=None),
     # The stock model through the same code path (baselines).
     "global": MechanismConfig(name="global", relation=None, m=None),
+    # Xu et al. 2019's comparisons (Table 1), all in the lowest 2 layers over sub-word positions:
+    # LOCAL_PATTERN (the band alone, Eq. 3), HYBRID (Concate), and the Gaussian biases NEIGHBOR (Sperber et al.
+    # 2018), LOCAL_H (Luong et al. 2015) and LOCAL_S (Yang et al. 2018) (structattn.layers.gaussian).
+    "local": MechanismConfig(name="local", relation="window", m=None, k=1, window_unit="token", layers=2,
+                             mix="local"),
+    "hybrid_concat": MechanismConfig(name="hybrid_concat", relation="window", m=None, k=1, window_unit="token",
+                                     layers=2, mix="concat"),
+    "gauss_luong": MechanismConfig(name="gauss_luong", relation=None, m=None, layers=2, mix="gaussian",
+                                   gaussian="luong"),
+    "gauss_sperber": MechanismConfig(name="gauss_sperber", relation=None, m=None, layers=2, mix="gaussian",
+                                     gaussian="sperber"),
+    "gauss_yang": MechanismConfig(name="gauss_yang", relation=None, m=None, layers=2, mix="gaussian",
+                                  gaussian="yang"),
 }
 
 
@@ -243,9 +297,18 @@ def describe(names: Sequence[str] | None = None) -> str:
     lines = []
     for key in names or sorted(MECHANISMS):
         c = MECHANISMS[key]
-        rel = "none (stock attention)" if c.is_global else f"{c.relation} {c.relation_options()}"
+        if c.relation is None:
+            rel = "none (stock attention)" if c.is_global else "none"
+        else:
+            rel = f"{c.relation} {c.relation_options()}"
         if c.relation == "window":
             rel += f" over {c.window_unit}s"
         layers = "all" if c.layers is None else (f"lowest {c.layers}" if isinstance(c.layers, int) else str(c.layers))
-        lines.append(f"{key}: local={rel}, layers={layers}, gate={c.gate}{'' if c.gate_has_bias else ' (no bias)'}")
+        if c.mix == "gate":
+            how = f"gate={c.gate}{'' if c.gate_has_bias else ' (no bias)'}"
+        elif c.mix == "gaussian":
+            how = f"Gaussian bias {c.gaussian}"
+        else:
+            how = f"mix={c.mix}"
+        lines.append(f"{key}: local={rel}, layers={layers}, {how}")
     return "\n".join(lines)
