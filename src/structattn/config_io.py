@@ -7,6 +7,7 @@ value does not fit.
 """
 from __future__ import annotations
 
+import argparse
 import dataclasses
 import json
 from pathlib import Path
@@ -102,3 +103,47 @@ def read_json(path: str | Path, what: str = "JSON file", missing: str = "") -> A
         raise UserError(f"{path}: not valid UTF-8 (JSON files are UTF-8)") from None
     except json.JSONDecodeError as exc:
         raise UserError(f"{path}:{exc.lineno}:{exc.colno}: not valid JSON ({exc.msg})") from None
+
+
+# ---------------------------------------------------------------------------------------------- command line
+
+
+def add_dataclass_arguments(parser: argparse.ArgumentParser, cls) -> None:
+    """``--config FILE`` plus one ``--<field>`` flag per field of the :class:`JsonConfig` dataclass ``cls``
+    (all default to None = not given; values are converted by :meth:`JsonConfig.from_dict`)."""
+    parser.add_argument("--config", help="JSON file with the configuration's keys; flags override it")
+    hints = get_type_hints(cls)
+    for f in dataclasses.fields(cls):
+        flag = "--" + f.name.replace("_", "-")
+        if f.default is not dataclasses.MISSING:
+            default = f.default
+        elif f.default_factory is not dataclasses.MISSING:  # type: ignore[misc]
+            default = f.default_factory()  # type: ignore[misc]
+        else:
+            default = None
+        hint = hints[f.name]
+        kind = hint.__name__ if isinstance(hint, type) else str(hint).replace("typing.", "")  # int, list[str] | None
+        extra = "; comma-separated" if "list" in kind else ""
+        parser.add_argument(flag, dest=f.name, default=None, metavar=f.name.upper(),
+                            help=f"{kind} (default {default!r}{extra})")
+
+
+def given_dataclass_flags(args: argparse.Namespace, cls) -> dict[str, Any]:
+    """The fields of ``cls`` given as flags, uncoerced. ``none``/``null`` means null only for fields that may
+    be null."""
+    hints = get_type_hints(cls)
+    out = {}
+    for f in dataclasses.fields(cls):
+        value = getattr(args, f.name, None)
+        if value is None:
+            continue
+        nullable = "None" in str(hints[f.name])
+        out[f.name] = None if nullable and value.lower() in ("none", "null") else value
+    return out
+
+
+def dataclass_from_args(args: argparse.Namespace, cls):
+    """A ``cls`` from ``--config`` (if given) with every flag that was given applied on top."""
+    base = cls.load(args.config) if getattr(args, "config", None) else cls()
+    data = dataclasses.asdict(base) | given_dataclass_flags(args, cls)
+    return cls.from_dict(data, source="command line")

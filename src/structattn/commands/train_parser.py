@@ -7,50 +7,23 @@ with the same settings in the same ``--output-dir`` resumes; the summary JSON is
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import json
-from typing import Any, get_type_hints
+
+from ..config_io import add_dataclass_arguments, dataclass_from_args
 
 
 def add_parser_config_arguments(parser: argparse.ArgumentParser) -> None:
     """``--config FILE`` plus one ``--<field>`` flag per ParserConfig field (all default to None = not given)."""
     from ..chart_parser import ParserConfig
 
-    parser.add_argument("--config", help="JSON file with ParserConfig keys; flags override it")
-    hints = get_type_hints(ParserConfig)
-    for f in dataclasses.fields(ParserConfig):
-        flag = "--" + f.name.replace("_", "-")
-        default = f.default if f.default is not dataclasses.MISSING else None
-        hint = hints[f.name]
-        kind = hint.__name__ if isinstance(hint, type) else str(hint).replace("typing.", "")  # int, list[str] | None
-        extra = "; comma-separated" if "list" in kind else ""
-        parser.add_argument(flag, dest=f.name, default=None, metavar=f.name.upper(),
-                            help=f"{kind} (default {default!r}{extra})")
-
-
-def given_flags(args: argparse.Namespace) -> dict[str, Any]:
-    """The ParserConfig fields given as flags, uncoerced. ``none`` means null only for fields that may be
-    null (``--encoder none`` stays the string, the no-pretraining encoder)."""
-    from ..chart_parser import ParserConfig
-
-    hints = get_type_hints(ParserConfig)
-    out = {}
-    for f in dataclasses.fields(ParserConfig):
-        value = getattr(args, f.name, None)
-        if value is None:
-            continue
-        nullable = "None" in str(hints[f.name])
-        out[f.name] = None if nullable and value.lower() in ("none", "null") else value
-    return out
+    add_dataclass_arguments(parser, ParserConfig)
 
 
 def parser_config_from_args(args: argparse.Namespace):
     """A ParserConfig from ``--config`` (if given) with every flag that was given applied on top."""
     from ..chart_parser import ParserConfig
 
-    base = ParserConfig.load(args.config) if getattr(args, "config", None) else ParserConfig()
-    data = dataclasses.asdict(base) | given_flags(args)
-    return ParserConfig.from_dict(data, source="command line")
+    return dataclass_from_args(args, ParserConfig)
 
 
 def add_parser(sub) -> None:

@@ -1,0 +1,78 @@
+"""``structattn translate --model DIR``: English lines from stdin or --input, German lines to stdout or --output.
+
+The training preprocessing is applied (NFC, the model's BPE) and the output is detokenised. An empty input
+line gives an empty output line; a line over the model's position limit is cut (the count is printed on
+stderr); empty input gives empty output. See :mod:`structattn.translator`.
+"""
+from __future__ import annotations
+
+import sys
+
+
+def add_parser(sub) -> None:
+    p = sub.add_parser("translate", help="translate text with a trained translation model",
+                       description="Translate one sentence per line (stdin or --input) with a model folder saved by "
+                                   "`structattn train-nmt` (its final/ or best/ folder).")
+    p.add_argument("--model", required=True, help="model folder (config.json, model.safetensors, tokenizer)")
+    p.add_argument("--input", help="input file (UTF-8, one sentence per line); default stdin")
+    p.add_argument("--output", help="output file; default stdout")
+    p.add_argument("--beam", type=int, default=5, help="beam size (default 5; 1 = greedy)")
+    p.add_argument("--length-penalty", type=float, default=1.0,
+                   help="exponent of the length normalisation of beam scores (default 1.0)")
+    p.add_argument("--max-tokens", type=int, default=4096, help="padded source tokens x beam per batch (default 4096)")
+    p.add_argument("--parser", default=None, help="spaCy pipeline for models whose mechanism reads a parse")
+    p.set_defaults(func=run)
+
+
+def _read_input(path: str | None) -> list[str]:
+    from ..errors import UserError
+
+    if path is None:
+        data = sys.stdin.buffer.read()
+        where = "standard input"
+    else:
+        try:
+            with open(path, "rb") as fh:
+                data = fh.read()
+        except OSError as exc:
+            raise UserError(f"cannot read --input {path}: {exc.strerror}") from None
+        where = path
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        line = data.count(b"\n", 0, exc.start) + 1
+        raise UserError(f"{where}: line {line} is not valid UTF-8; give UTF-8 text") from None
+    if text.startswith("\ufeff"):
+        text = text[1:]
+    lines = text.split("\n")
+    if lines and lines[-1] == "":
+        lines.pop()
+    return [ln[:-1] if ln.endswith("\r") else ln for ln in lines]
+
+
+def run(args) -> int:
+    from ..errors import UserError
+    from ..translator import Translator
+
+    if args.beam < 1:
+        raise UserError(f"--beam must be at least 1, got {args.beam}")
+    if args.max_tokens < 1:
+        raise UserError(f"--max-tokens must be positive, got {args.max_tokens}")
+    lines = _read_input(args.input)
+    if not lines:
+        if args.output:
+            open(args.output, "w", encoding="utf-8").close()
+        return 0
+    translator = Translator.load(args.model, parser_name=args.parser)
+    outputs = translator.translate(lines, beam=args.beam, length_penalty=args.length_penalty,
+                                   max_tokens=args.max_tokens)
+    if translator.last_cut:
+        print(f"translate: {translator.last_cut} line(s) longer than the model's {translator.max_source_pieces} "
+              "source pieces were cut to fit", file=sys.stderr)
+    text = "".join(o + "\n" for o in outputs)
+    if args.output:
+        with open(args.output, "w", encoding="utf-8") as fh:
+            fh.write(text)
+    else:
+        sys.stdout.write(text)
+    return 0

@@ -1,0 +1,153 @@
+"""The translation model: a transformers MarianMT encoder-decoder made from scratch, with a joint BPE.
+
+Route (the issue's preferred one): ``transformers.MarianMTModel`` built from a :class:`MarianConfig`
+(post-LayerNorm Transformer of Vaswani et al., sinusoidal positions, shared and tied embeddings), with the
+library's mechanism installed in the encoder self-attention of the chosen layers only
+(:func:`structattn.modeling.apply_mechanism`; decoder self- and cross-attention stay stock). Beam search
+with a length penalty, ``save_pretrained``/``from_pretrained`` and ``generate()`` come from transformers.
+
+Tokenizer: a joint BPE learned on the training source and target text with ``tokenizers`` and wrapped as a
+``PreTrainedTokenizerFast``: NFC, whitespace marked by "▁" (Metaspace) and punctuation split off, so
+decoding gives back detokenised text exactly (no Moses step). Special tokens: ``<pad>`` 0 (also the
+decoder start, Marian's convention), ``<s>`` 1, ``</s>`` 2 (appended to every sequence), ``<unk>`` 3.
+
+Sizes (:data:`SIZES`): ``tiny`` trains on a 2-core CPU (4+4 layers, d 128, FFN 256, 4 heads, dropout 0.3:
+the size reported for Multi30k text-only baselines); ``base`` is the paper's (6+6, 512, FFN 2048, 8 heads,
+dropout 0.1) for GPUs.
+
+Variants (:data:`VARIANTS`, the names of the issue and of ``results/nmt.jsonl``) map onto mechanisms:
+``transformer`` is the stock model (no mechanism installed), the others a registry mechanism in the
+lowest 2 encoder layers (``layers`` option).
+"""
+from __future__ import annotations
+
+import unicodedata
+from dataclasses import dataclass
+from typing import Any, Sequence
+
+from ..errors import UserError
+
+PAD, BOS, EOS, UNK = "<pad>", "<s>", "</s>", "<unk>"
+SPECIAL_TOKENS = (PAD, BOS, EOS, UNK)
+
+
+@dataclass(frozen=True)
+class ModelSize:
+    """Encoder-decoder hyper-parameters."""
+
+    encoder_layers: int
+    decoder_layers: int
+    d_model: int
+    ffn: int
+    heads: int
+    dropout: float
+    max_positions: int = 256
+
+
+SIZES: dict[str, ModelSize] = {
+    "tiny": ModelSize(encoder_layers=4, decoder_layers=4, d_model=128, ffn=256, heads=4, dropout=0.3),
+    "base": ModelSize(encoder_layers=6, decoder_layers=6, d_model=512, ffn=2048, heads=8, dropout=0.1),
+    # for tests and smoke runs only
+    "micro": ModelSize(encoder_layers=2, decoder_layers=2, d_model=32, ffn=64, heads=4, dropout=0.1, max_positions=64),
+}
+
+#: variant name -> (mechanism name or None for the stock model, options)
+VARIANTS: dict[str, tuple[str | None, dict[str, Any]]] = {
+    "transformer": (None, {}),
+    "local": ("local", {}),
+    "hybrid_gate": ("hybrid", {}),
+    "hybrid_concat": ("hybrid_concat", {}),
+    "luong": ("gauss_luong", {}),
+    "sperber": ("gauss_sperber", {}),
+    "yang": ("gauss_yang", {}),
+    # our extension: Xu et al.'s gate (no bias, lowest 2 layers) with SLA's dependency-distance mask
+    "sla": ("sla", {"layers": 2, "gate_has_bias": False}),
+}
+
+
+def variant_mechanism(variant: str, **overrides: Any):
+    """The :class:`~structattn.attention.mechanisms.MechanismConfig` of a variant (None for ``transformer``).
+
+    ``overrides`` are mechanism options (``layers``, ``k``, ``gate`` ...) applied on top of the variant's."""
+    from ..attention.mechanisms import get_mechanism
+
+    if variant not in VARIANTS:
+        raise UserError(f"unknown translation variant {variant!r}; valid variants: {', '.join(VARIANTS)}")
+    name, options = VARIANTS[variant]
+    if name is None:
+        if overrides:
+            raise UserError(f"variant 'transformer' is the stock model and takes no mechanism options "
+                            f"(got {', '.join(sorted(overrides))})")
+        return None
+    return get_mechanism(name, **{**options, **overrides})
+
+
+def normalise(text: str) -> str:
+    """The text form every side of the pipeline sees (NFC), so tokenizer offsets and parser spans agree."""
+    return unicodedata.normalize("NFC", text)
+
+
+def train_bpe_tokenizer(texts: Sequence[str], vocab_size: int = 8000, min_frequency: int = 2):
+    """Learn a joint BPE on ``texts`` (source and target training lines) -> ``PreTrainedTokenizerFast``."""
+    from tokenizers import Tokenizer, decoders, models, normalizers, pre_tokenizers, processors, trainers
+    from transformers import PreTrainedTokenizerFast
+
+    if vocab_size < len(SPECIAL_TOKENS) + 64:
+        raise UserError(f"vocab_size={vocab_size} is too small for a BPE vocabulary; use at least 1000")
+    tok = Tokenizer(models.BPE(unk_token=UNK))
+    tok.normalizer = normalizers.NFC()
+    tok.pre_tokenizer = pre_tokenizers.Sequence([pre_tokenizers.Metaspace(replacement="▁", prepend_scheme="always"),
+                                                 pre_tokenizers.Punctuation("isolated")])
+    tok.decoder = decoders.Metaspace(replacement="▁", prepend_scheme="always")
+    trainer = trainers.BpeTrainer(vocab_size=vocab_size, min_frequency=min_frequency,
+                                  special_tokens=list(SPECIAL_TOKENS), show_progress=False)
+    tok.train_from_iterator(texts, trainer)
+    eos = tok.token_to_id(EOS)
+    tok.post_processor = processors.TemplateProcessing(single=f"$A {EOS}", special_tokens=[(EOS, eos)])
+    wrapped = PreTrainedTokenizerFast(tokenizer_object=tok, pad_token=PAD, bos_token=BOS, eos_token=EOS,
+                                      unk_token=UNK, model_max_length=1024)
+    for i, name in enumerate(SPECIAL_TOKENS):
+        assert wrapped.convert_tokens_to_ids(name) == i, "special tokens must be the first ids"
+    return wrapped
+
+
+def build_model(tokenizer, size: str | ModelSize = "tiny", variant: str = "transformer", seed: int = 0,
+                **mechanism_options: Any):
+    """A fresh ``MarianMTModel`` for ``tokenizer``'s vocabulary with ``variant``'s mechanism installed.
+
+    The stock attention is SDPA; every variant other than ``transformer`` runs through structattn's
+    attention function in the encoder layers it names (others stay stock).
+    """
+    import torch
+    from transformers import MarianConfig, MarianMTModel
+
+    from ..modeling import apply_mechanism
+
+    if isinstance(size, str) and size not in SIZES:
+        raise UserError(f"unknown model size {size!r}; valid sizes: {', '.join(SIZES)}")
+    dims = SIZES[size] if isinstance(size, str) else size
+    mechanism = variant_mechanism(variant, **mechanism_options)
+    config = MarianConfig(
+        vocab_size=len(tokenizer), decoder_vocab_size=len(tokenizer), d_model=dims.d_model,
+        encoder_layers=dims.encoder_layers, decoder_layers=dims.decoder_layers,
+        encoder_attention_heads=dims.heads, decoder_attention_heads=dims.heads,
+        encoder_ffn_dim=dims.ffn, decoder_ffn_dim=dims.ffn, dropout=dims.dropout, attention_dropout=0.0,
+        activation_dropout=0.0, activation_function="relu", max_position_embeddings=dims.max_positions,
+        pad_token_id=tokenizer.pad_token_id, eos_token_id=tokenizer.eos_token_id,
+        bos_token_id=tokenizer.bos_token_id, decoder_start_token_id=tokenizer.pad_token_id,
+        forced_eos_token_id=tokenizer.eos_token_id, scale_embedding=True, share_encoder_decoder_embeddings=True,
+        tie_word_embeddings=True, init_std=dims.d_model ** -0.5)
+    torch.manual_seed(seed)
+    model = MarianMTModel(config)
+    # Marian keeps a final_logits_bias buffer; it is not trained and stays 0.
+    if mechanism is not None:
+        apply_mechanism(model, mechanism)
+    return model
+
+
+def size_of(model) -> dict[str, Any]:
+    """The model's size as a JSON-ready dict (for results)."""
+    c = model.config
+    return {"encoder_layers": c.encoder_layers, "decoder_layers": c.decoder_layers, "d_model": c.d_model,
+            "ffn": c.encoder_ffn_dim, "heads": c.encoder_attention_heads, "dropout": c.dropout,
+            "vocab_size": c.vocab_size, "parameters": sum(p.numel() for p in model.parameters())}
