@@ -194,3 +194,33 @@ def test_squad_bad_data_names_the_question(squad_files, capsys):
     with pytest.raises(UserError, match=r"missing\.json: no-answer probability file not found"):
         run(["score", "squad", "--data", squad_files("ok.json", SQUAD), "--predictions", pred,
              "--na-prob", data.replace("data.json", "missing.json")], capsys)
+
+
+# ---------------------------------------------------------------------------------------------- bleu
+
+
+def test_score_bleu_prints_sacrebleu_of_the_file(tmp_path, capsys):
+    from structattn.cli import main
+
+    refs = tmp_path / "ref.de"
+    refs.write_text("Ein Hund läuft im Park.\nZwei Männer sitzen auf einer Bank.\n", encoding="utf-8")
+    hyps = tmp_path / "hyp.de"
+    hyps.write_text("Ein Hund läuft im Park.\nZwei Männer sitzen auf der Bank.\n", encoding="utf-8")
+    assert main(["score", "bleu", "--references", str(refs), "--hypotheses", str(hyps), "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    import sacrebleu
+
+    want = sacrebleu.corpus_bleu(hyps.read_text(encoding="utf-8").splitlines(),
+                                 [refs.read_text(encoding="utf-8").splitlines()]).score
+    assert out["bleu"] == round(want, 2) and "tok:13a" in out["signature"] and "case:mixed" in out["signature"]
+
+
+def test_score_bleu_refuses_a_line_count_mismatch(tmp_path, capsys):
+    from structattn.cli import main
+
+    refs = tmp_path / "ref.de"
+    refs.write_text("a\nb\n", encoding="utf-8")
+    hyps = tmp_path / "hyp.de"
+    hyps.write_text("a\n", encoding="utf-8")
+    assert main(["score", "bleu", "--references", str(refs), "--hypotheses", str(hyps)]) == 2
+    assert "1 hypotheses for 2 references" in capsys.readouterr().err

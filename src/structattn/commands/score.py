@@ -8,6 +8,8 @@ Examples::
     structattn score squad --data ../shared/data/squad2/dev-v2.0.reconstructed-from-explorer.json \
         --predictions predictions.json --na-prob na_prob.json --out eval.json
     structattn score squad --task squad2 --split test --predictions results/squad2/RUN.json
+    structattn score bleu --split test2016 --hypotheses results/nmt/RUN.test2016.de
+    structattn score bleu --references REF.de --hypotheses HYP.de
 
 ``score evalb`` is EVALB with COLLINS.prm (see :mod:`structattn.tasks.evalb` for the rules): GOLD is a tree
 file, a folder (its ``*.mrg`` files in sorted order) or a quoted glob (matches in sorted order), the gold
@@ -20,6 +22,10 @@ maps every id to a no-answer probability or score and adds the best-threshold sw
 official script prints (same keys, same order, percentages); ``--out`` also writes it to a file. A question
 without a prediction is an error (the official script crashes); predictions for ids not in DATA are ignored, as
 there, and counted on stderr.
+
+``score bleu`` is sacreBLEU's corpus BLEU (detokenised, case-sensitive, 13a; see :mod:`structattn.tasks.bleu`) of
+a hypothesis file (one line per reference line) against a Multi30k split's German references or a reference file;
+it prints the score and sacreBLEU's signature (``--json``: one JSON object).
 """
 from __future__ import annotations
 
@@ -38,6 +44,44 @@ def add_parser(sub) -> None:
     scorers = p.add_subparsers(dest="scorer", metavar="SCORER", required=True)
     _add_evalb(scorers)
     _add_squad(scorers)
+    _add_bleu(scorers)
+
+
+def _add_bleu(scorers) -> None:
+    b = scorers.add_parser("bleu", help="sacreBLEU corpus BLEU of a translation file",
+                           description="Detokenised, case-sensitive sacreBLEU (13a) of HYP against a Multi30k split's "
+                                       "references (--split) or a reference file (--references).")
+    ref = b.add_mutually_exclusive_group(required=True)
+    ref.add_argument("--split", help="Multi30k split whose German side is the reference (test2016, test2017, "
+                                     "test2018, mscoco2017, dev)")
+    ref.add_argument("--references", help="reference file, one line per hypothesis line")
+    b.add_argument("--hypotheses", required=True, help="hypothesis file (UTF-8, one line per reference line)")
+    b.add_argument("--json", action="store_true", help="print one JSON object")
+    b.set_defaults(func=run_bleu)
+
+
+def run_bleu(args) -> int:
+    from ..tasks.base import read_lines
+    from ..tasks.bleu import corpus_bleu
+    from ..tasks.multi30k import read_split
+
+    refs = read_split(args.split).targets if args.split else read_lines(Path(args.references))
+    path = Path(args.hypotheses)
+    if not path.is_file():
+        raise UserError(f"{path}: hypothesis file not found")
+    try:
+        text = path.read_text(encoding="utf-8")
+    except UnicodeDecodeError:
+        raise UserError(f"{path}: not valid UTF-8; hypothesis files are UTF-8 text") from None
+    hyps = [h[:-1] if h.endswith("\r") else h for h in text.split("\n")]
+    if hyps and hyps[-1] == "":
+        hyps.pop()
+    scored = corpus_bleu(hyps, refs)
+    if args.json:
+        print(json.dumps({"bleu": round(scored["bleu"], 2), "signature": scored["signature"]}))
+    else:
+        print(f"{scored['details']}  [{scored['signature']}]")
+    return 0
 
 
 def _add_evalb(scorers) -> None:

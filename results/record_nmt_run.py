@@ -1,0 +1,67 @@
+"""Record one finished translation run (`structattn train-nmt ...`) in results/nmt.jsonl.
+
+    python results/record_nmt_run.py RUN_DIR NAME [--note TEXT]
+
+Copies RUN_DIR/hypotheses/<split>.de to results/nmt/NAME.<split>.de, scores each committed file against the
+Multi30k references with sacreBLEU (the figure `structattn score bleu --split <split> --hypotheses FILE` and
+`sacrebleu REF < FILE` print) and appends one line to results/nmt.jsonl (a line for NAME already there is
+replaced): task, variant, seed, run, bleu_<split> and hypotheses_<split> per test set, the run's configuration,
+model size, device, wall and training time, training throughput, dev BLEU history and provenance.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import shutil
+from pathlib import Path
+
+from structattn.tasks.bleu import corpus_bleu
+from structattn.tasks.multi30k import read_split
+from structattn.train.checkpoint import atomic_write_text
+
+RESULTS = Path(__file__).resolve().parent
+
+
+def record(run_dir: Path, name: str, note: str | None = None) -> dict:
+    summary = json.loads((run_dir / "summary.json").read_text(encoding="utf-8"))
+    cfg = summary["config"]
+    line = {"task": "multi30k", "variant": summary["variant"], "seed": summary["seed"], "run": name}
+    for split in summary["tests"]:
+        target = RESULTS / "nmt" / f"{name}.{split}.de"
+        target.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(run_dir / "hypotheses" / f"{split}.de", target)
+        hyps = target.read_text(encoding="utf-8").split("\n")[:-1]
+        scored = corpus_bleu(hyps, read_split(split).targets)
+        line[f"bleu_{split}"] = round(scored["bleu"], 2)
+        line[f"hypotheses_{split}"] = str(target.relative_to(RESULTS.parent))
+        line["bleu_signature"] = scored["signature"]
+    keep = ("final_model", "dev_bleu_beam", "best_step", "best_dev_bleu_greedy", "updates", "epochs", "history",
+            "train_seconds", "target_tokens_per_second", "wall_seconds", "device", "torch_threads", "model",
+            "filter", "command", "structattn_version", "git_commit", "kernel")
+    line.update({k: summary.get(k) for k in keep})
+    line["config"] = {k: v for k, v in cfg.items() if k != "output_dir"}
+    mech = {k: cfg[k] for k in ("layers", "k", "gate") if cfg.get(k) is not None}
+    if mech:
+        line["mechanism_options"] = mech
+    if note:
+        line["note"] = note
+    path = RESULTS / "nmt.jsonl"
+    lines = [ln for ln in (path.read_text(encoding="utf-8").splitlines() if path.is_file() else [])
+             if ln.strip() and json.loads(ln).get("run") != name]
+    lines.append(json.dumps(line, sort_keys=True))
+    atomic_write_text(path, "\n".join(lines) + "\n")
+    return line
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("run_dir", type=Path)
+    ap.add_argument("name")
+    ap.add_argument("--note")
+    args = ap.parse_args()
+    line = record(args.run_dir, args.name, args.note)
+    print(json.dumps({k: v for k, v in line.items() if k.startswith("bleu_") or k in ("run", "variant", "seed")}))
+
+
+if __name__ == "__main__":
+    main()
