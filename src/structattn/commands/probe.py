@@ -1,0 +1,51 @@
+"""``structattn probe --model DIR``: probing tasks (from UD English EWT) on a trained translation encoder.
+
+Builds the tasks of :mod:`structattn.tasks.probing` (SeLn, WC, TrDep, ToCo, BShif, Tense, SubjNum, ObjNum,
+CoIn), encodes their sentences with the frozen encoder (mean of the last layer) and trains the MLP probe of
+:mod:`structattn.train.probe_training` per task. Prints one line per task and writes the JSON (``--out``).
+"""
+from __future__ import annotations
+
+import json
+import sys
+
+
+def add_parser(sub) -> None:
+    from ..tasks.probing import TASKS
+
+    p = sub.add_parser("probe", help="probing tasks on a trained translation encoder",
+                       description="Accuracy of an MLP probe on the mean encoder vector, per probing task built "
+                                   "from UD English EWT (tasks: " + ", ".join(TASKS) + ").")
+    p.add_argument("--model", required=True, help="translation model folder (final/ of a train-nmt run)")
+    p.add_argument("--tasks", nargs="+", default=list(TASKS), help="tasks to run (default: all)")
+    p.add_argument("--seed", type=int, default=0, help="probe initialisation and data-construction seed")
+    p.add_argument("--out", help="write the results JSON here")
+    p.set_defaults(func=run)
+
+
+def run(args) -> int:
+    from ..tasks.probing import TASKS, build_task, read_ud
+    from ..train.checkpoint import atomic_write_json
+    from ..train.probe_training import probe_model
+    from ..translator import Translator
+    from ..errors import UserError
+
+    unknown = [t for t in args.tasks if t not in TASKS]
+    if unknown:
+        raise UserError(f"unknown probing task(s) {', '.join(unknown)}; valid: {', '.join(TASKS)}")
+    translator = Translator.load(args.model)
+    splits = {s: read_ud(s) for s in ("train", "dev", "test")}
+    tasks = [build_task(name, splits, seed=args.seed) for name in args.tasks]
+
+    def report(name, result):
+        print(f"{name}: test {result['test_accuracy']:.1f} (dev {result['dev_accuracy']:.1f}, majority "
+              f"{result['majority_test_accuracy']:.1f}, {result['classes']} classes, sizes {result['sizes']})",
+              file=sys.stderr)
+
+    results = probe_model(translator, tasks, seed=args.seed, progress=report)
+    out = {"model": args.model, "seed": args.seed, "tasks": results,
+           "dropped": {t.name: t.dropped for t in tasks}}
+    if args.out:
+        atomic_write_json(args.out, out)
+    print(json.dumps({k: round(v["test_accuracy"], 1) for k, v in results.items()}))
+    return 0
