@@ -25,6 +25,15 @@ run() {  # run NAME FLAGS...
     || { echo "FAILED $name (runs/nmt/$name.log)"; return; }
   flock results/.nmt.lock $BIN/python results/record_nmt_run.py runs/nmt/$name $name \
     >> runs/nmt/$name.log 2>&1 || echo "RECORD FAILED $name"
+  case $name in  # Figures 2-4: gate statistics of the gated runs on the dev sources
+    *hybrid_gate*|*sla*) $BIN/python -m structattn.analysis.nmt_gates runs/nmt/$name/final --split dev \
+      --out results/nmt_gates/$name.json >> runs/nmt/$name.log 2>&1 || echo "GATES FAILED $name" ;;
+  esac
+  case $name in  # Tables 3-4: probing of the paper's three models, seed 1
+    multi30k-transformer-s1|multi30k-local-s1|multi30k-hybrid_gate-s1) $BIN/structattn probe \
+      --model runs/nmt/$name/final --out results/probing/$name.json >> runs/nmt/$name.log 2>&1 \
+      || echo "PROBE FAILED $name" ;;
+  esac
 }
 
 lane() {  # lane SEED: the Table 1 variants with 2 seeds

@@ -150,4 +150,5 @@ def size_of(model) -> dict[str, Any]:
     c = model.config
     return {"encoder_layers": c.encoder_layers, "decoder_layers": c.decoder_layers, "d_model": c.d_model,
             "ffn": c.encoder_ffn_dim, "heads": c.encoder_attention_heads, "dropout": c.dropout,
-            "vocab_size": c.vocab_size, "parameters": sum(p.numel() for p in model.parameters())}
+            "vocab_size": c.vocab_size, "parameters": sum(p.numel() for p in model.parameters()),
+            "mechanism_parameters": sum(p.numel() for n, p in model.named_parameters() if ".structattn_" in n)}

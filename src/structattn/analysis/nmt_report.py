@@ -1,0 +1,262 @@
+"""Tables and figures of the translation runs (Xu et al. 2019's Table 1, Figures 2-4, Tables 3-4).
+
+    python -m structattn.analysis.nmt_report --results-dir results
+
+Reads ``results/nmt.jsonl`` (one line per run, written by ``results/record_nmt_run.py``), re-scores every committed
+hypothesis file with sacreBLEU and refuses to go on when a recorded BLEU differs; reads the gate statistics
+(``results/nmt_gates/<run>.json``, :mod:`structattn.analysis.nmt_gates`) and probing results
+(``results/probing/<run>.json``, ``structattn probe``) that exist; writes ``results/NMT.md`` and the PNGs
+``fig_nmt_window.png`` (Figure 2), ``fig_nmt_gate_layers.png`` (Figure 3) and ``fig_nmt_gate_pos.png`` (Figure 4).
+
+Significance (Table 1): each run against the ``transformer`` run of the same seed, sacreBLEU's paired bootstrap
+(1,000 resamples) on each test set; the p values of every comparison in the table are Holm-adjusted together.
+Runs with mechanism options (window sweep, all-layer gate) are reported in their own sections, not in Table 1.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+from collections import defaultdict
+from pathlib import Path
+
+from ..tasks.bleu import corpus_bleu, paired_bootstrap
+from ..tasks.multi30k import TEST_SPLITS, read_split
+from ..train.significance import holm, mean_std
+
+TABLE1 = [("transformer", "TRANSFORMER"), ("sperber", "+ NEIGHBOR (Sperber et al.)"),
+          ("luong", "+ LOCAL_H (Luong et al.)"), ("yang", "+ LOCAL_S (Yang et al.)"), ("local", "+ LOCAL_PATTERN"),
+          ("hybrid_concat", "+ HYBRID (Concat)"), ("hybrid_gate", "+ HYBRID (Gate)"),
+          ("sla", "+ HYBRID (Gate) with the SLA mask (ours)")]
+PROBE_COLUMNS = [("SeLn", "SeLn"), ("WC", "WC"), ("TrDep", "TDep"), ("ToCo", "ToCo*"), ("BShif", "BShif"),
+                 ("Tense", "Tense"), ("SubjNum", "SubN"), ("ObjNum", "ObjN"), ("CoIn", "CoIn")]
+
+
+def _hypotheses(results_dir: Path, run: dict, split: str) -> list[str]:
+    return (results_dir.parent / run[f"hypotheses_{split}"]).read_text(encoding="utf-8").split("\n")[:-1]
+
+
+def load_runs(results_dir: Path, references: dict[str, list[str]]) -> list[dict]:
+    """Every run of ``nmt.jsonl``, its hypotheses re-scored (``_hyps[split]``); a mismatch is an error."""
+    runs = []
+    for line in (results_dir / "nmt.jsonl").read_text(encoding="utf-8").splitlines():
+        if not line.strip():
+            continue
+        run = json.loads(line)
+        run["_hyps"] = {}
+        for split in TEST_SPLITS:
+            if f"hypotheses_{split}" not in run:
+                continue
+            hyps = _hypotheses(results_dir, run, split)
+            score = round(corpus_bleu(hyps, references[split])["bleu"], 2)
+            if abs(score - run[f"bleu_{split}"]) > 1e-9:
+                raise ValueError(f"{run['run']}: recorded bleu_{split} {run[f'bleu_{split}']} but "
+                                 f"{run[f'hypotheses_{split}']} scores {score}")
+            run["_hyps"][split] = hyps
+        runs.append(run)
+    return runs
+
+
+def _fmt(values: list[float]) -> str:
+    if not values:
+        return "–"
+    mean, std = mean_std(values)
+    return f"{mean:.2f}" if len(values) == 1 else f"{mean:.2f} ± {std:.2f}"
+
+
+def _fmt_p(p: float) -> str:
+    return "<0.001" if p < 0.001 else f"{p:.3f}"
+
+
+def table1(runs: list[dict], references: dict[str, list[str]]) -> str:
+    """Table 1: BLEU per variant (mean ± std over seeds), Δ to the transformer, per-seed bootstrap p (Holm)."""
+    plain = [r for r in runs if not r.get("mechanism_options")]
+    by = defaultdict(dict)
+    for r in plain:
+        by[r["variant"]][r["seed"]] = r
+    base = by.get("transformer", {})
+    comparisons = []
+    for variant, _ in TABLE1[1:]:
+        for seed, run in sorted(by.get(variant, {}).items()):
+            if seed not in base:
+                continue
+            for split in TEST_SPLITS:
+                if split in run["_hyps"] and split in base[seed]["_hyps"]:
+                    p = paired_bootstrap(base[seed]["_hyps"][split], {"x": run["_hyps"][split]},
+                                         references[split])["x"]["p_value"]
+                    comparisons.append({"variant": variant, "seed": seed, "split": split, "p": p,
+                                        "delta": run[f"bleu_{split}"] - base[seed][f"bleu_{split}"]})
+    for c, adjusted in zip(comparisons, holm([c["p"] for c in comparisons])):
+        c["p_holm"] = adjusted
+    lines = ["| model | seeds | extra parameters | test2016 | Δ | test2017 | test2018 | mscoco2017 | tokens/s (train) |",
+             "|---|---|---:|---:|---:|---:|---:|---:|---:|"]
+    base_2016 = [r["bleu_test2016"] for r in base.values()]
+    for variant, label in TABLE1:
+        rows = list(by.get(variant, {}).values())
+        if not rows:
+            continue
+        vals = {s: [r[f"bleu_{s}"] for r in rows if f"bleu_{s}" in r] for s in TEST_SPLITS}
+        delta = "" if variant == "transformer" or not base_2016 else \
+            f"{mean_std(vals['test2016'])[0] - mean_std(base_2016)[0]:+.2f}"
+        extra = rows[0].get("model", {}).get("mechanism_parameters", "")
+        speed = _fmt([r["target_tokens_per_second"] for r in rows]).split(".")[0]
+        lines.append(f"| {label} | {','.join(str(r['seed']) for r in sorted(rows, key=lambda r: r['seed']))} | "
+                     f"{extra} | {_fmt(vals['test2016'])} | {delta} | {_fmt(vals['test2017'])} | "
+                     f"{_fmt(vals['test2018'])} | {_fmt(vals['mscoco2017'])} | {speed} |")
+    out = "\n".join(lines) + "\n"
+    if comparisons:
+        out += ("\nPaired bootstrap against the transformer of the same seed (sacreBLEU, 1,000 resamples), Holm-adjusted "
+                f"over all {len(comparisons)} comparisons:\n\n| variant | seed | test set | ΔBLEU | p | p (Holm) |\n"
+                "|---|---|---|---:|---:|---:|\n")
+        out += "\n".join(f"| {c['variant']} | {c['seed']} | {c['split']} | {c['delta']:+.2f} | {_fmt_p(c['p'])} | "
+                         f"{_fmt_p(c['p_holm'])} |" for c in comparisons) + "\n"
+    return out
+
+
+def _gates(results_dir: Path, run: str) -> dict | None:
+    path = results_dir / "nmt_gates" / f"{run}.json"
+    return json.loads(path.read_text(encoding="utf-8")) if path.is_file() else None
+
+
+def figure2(runs: list[dict], results_dir: Path) -> str:
+    """Window m = 1..5 (hybrid_gate, seed 1): dev BLEU (beam, final model) and the mean gate of the lowest layer."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    points = []
+    for r in runs:
+        opts = r.get("mechanism_options") or {}
+        if r["variant"] != "hybrid_gate" or r["seed"] != 1 or set(opts) - {"k"}:
+            continue
+        m = opts.get("k", 1)
+        gates = _gates(results_dir, r["run"])
+        dev = max(r["dev_bleu_beam"].values())
+        points.append((m, dev, None if gates is None else gates["layers"][str(gates["lowest_layer"])]))
+    if len(points) < 2:
+        return ""
+    points.sort()
+    fig, ax = plt.subplots(figsize=(5, 3.2))
+    ax.bar([p[0] for p in points], [p[1] for p in points], color="#9bb7d4")
+    ax.set_xlabel("window m (one side)")
+    ax.set_ylabel("dev BLEU (beam 5)")
+    ax.set_ylim(min(p[1] for p in points) - 2, max(p[1] for p in points) + 1)
+    if all(p[2] is not None for p in points):
+        ax2 = ax.twinx()
+        ax2.plot([p[0] for p in points], [p[2] for p in points], "o-", color="#c0392b")
+        ax2.set_ylabel("mean gate, layer 1")
+    fig.tight_layout()
+    fig.savefig(results_dir / "fig_nmt_window.png", dpi=150)
+    plt.close(fig)
+    rows = "\n".join(f"| {m} | {dev:.2f} | {'–' if g is None else f'{g:.3f}'} |" for m, dev, g in points)
+    return ("| m | dev BLEU (beam 5) | mean gate (layer 1) |\n|---:|---:|---:|\n" + rows +
+            "\n\n![window](fig_nmt_window.png)\n")
+
+
+def figure3(runs: list[dict], results_dir: Path) -> str:
+    """Mean gate per encoder layer of the run with the gate in every layer."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    chosen = [r for r in runs if r["variant"] == "hybrid_gate" and (r.get("mechanism_options") or {}).get("layers")]
+    gates = _gates(results_dir, chosen[0]["run"]) if chosen else None
+    if gates is None:
+        return ""
+    layers = sorted(gates["layers"], key=int)
+    values = [gates["layers"][k] for k in layers]
+    fig, ax = plt.subplots(figsize=(4.5, 3))
+    ax.plot([int(k) + 1 for k in layers], values, "o-")
+    ax.set_xlabel("encoder layer")
+    ax.set_ylabel("mean gate (weight of local)")
+    fig.tight_layout()
+    fig.savefig(results_dir / "fig_nmt_gate_layers.png", dpi=150)
+    plt.close(fig)
+    rows = " | ".join(f"{v:.3f}" for v in values)
+    return (f"Run `{chosen[0]['run']}`:\n\n| layer | " + " | ".join(str(int(k) + 1) for k in layers) + " |\n|---|" +
+            "---:|" * len(layers) + f"\n| mean gate | {rows} |\n\n![layers](fig_nmt_gate_layers.png)\n")
+
+
+def figure4(runs: list[dict], results_dir: Path) -> str:
+    """Mean gate at layer 1 per POS tag, averaged over the plain hybrid_gate runs (one bar per tag)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    chosen = [r for r in runs if r["variant"] == "hybrid_gate" and not r.get("mechanism_options")]
+    stats = [g for g in (_gates(results_dir, r["run"]) for r in chosen) if g is not None]
+    if not stats:
+        return ""
+    tags = sorted({t for g in stats for t in g["pos"]})
+    means = {t: sum(g["pos"][t]["mean"] for g in stats if t in g["pos"]) / sum(t in g["pos"] for g in stats)
+             for t in tags}
+    pieces = {t: sum(g["pos"].get(t, {}).get("pieces", 0) for g in stats) for t in tags}
+    order = sorted(tags, key=lambda t: means[t])
+    fig, ax = plt.subplots(figsize=(6, 3.2))
+    ax.bar(order, [means[t] for t in order], color="#7aa974")
+    ax.set_ylabel("mean gate, layer 1")
+    ax.tick_params(axis="x", rotation=60)
+    ax.set_ylim(min(means.values()) - 0.02, max(means.values()) + 0.02)
+    fig.tight_layout()
+    fig.savefig(results_dir / "fig_nmt_gate_pos.png", dpi=150)
+    plt.close(fig)
+    rows = "\n".join(f"| {t} | {means[t]:.3f} | {pieces[t]:,} |" for t in order)
+    return (f"Runs: {', '.join('`' + r['run'] + '`' for r in chosen)} (dev sources).\n\n| UPOS | mean gate | pieces |\n"
+            "|---|---:|---:|\n" + rows + "\n\n![pos](fig_nmt_gate_pos.png)\n")
+
+
+def probing_tables(runs: list[dict], results_dir: Path) -> str:
+    """Tables 3 and 4: group means and per-task test accuracy of the probes, one row per probed run."""
+    from ..tasks.probing import GROUPS
+
+    rows = []
+    for r in runs:
+        path = results_dir / "probing" / f"{r['run']}.json"
+        if path.is_file():
+            rows.append((r, json.loads(path.read_text(encoding="utf-8"))["tasks"]))
+    if not rows:
+        return ""
+    t3 = ["| model | " + " | ".join(GROUPS) + " |", "|---|" + "---:|" * len(GROUPS)]
+    t4 = ["| model | " + " | ".join(label for _, label in PROBE_COLUMNS) + " |", "|---|" + "---:|" * len(PROBE_COLUMNS)]
+    for r, res in rows:
+        groups = []
+        for tasks in GROUPS.values():
+            have = [res[t]["test_accuracy"] for t in tasks if t in res]
+            groups.append(f"{sum(have) / len(have):.2f}" if have else "–")
+        t3.append(f"| {r['run']} | " + " | ".join(groups) + " |")
+        t4.append(f"| {r['run']} | " + " | ".join(f"{res[t]['test_accuracy']:.1f}" if t in res else "–"
+                                                 for t, _ in PROBE_COLUMNS) + " |")
+        sizes = {t: res[t]["sizes"]["test"] for t in res}
+    majority = [f"{t}: {rows[0][1][t]['majority_test_accuracy']:.1f}" for t, _ in PROBE_COLUMNS if t in rows[0][1]]
+    return ("Table 3 layout (group means of test accuracy):\n\n" + "\n".join(t3) + "\n\nTable 4 layout (test accuracy per "
+            "task; * ToCo approximated from the dependency tree):\n\n" + "\n".join(t4) +
+            f"\n\nMajority-class test accuracy: {', '.join(majority)}. Test sizes: {sizes}.\n")
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--results-dir", type=Path, default=Path("results"))
+    args = ap.parse_args(argv)
+    references = {s: read_split(s).targets for s in TEST_SPLITS}
+    runs = load_runs(args.results_dir, references)
+    sections = ["# Hybrid local/global attention for translation (Multi30k En→De)", "",
+                "Generated by `python -m structattn.analysis.nmt_report --results-dir results` from `results/nmt.jsonl` "
+                "(runs: `bash results/run_nmt_experiments.sh ...`). BLEU: detokenised, case-sensitive sacreBLEU "
+                "(13a) of the committed hypothesis files; each figure re-scored here.", "",
+                "## Table 1: BLEU", "", table1(runs, references)]
+    for title, body in (("Figure 2: window size", figure2(runs, args.results_dir)),
+                        ("Figure 3: gate per layer", figure3(runs, args.results_dir)),
+                        ("Figure 4: gate per POS (layer 1)", figure4(runs, args.results_dir)),
+                        ("Probing (Tables 3-4)", probing_tables(runs, args.results_dir))):
+        if body:
+            sections += [f"## {title}", "", body]
+    text = "\n".join(sections).rstrip() + "\n"
+    (args.results_dir / "NMT.md").write_text(text, encoding="utf-8")
+    print(text)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,64 @@
+"""The translation report on a fabricated results folder: re-scoring, Table 1, the figures' sections."""
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tasks"))
+from tasks_testutil import needs  # noqa: E402
+
+from structattn.analysis import nmt_report  # noqa: E402
+from structattn.tasks.bleu import corpus_bleu  # noqa: E402
+from structattn.tasks.multi30k import TEST_SPLITS, read_split  # noqa: E402
+
+
+def _write_run(results: Path, name: str, variant: str, seed: int, drop_every: int, **extra) -> None:
+    line = {"task": "multi30k", "variant": variant, "seed": seed, "run": name, "dev_bleu_beam": {"best": 30.0},
+            "target_tokens_per_second": 1000.0, "model": {"mechanism_parameters": 256}, **extra}
+    for split in TEST_SPLITS:
+        refs = read_split(split).targets
+        hyps = [" ".join(r.split()[:-1]) if i % drop_every == 0 else r for i, r in enumerate(refs)]
+        path = results / "nmt" / f"{name}.{split}.de"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text("".join(h + "\n" for h in hyps), encoding="utf-8")
+        line[f"bleu_{split}"] = round(corpus_bleu(hyps, refs)["bleu"], 2)
+        line[f"hypotheses_{split}"] = f"{results.name}/nmt/{name}.{split}.de"
+    with open(results / "nmt.jsonl", "a", encoding="utf-8") as fh:
+        fh.write(json.dumps(line) + "\n")
+
+
+@needs("multi30k/raw/test_2016_flickr.de")
+@pytest.mark.slow
+def test_report_rescores_and_writes_the_tables(tmp_path):
+    results = tmp_path / "results"
+    results.mkdir()
+    _write_run(results, "t-s1", "transformer", 1, 2)
+    _write_run(results, "h-s1", "hybrid_gate", 1, 5)
+    _write_run(results, "h-m2-s1", "hybrid_gate", 1, 3, mechanism_options={"k": 2})
+    gates = {"lowest_layer": 0, "layers": {"0": 0.4, "1": 0.3}, "pos": {"NOUN": {"mean": 0.35, "pieces": 10},
+                                                                       "DET": {"mean": 0.5, "pieces": 4}}}
+    (results / "nmt_gates").mkdir()
+    for run in ("h-s1", "h-m2-s1"):
+        (results / "nmt_gates" / f"{run}.json").write_text(json.dumps(gates))
+    assert nmt_report.main(["--results-dir", str(results)]) == 0
+    text = (results / "NMT.md").read_text(encoding="utf-8")
+    assert "| TRANSFORMER | 1 |" in text and "+ HYBRID (Gate)" in text
+    assert "h-m2-s1" not in text.split("## Figure 2")[0]  # option runs stay out of Table 1
+    assert "| hybrid_gate | 1 | test2016 |" in text and "p (Holm)" in text
+    assert (results / "fig_nmt_window.png").is_file() and (results / "fig_nmt_gate_pos.png").is_file()
+    assert "| DET | 0.500 | 4 |" in text
+
+
+@needs("multi30k/raw/test_2016_flickr.de")
+def test_a_recorded_bleu_that_the_file_does_not_give_is_refused(tmp_path):
+    results = tmp_path / "results"
+    results.mkdir()
+    _write_run(results, "t-s1", "transformer", 1, 2)
+    line = json.loads((results / "nmt.jsonl").read_text())
+    line["bleu_test2016"] += 1
+    (results / "nmt.jsonl").write_text(json.dumps(line) + "\n")
+    with pytest.raises(ValueError, match="recorded bleu_test2016"):
+        nmt_report.main(["--results-dir", str(results)])
