@@ -128,3 +128,14 @@ def test_save_load_round_trip_and_generate(tmp_path, mechanism):
     generated = loaded.generate(input_ids=batch["input_ids"], attention_mask=batch["attention_mask"], num_beams=3,
                                 max_new_tokens=6)
     assert generated.shape[0] == 2
+
+
+@pytest.mark.parametrize("model_type", ["marian", "bart"])
+def test_from_pretrained_adds_the_mechanism_to_a_stock_translation_checkpoint(tmp_path, model_type):
+    batch, _ = _batch()
+    stock = tiny_seq2seq(model_type)
+    stock.save_pretrained(tmp_path)
+    model = from_pretrained(str(tmp_path), task="translation", mechanism="hybrid").eval()
+    assert model.config.structattn["name"] == "hybrid" and model.config.structattn["layer_indices"] == [0, 1]
+    with force_gate(model, 0.0):
+        torch.testing.assert_close(_logits(model, batch), _logits(stock, batch))
