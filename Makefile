@@ -32,6 +32,7 @@ bench: $(STAMP)
 	$(BIN)/python benchmarks/nsa.py
 	$(BIN)/python benchmarks/parsing.py
 	$(BIN)/python benchmarks/sgnet.py
+	$(BIN)/python benchmarks/nmt.py
 
 clean:
 	rm -rf $(VENV)
