@@ -26,28 +26,15 @@ def add_parser(sub) -> None:
 
 def _read_input(path: str | None) -> list[str]:
     from ..errors import UserError
+    from ..tasks.base import decode_lines
 
     if path is None:
-        data = sys.stdin.buffer.read()
-        where = "standard input"
-    else:
-        try:
-            with open(path, "rb") as fh:
-                data = fh.read()
-        except OSError as exc:
-            raise UserError(f"cannot read --input {path}: {exc.strerror}") from None
-        where = path
+        return decode_lines(sys.stdin.buffer.read(), "standard input")
     try:
-        text = data.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        line = data.count(b"\n", 0, exc.start) + 1
-        raise UserError(f"{where}: line {line} is not valid UTF-8; give UTF-8 text") from None
-    if text.startswith("\ufeff"):
-        text = text[1:]
-    lines = text.split("\n")
-    if lines and lines[-1] == "":
-        lines.pop()
-    return [ln[:-1] if ln.endswith("\r") else ln for ln in lines]
+        with open(path, "rb") as fh:
+            return decode_lines(fh.read(), path)
+    except OSError as exc:
+        raise UserError(f"cannot read --input {path}: {exc.strerror}") from None
 
 
 def run(args) -> int:

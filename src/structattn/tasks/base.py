@@ -154,16 +154,23 @@ def read_lines(path: Path) -> list[str]:
                         "../shared/data beside the repository unless STRUCTATTN_DATA names another)")
     if not path.is_file():
         raise UserError(f"{path}: is not a file")
-    data = path.read_bytes()
+    lines = decode_lines(path.read_bytes(), str(path))
+    if not any(ln.strip() for ln in lines):
+        raise UserError(f"{path}: file is empty")
+    return lines
+
+
+def decode_lines(data: bytes, where: str) -> list[str]:
+    """UTF-8 bytes -> lines, with :func:`read_lines`' rules (``\\n`` only, ``\\r`` before it and a leading BOM
+    dropped, no extra line after the final terminator); empty input gives []. ``where`` names the source in the
+    :class:`UserError` for bytes that are not UTF-8."""
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError as exc:
         line = data.count(b"\n", 0, exc.start) + 1
         col = exc.start - (data.rfind(b"\n", 0, exc.start) + 1) + 1
-        raise UserError(f"{path}:{line}: not valid UTF-8 (byte 0x{data[exc.start]:02x} at byte {col} of the line); "
+        raise UserError(f"{where}:{line}: not valid UTF-8 (byte 0x{data[exc.start]:02x} at byte {col} of the line); "
                         "mixed or legacy encodings are not accepted, re-save the file as UTF-8") from None
-    if not text.strip():
-        raise UserError(f"{path}: file is empty")
     if text.startswith("\ufeff"):
         text = text[1:]
     lines = text.split("\n")
