@@ -60,8 +60,7 @@ class Translator:
         from .modeling import mechanism_of
 
         mech = mechanism_of(self.model)
-        return mech is not None and mech.relation is not None and not (
-            mech.relation == "window" and mech.window_unit == "token")
+        return mech is not None and mech.reads_structure
 
     @property
     def max_source_pieces(self) -> int:

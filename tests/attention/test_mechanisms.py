@@ -139,3 +139,10 @@ def test_gate_bias_without_a_gate_bias_is_refused():
     with pytest.raises(UserError, match="gate_has_bias is False"):
         get_mechanism("hybrid", gate_bias=-2.0)
     assert get_mechanism("hybrid", gate_bias=-2.0, gate_has_bias=True).gate_bias == -2.0
+
+
+def test_which_mechanisms_read_a_parsed_structure_mask():
+    reads = {name for name, mech in MECHANISMS.items() if mech.reads_structure}
+    assert reads == {"sla", "wla", "sdoi"}  # token windows and Gaussian biases need no parse
+    assert not get_mechanism("wla", window_unit="token").reads_structure
+    assert not get_mechanism("sla", relation="all").reads_structure

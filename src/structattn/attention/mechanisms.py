@@ -177,6 +177,14 @@ class MechanismConfig:
         return self.relation is None and self.mix != "gaussian"
 
     @property
+    def reads_structure(self) -> bool:
+        """True when a model call needs ``structure_mask`` built from a parse (not for a token window or ``all``,
+        which the attention function builds itself, nor for a mechanism without a local pattern)."""
+        if self.relation is None or self.relation == "all":
+            return False
+        return not (self.relation == "window" and self.window_unit == "token")
+
+    @property
     def has_gate(self) -> bool:
         """True when mechanism layers compute a gate g (``mix="gate"``)."""
         return self.mix == "gate" and not self.is_global

@@ -115,7 +115,6 @@ class NMTData:
     dev_refs: list
     tests: dict  # split -> (source texts, reference texts)
     train_structure: Any = None
-    dev_structure: Any = None
     filter_summary: str = ""
 
 
@@ -160,9 +159,9 @@ def load_tokenizer(config: NMTConfig, out: Path, train) -> Any:
     return tokenizer
 
 
-def prepare_data(config: NMTConfig, tokenizer, train, dev, tests, needs_structure: bool, relation: str | None,
-                 relation_options: dict) -> NMTData:
-    """Filter and encode the training pairs (counts printed); dev and test sets unfiltered."""
+def prepare_data(config: NMTConfig, tokenizer, train, dev, tests, mechanism) -> NMTData:
+    """Filter and encode the training pairs (counts printed); dev and test sets unfiltered. The training sources
+    are parsed when ``mechanism`` (a MechanismConfig or None) reads a structure mask."""
     from ..tasks.multi30k import filter_training_pairs
     from .nmt_data import build_source_structure, encode_texts
 
@@ -175,9 +174,10 @@ def prepare_data(config: NMTConfig, tokenizer, train, dev, tests, needs_structur
     data = NMTData(encode_texts(tokenizer, kept.sources), encode_texts(tokenizer, kept.targets),
                    list(dev.sources), list(dev.targets), {s: (d.sources, d.targets) for s, d in tests.items()},
                    filter_summary=summary)
-    if needs_structure:
-        print("parsing the training and dev sources (cached) ...")
-        data.train_structure = build_source_structure(tokenizer, kept.sources, relation, **relation_options)
+    if mechanism is not None and mechanism.reads_structure:
+        print("parsing the training sources (cached) ...")
+        data.train_structure = build_source_structure(tokenizer, kept.sources, mechanism.relation,
+                                                      **mechanism.relation_options())
     return data
 
 
@@ -303,10 +303,7 @@ def train_translation(config: NMTConfig, *, show_progress: bool = True, stop_aft
     _check_resume(config, out)
     train, dev, tests = _read_sets(config)
     tokenizer = load_tokenizer(config, out, train)
-    needs_structure = mechanism is not None and mechanism.relation is not None and not (
-        mechanism.relation == "window" and mechanism.window_unit == "token")
-    data = prepare_data(config, tokenizer, train, dev, tests, needs_structure,
-                        mechanism.relation if mechanism else None, mechanism.relation_options() if mechanism else {})
+    data = prepare_data(config, tokenizer, train, dev, tests, mechanism)
 
     _seed_everything(config.seed)
     device = training_device()
@@ -401,7 +398,7 @@ def train_translation(config: NMTConfig, *, show_progress: bool = True, stop_aft
     bar.close()
     save_checkpoint()  # finished = True: a rerun goes straight to the final steps
 
-    summary = _finish(config, out, state, tokenizer, data, device, model, corpus_bleu, _average_weights)
+    summary = _finish(config, out, state, tokenizer, data, model)
     summary.update({"wall_seconds": round(elapsed_before + time.time() - session_start, 1),
                     "device": device_description(device), "torch_threads": torch.get_num_threads(),
                     "model": size_of(model), "command": command, "filter": data.filter_summary})
@@ -412,15 +409,16 @@ def train_translation(config: NMTConfig, *, show_progress: bool = True, stop_aft
     return summary
 
 
-def _finish(config: NMTConfig, out: Path, state: NMTState, tokenizer, data: NMTData, device, model, corpus_bleu,
-            average) -> dict:
+def _finish(config: NMTConfig, out: Path, state: NMTState, tokenizer, data: NMTData, model) -> dict:
     """Pick the final model (best vs averaged, by beam dev BLEU), save it, translate the test sets."""
     from safetensors.torch import load_file
+
+    from ..tasks.bleu import corpus_bleu
 
     candidates = {"best": load_file(str(out / BEST / "model.safetensors"))}
     recent = [out / RECENT / f"step-{s}.safetensors" for s in state.recent]
     if config.average_last > 1 and len(recent) > 1 and all(p.is_file() for p in recent):
-        candidates[f"average of last {len(recent)}"] = average(recent)
+        candidates[f"average of last {len(recent)}"] = _average_weights(recent)
     dev_scores = {}
     for name, weights in candidates.items():
         _load_weights(model, weights)
