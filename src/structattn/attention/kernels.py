@@ -44,8 +44,8 @@ Kernels a model may run (registry :data:`KERNELS`; names valid in ``MechanismCon
     shared_exp  one exponential shared by both softmaxes, one P v (eager, autograd; any device), with the
                 underflow guard described at :func:`shared_exp_mixed_attention`
     fused       native CPU kernel (:mod:`structattn.attention.native`): shared exponential in one pass per
-                row, flash-style recompute in backward (saves only per-row statistics); float32 inside
-                (float64 for float64 inputs, which gradient checks use)
+                row, flash-style recompute in backward (saves one log-normaliser per row, as SDPA does); float32
+                inside (float64 for float64 inputs, which gradient checks use)
     flex        the GPU route: global part by SDPA (flash), local part by FlexAttention with a block mask
                 built from the structure mask, outputs mixed as in ``exact`` (CPU: forward only)
 
@@ -248,7 +248,7 @@ def _native_forward(q: Tensor, k: Tensor, v: Tensor, base: Optional[Tensor], loc
 def _native_forward_fake(q, k, v, base, local, gate, scale, dropout_p, seed):
     b, h, n, d = q.shape
     out = q.new_empty((b, n, h, d)).permute(0, 2, 1, 3)
-    return out, q.new_empty((b, h, n, 4))
+    return out, q.new_empty((b, h, n))
 
 
 @torch.library.custom_op("structattn::mixed_attention_backward", mutates_args=(), device_types="cpu")

@@ -8,7 +8,9 @@
 //     O_i  = sum_j P_ij v_j
 //
 // one GEMM for q k^T per row block, one row sweep, one GEMM for P v; the backward pass recomputes the
-// scores from per-row statistics (flash attention's scheme): no n x m matrix outlives a row block.
+// scores from one statistic per row, the global log-normaliser lse = log sum(e) + max (flash attention's
+// scheme; the same [B, H, N] float SDPA keeps, so peak memory matches it): no n x m matrix outlives a row
+// block. The local normaliser is recomputed in the backward sweep from the local keys (O(w) per row).
 //
 // Built once per instruction set (CPU_CAPABILITY = AVX512, AVX2 or DEFAULT, chosen at run time from
 // torch.backends.cpu.get_cpu_capability()): the exponential is ATen's vectorised exp_u20 (at::vec), the
@@ -489,8 +491,8 @@ struct Common {           // what forward and backward share
 
 // ------------------------------------------------------------------------------------------ forward
 
-// Fills out [B,N,H,D] and stats [B,H,N,4] (global max, global sum relative to it, local max, local sum
-// relative to the local max) for every row.
+// Fills out [B,N,H,D] and lse [B,H,N] (log of the global normaliser: max + log sum exp, -inf for an empty row)
+// for every row.
 template <typename T>
 void forward_impl(const Common<T>& c, T* O, T* ST) {
   const int64_t H = c.H, N = c.N, D = c.D, M = c.M;
@@ -512,10 +514,10 @@ void forward_impl(const Common<T>& c, T* O, T* ST) {
         const int64_t i = i0 + r;
         const RowInfo& ri = info[r];
         T* s = S + r * kw - k0;  // s[j] = score of key j
-        T* sti = ST + (bh * N + i) * 4;
+        T& lse = ST[bh * N + i];
         if (ri.empty) {
           std::fill(s + k0, s + k1, T(0));
-          sti[0] = kNegInf<T>; sti[1] = T(1); sti[2] = kNegInf<T>; sti[3] = T(1);
+          lse = kNegInf<T>;
           continue;
         }
         const int64_t g0 = ri.g0, g1 = ri.g1, l0 = ri.l0, l1 = ri.l1;
@@ -524,7 +526,7 @@ void forward_impl(const Common<T>& c, T* O, T* ST) {
         const T g = g0p[i * c.G.sr];
         if (ri.local_is_base) {  // both parts are the base distribution
           const T zg = exp_shift_sum(s + g0, g1 - g0, mg);
-          sti[0] = mg; sti[1] = zg; sti[2] = mg; sti[3] = zg;
+          lse = mg + std::log(zg);
           scale(s + g0, g1 - g0, T(1) / zg);
         } else {
           // the local blocks of the row: the local mask as 0/1 there, and the local maximum
@@ -550,8 +552,7 @@ void forward_impl(const Common<T>& c, T* O, T* ST) {
             });
           const T a = (T(1) - g) / zg;
           const T cl = g / zl;   // zl relative to mg (fast) or to ml (slow)
-          sti[0] = mg; sti[1] = zg; sti[2] = ml;
-          sti[3] = slow ? zl : zl * std::exp(mg - ml);   // stored relative to ml
+          lse = mg + std::log(zg);
           scale(s + g0, g1 - g0, a);
           for_local_blocks(bits, c.table.words, l0, l1, [&](int64_t j0, int64_t j1) {
             add_scaled(s + j0, el + j0, j1 - j0, cl);
@@ -611,16 +612,14 @@ void backward_impl(const Common<T>& c, const View4<T>& DO, const T* ST, T* DQ, T
           DG[bh * N + i] = T(0);
           continue;
         }
-        const T* sti = ST + (bh * N + i) * 4;
-        const T mg = sti[0], zg = sti[1], ml = sti[2], zl = sti[3];
+        const T lse = ST[bh * N + i];
         const int64_t g0 = ri.g0, g1 = ri.g1, l0 = ri.l0, l1 = ri.l1;
         if (!ri.dense) mask_base(s, c.BM.row(b, h, i), g0, g1);
         const uint32_t key = row_key(static_cast<uint64_t>(bh * N + i), c.seed);
         const T g = g0p[i * c.G.sr];
         const Vec<T> vsc(c.sc);
         if (ri.local_is_base) {  // P = the base distribution pg: dS = scale * pg * (dP - <dP, pg>), no gate gradient
-          exp_shift_sum(s + g0, g1 - g0, mg);
-          scale(s + g0, g1 - g0, T(1) / zg);
+          exp_shift_sum(s + g0, g1 - g0, lse);   // the global probabilities pg
           if (c.thresh) apply_dropout(dp, g0, g1, key, c.thresh, c.keep_scale);
           const Vec<T> vd(dot(dp + g0, s + g0, g1 - g0));
           at::vec::map2<T>([&](Vec<T> pg, Vec<T> d) { return vsc * pg * (d - vd); }, dp + g0, s + g0, dp + g0, g1 - g0);
@@ -629,22 +628,26 @@ void backward_impl(const Common<T>& c, const View4<T>& DO, const T* ST, T* DQ, T
           const uint64_t* bits = c.bits(b, h, i);
           const int64_t words = c.table.words;
           const uint8_t* lm = c.LM.row(b, h, i);
-          for_local_blocks(bits, words, l0, l1, [&](int64_t j0, int64_t j1) { mask_to_float(lm + j0, j1 - j0, lf + j0); });
-          // local probabilities pl: from the local maximum (before s is overwritten) where the shared
-          // exponential underflows, else from the shared exponentials
-          const bool slow = (mg - ml) > kGap<T>;
+          T ml = kNegInf<T>;
+          for_local_blocks(bits, words, l0, l1, [&](int64_t j0, int64_t j1) {
+            mask_to_float(lm + j0, j1 - j0, lf + j0);
+            ml = std::max(ml, masked_max(s + j0, lf + j0, j1 - j0));
+          });
+          // local probabilities pl, normalised over the local keys here (only lse was saved): from the local
+          // maximum (before s is overwritten) where the shared exponential would underflow, else from the
+          // global probabilities on the local keys
+          const bool slow = (lse - ml) > kGap<T>;
+          T zl = T(0);
           if (slow)
             for_local_blocks(bits, words, l0, l1, [&](int64_t j0, int64_t j1) {
-              masked_exp(s + j0, lf + j0, j1 - j0, ml, T(1) / zl, pl + j0);
+              zl += masked_exp(s + j0, lf + j0, j1 - j0, ml, T(1), pl + j0);
             });
-          exp_shift_sum(s + g0, g1 - g0, mg);   // e; the sum is zg (saved)
-          if (!slow) {
-            const Vec<T> vr(std::exp(mg - ml) / zl);
+          exp_shift_sum(s + g0, g1 - g0, lse);   // the global probabilities pg
+          if (!slow)
             for_local_blocks(bits, words, l0, l1, [&](int64_t j0, int64_t j1) {
-              at::vec::map2<T>([&](Vec<T> e, Vec<T> f) { return e * f * vr; }, pl + j0, s + j0, lf + j0, j1 - j0);
+              zl += multiply_sum(s + j0, lf + j0, j1 - j0, pl + j0);
             });
-          }
-          scale(s + g0, g1 - g0, T(1) / zg);   // global probabilities pg
+          for_local_blocks(bits, words, l0, l1, [&](int64_t j0, int64_t j1) { scale(pl + j0, j1 - j0, T(1) / zl); });
           if (c.thresh) apply_dropout(dp, g0, g1, key, c.thresh, c.keep_scale);
           const T dlt_g = dot(dp + g0, s + g0, g1 - g0);
           T dlt_l = T(0);
@@ -692,7 +695,8 @@ at::ScalarType common_real_type(const char* fn, std::initializer_list<const at::
 }  // namespace
 
 // q [B,H,N,D], k, v [B,H,M,D] (unit stride in D), base/local bool [B,1|H,N,M], gate [B,1|H,N]; all float32
-// or all float64. Returns out [B,H,N,D] (a view of a [B,N,H,D] buffer) and stats [B,H,N,4].
+// or all float64. Returns out [B,H,N,D] (a view of a [B,N,H,D] buffer) and lse [B,H,N] (the global
+// log-normaliser of every row, for the backward pass).
 std::vector<at::Tensor> mixed_forward(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
                                       const c10::optional<at::Tensor>& base, const at::Tensor& local,
                                       const at::Tensor& gate, double scale, double dropout_p, int64_t seed) {
@@ -700,7 +704,7 @@ std::vector<at::Tensor> mixed_forward(const at::Tensor& q, const at::Tensor& k, 
   TORCH_CHECK(q.stride(3) == 1 && k.stride(3) == 1 && v.stride(3) == 1, "mixed_forward: unit stride in d");
   const int64_t B = q.size(0), H = q.size(1), N = q.size(2), D = q.size(3);
   auto out = at::empty({B, N, H, D}, q.options());
-  auto stats = at::empty({B, H, N, 4}, q.options());
+  auto stats = at::empty({B, H, N}, q.options());
   if (t == at::kDouble) {
     forward_impl<double>(Common<double>(q, k, v, base, local, gate, scale, dropout_p, seed), out.data_ptr<double>(),
                          stats.data_ptr<double>());

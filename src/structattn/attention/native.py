@@ -10,7 +10,8 @@ The kernel computes, for every query row i of every (batch, head) pair, with s =
     O_i  = sum_j P_ij v_j
 
 in one pass per row block (one GEMM for q k^T, one row sweep, one GEMM for P v), with the same recompute
-scheme as flash attention for the backward pass: only per-row statistics are saved, never an n x m matrix.
+scheme as flash attention for the backward pass: only the global log-normaliser of each row is saved (the
+[b, h, n] float SDPA keeps), never an n x m matrix; the local normaliser is recomputed from the local keys.
 The products of a row block run over the keys its rows may attend (padded keys cost nothing) and the local
 part of each row over the span of its local pattern (O(n w) for windows and sentence-bounded masks).
 
