@@ -482,8 +482,9 @@ def main(argv: list[str] | None = None) -> int:
         + ", ".join(f"seq {s}: {raw[s]['local_density']:.0%}" for s in raw),
         "",
         f"Wall time of the run: {(time.time() - started) / 60:.1f} min; load average (1, 5, 15 min) at start "
-        f"{load_start}, at end {_loadavg()} (other processes shared the machine; the [25th-75th percentile] "
-        "of the per-repetition ratios shows how much that moved them)",
+        f"{load_start}, at end {_loadavg()} (the benchmark's own threads count in it; load beyond them means other "
+        "processes shared the machine, and the [25th-75th percentile] of the per-repetition ratios shows how much "
+        "that moved them)",
         "",
     ])
     print(report)
