@@ -139,10 +139,39 @@ def build_model(tokenizer, size: str | ModelSize = "tiny", variant: str = "trans
         tie_word_embeddings=True, init_std=dims.d_model ** -0.5)
     torch.manual_seed(seed)
     model = MarianMTModel(config)
+    fairseq_initialisation(model)
     # Marian keeps a final_logits_bias buffer; it is not trained and stays 0.
     if mechanism is not None:
         apply_mechanism(model, mechanism)
     return model
+
+
+def fairseq_initialisation(model) -> None:
+    """Re-draw the linear layers of a fresh encoder-decoder as fairseq's Transformer does (the toolkit of the
+    Multi30k baselines and of Xu et al.): Xavier-uniform weights with gain 1/sqrt(2) for the query, key and
+    value projections and gain 1 for the output projections and the feed-forward layers, zero biases. The
+    embeddings keep Marian's N(0, init_std = d^-1/2) with a zero padding row, which is fairseq's too; the
+    output projection is tied to them.
+
+    Why: Marian's own initialisation draws every linear weight from N(0, init_std). On Multi30k (tiny size,
+    lr 5e-3, 2,000 warm-up updates) learnt about half as fast as a plain ``nn.Transformer`` with Xavier
+    weights on the same batches (dev NLL per token 3.96 vs 3.44 after 1,000 updates); with this
+    initialisation the same Marian model reached 3.58 after 750 updates, where the old one needed about
+    1,500 (3.55).
+    """
+    import math
+
+    import torch
+    from torch import nn
+
+    with torch.no_grad():
+        for name, module in model.named_modules():
+            if not isinstance(module, nn.Linear) or module is model.get_output_embeddings():
+                continue
+            gain = 1 / math.sqrt(2) if name.endswith(("q_proj", "k_proj", "v_proj")) else 1.0
+            nn.init.xavier_uniform_(module.weight, gain=gain)
+            if module.bias is not None:
+                module.bias.zero_()
 
 
 def size_of(model) -> dict[str, Any]:
