@@ -10,7 +10,7 @@
 # 1e-9) at 5e-3 with 2,000 warm-up updates then inverse square root, at most 4,000 updates (about 27 epochs), dev
 # BLEU (greedy) every 500 updates, early stopping after 4 evaluations without a better one, final model = the better on dev BLEU (beam 5) of the best checkpoint and the average of the last 5,
 # beam 5 and length penalty 1.0 on the test sets. Mechanisms in the lowest 2 encoder layers, window m = 1 (k).
-#   bash results/run_nmt_experiments.sh lane-a | lane-b | extra | window | layers
+#   bash results/run_nmt_experiments.sh lane-a | lane-b | extra | window | layers | one NAME FLAGS...
 set -uo pipefail
 cd "$(dirname "$0")/.."
 export OMP_NUM_THREADS=1 MKL_NUM_THREADS=1
@@ -57,5 +57,6 @@ case "${1:-}" in
   extra) extra ;;
   window) window ;;
   layers) layers ;;
-  *) echo "usage: $0 lane-a | lane-b | extra | window | layers"; exit 2 ;;
+  one) shift; run "$@" ;;  # one NAME FLAGS...: a single run, e.g. one multi30k-hybrid_gate-s1 --variant hybrid_gate --seed 1
+  *) echo "usage: $0 lane-a | lane-b | extra | window | layers | one NAME FLAGS..."; exit 2 ;;
 esac
