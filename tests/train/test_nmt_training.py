@@ -56,13 +56,15 @@ def test_a_run_writes_its_outputs_and_resumes_to_the_same_result(corpus, tmp_pat
     assert len(hyps) == 10
     assert whole["tests"]["test"]["hypotheses"].endswith("hypotheses/test.de")
     assert [h["step"] for h in whole["history"]] == [3, 6, 9]
+    assert all(0 < h["train_loss"] < 20 for h in whole["history"])
     assert whole["final_model"] in whole["dev_bleu_beam"]
 
     killed = _config(corpus, tmp_path / "killed", variant=variant)
     assert train_translation(killed, show_progress=False, stop_after_updates=5) == {"stopped_at_update": 5}
     resumed = train_translation(killed, show_progress=False)
-    def scores(summary):  # the timings differ, the dev BLEU after the resume must not
-        return [(h["step"], h["epoch"], h["dev_bleu"]) for h in summary["history"]]
+    def scores(summary):  # the timings differ; the dev BLEU and the training loss since the previous
+        # evaluation (the resume starts at one) must not
+        return [(h["step"], h["epoch"], h["dev_bleu"], h["train_loss"]) for h in summary["history"]]
 
     assert scores(resumed) == scores(whole)
     assert resumed["tests"]["test"]["bleu"] == whole["tests"]["test"]["bleu"]

@@ -51,6 +51,10 @@ def test_sigkill_mid_epoch_then_resume_matches_uninterrupted(tmp_path, extra):
     assert [h["step"] for h in a["history"]] == [h["step"] for h in b["history"]]
     for ha, hb in zip(a["history"], b["history"]):
         assert ha["accuracy"] == pytest.approx(hb["accuracy"], abs=1e-9)
+        # the mean training loss since the previous evaluation: the resume starts at an evaluation, so the
+        # resumed run averages the same batches (a sum not reset at evaluations, or reset at the resume
+        # only, would differ here)
+        assert 0 < ha["train_loss"] < 10 and ha["train_loss"] == pytest.approx(hb["train_loss"], abs=2e-4)
     assert a["best_metric"] == pytest.approx(b["best_metric"], abs=1e-9)
 
     # the weights of the final checkpoints agree too

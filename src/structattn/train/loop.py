@@ -3,7 +3,8 @@
 The same code runs on one CPU, one GPU or many processes (``accelerate launch``).
 State that makes a run resumable lives in ``<output_dir>/checkpoint-<step>/``:
 model, optimizer, scheduler and RNG states (``Accelerator.save_state``) plus
-``trainer_state.json`` (step, epoch, position in the epoch, best metric, history).
+``trainer_state.json`` (step, epoch, position in the epoch, best metric, history: per evaluation the dev metrics and
+``train_loss``, the mean training loss since the previous evaluation).
 The data order of epoch e is a permutation seeded by (seed, e), so a resumed run
 sees exactly the batches the interrupted run would have seen.
 
@@ -368,6 +369,7 @@ class Trainer:
                    desc=f"{cfg.task} {cfg.mechanism}")
         t0 = time.time()
         stop = False
+        loss_sum, loss_count = torch.zeros(()), 0  # training loss since the last evaluation (this process)
         while state.global_step < total and not stop:
             skip = state.step_in_epoch * cfg.grad_accum
             epoch_loader = acc.skip_first_batches(prepared_loader, skip) if skip else prepared_loader
@@ -382,6 +384,7 @@ class Trainer:
                 with acc.accumulate(self.model):
                     loss = self._loss(batch)
                     acc.backward(loss)
+                    loss_sum, loss_count = loss_sum.to(loss.device) + loss.detach().float(), loss_count + 1
                     if acc.sync_gradients:
                         acc.clip_grad_norm_(self.model.parameters(), 1.0)
                     optim.step()
@@ -396,7 +399,11 @@ class Trainer:
                 if state.global_step % cfg.log_every == 0:
                     bar.set_postfix(loss=f"{loss.item():.4f}")
                 if state.global_step % eval_every == 0 or state.global_step == total:
-                    stop = self._evaluate_and_checkpoint(state, eval_examples, eval_feats, time.time() - t0)
+                    # every process reaches this step; the mean over processes of their mean losses
+                    train_loss = acc.reduce(loss_sum / max(loss_count, 1), reduction="mean").item()
+                    stop = self._evaluate_and_checkpoint(state, eval_examples, eval_feats, time.time() - t0,
+                                                         train_loss)
+                    loss_sum, loss_count = torch.zeros(()), 0
                     self.model.train()
                 if stop or state.global_step >= total:
                     break
@@ -422,8 +429,12 @@ class Trainer:
             return out.loss + self.cfg.lisa_weight * self.lisa.loss()
         return self.model(**batch).loss
 
-    def _evaluate_and_checkpoint(self, state: TrainerState, examples, feats, elapsed: float) -> bool:
+    def _evaluate_and_checkpoint(self, state: TrainerState, examples, feats, elapsed: float,
+                                 train_loss: float | None = None) -> bool:
         """Evaluate, save best model and a resumable checkpoint; return True to stop early.
+
+        ``train_loss`` (the mean training loss over the batches since the previous evaluation, or since a
+        resume, averaged over processes) goes into the history entry beside the dev metrics.
 
         Called by every process at the same step; all of them get the same metrics and so update
         their ``state`` identically (same best, same patience count, same decision to stop).
@@ -431,6 +442,8 @@ class Trainer:
         acc = self.accelerator
         entry = self._evaluate_on_main(state, examples, feats, elapsed)
         metrics = {k: v for k, v in entry.items() if k not in ("step", "epoch", "elapsed_s")}
+        if train_loss is not None:
+            entry["train_loss"] = round(train_loss, 4)
         main = metrics.get(self.main_metric)
         state.history.append(entry)
         self._note_kernels(state)

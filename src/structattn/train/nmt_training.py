@@ -16,7 +16,8 @@ Folder ``output_dir``::
     recent/              the last ``average_last`` evaluated weights
     final/               the chosen model (+ tokenizer): ``structattn translate --model OUTPUT_DIR/final``
     hypotheses/<split>.de  detokenised test translations, one line per source line
-    summary.json         BLEU per test set, dev history, sizes, wall time, throughput, device
+    summary.json         BLEU per test set, history (dev BLEU and mean training loss per evaluation), sizes,
+                         wall time, throughput, device
 
 Rerunning the same command resumes from ``checkpoint/`` (a finished run only redoes the final steps).
 """
@@ -334,12 +335,15 @@ def train_translation(config: NMTConfig, *, show_progress: bool = True, stop_aft
                         "python_rng": random.getstate()}, tmp / "trainer.pt")
             atomic_write_json(tmp / "state.json", dataclasses.asdict(state))
 
-    def evaluate_and_checkpoint():
+    def evaluate_and_checkpoint(train_loss: float | None):
         hyps = _translate(model, tokenizer, data.dev_texts, config.eval_beam, config.length_penalty)
         bleu = corpus_bleu(hyps, data.dev_refs)["bleu"]
         improved = state.best_bleu is None or bleu > state.best_bleu
-        state.history.append({"step": state.step, "epoch": state.epoch, "dev_bleu": round(bleu, 2),
-                              "train_seconds": round(state.train_seconds, 1)})
+        entry = {"step": state.step, "epoch": state.epoch, "dev_bleu": round(bleu, 2),
+                 "train_seconds": round(state.train_seconds, 1)}
+        if train_loss is not None:  # per target token, label-smoothed, since the previous evaluation or resume
+            entry["train_loss"] = round(train_loss, 4)
+        state.history.append(entry)
         if improved:
             state.best_bleu, state.best_step, state.evals_without_improvement = bleu, state.step, 0
             _save_model(model, tokenizer, out / BEST)
@@ -359,6 +363,7 @@ def train_translation(config: NMTConfig, *, show_progress: bool = True, stop_aft
     bar = tqdm(total=config.max_updates, initial=state.step, disable=not show_progress, desc=f"{config.variant}",
                dynamic_ncols=True)
     model.train()
+    loss_sum, loss_tokens = 0.0, 0  # label-smoothed loss x target tokens since the last evaluation
     while not state.finished:
         batches = token_batches(src_len, tgt_len, config.max_tokens, seed=config.seed * 100_003 + state.epoch)
         for batch_idx in batches[state.batch_in_epoch:]:
@@ -379,6 +384,7 @@ def train_translation(config: NMTConfig, *, show_progress: bool = True, stop_aft
             state.step += 1
             state.batch_in_epoch += 1
             state.target_tokens += tokens
+            loss_sum, loss_tokens = loss_sum + loss.item() * tokens, loss_tokens + tokens
             state.train_seconds += time.time() - t0
             bar.update(1)
             bar.set_postfix(loss=f"{loss.item():.3f}", best=state.best_bleu)
@@ -386,7 +392,8 @@ def train_translation(config: NMTConfig, *, show_progress: bool = True, stop_aft
                 bar.close()
                 return {"stopped_at_update": state.step}
             if state.step % config.eval_every == 0 or state.step >= config.max_updates:
-                bleu = evaluate_and_checkpoint()
+                bleu = evaluate_and_checkpoint(loss_sum / loss_tokens if loss_tokens else None)
+                loss_sum, loss_tokens = 0.0, 0
                 bar.write(f"update {state.step:,}: dev BLEU {bleu:.2f} (best {state.best_bleu:.2f} at "
                           f"{state.best_step:,})")
                 if state.evals_without_improvement >= config.patience or state.step >= config.max_updates:
