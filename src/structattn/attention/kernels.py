@@ -238,9 +238,11 @@ def shared_exp_mixed_attention(q: Tensor, k: Tensor, v: Tensor, local: Tensor, g
 # on-disk graph cache keys on the op name, not on the fake implementation: a cached graph compiled against
 # an older layout would otherwise be reused and fail its shape asserts. Bump the suffix on any change.
 _OP_VERSION = "v2"  # v2: one log-normaliser per row ([b, h, n]); v1 kept four statistics ([b, h, n, 4])
+_FORWARD_OP = f"structattn::mixed_attention_forward_{_OP_VERSION}"
+_BACKWARD_OP = f"structattn::mixed_attention_backward_{_OP_VERSION}"
 
 
-@torch.library.custom_op(f"structattn::mixed_attention_forward_{_OP_VERSION}", mutates_args=(), device_types="cpu")
+@torch.library.custom_op(_FORWARD_OP, mutates_args=(), device_types="cpu")
 def _native_forward(q: Tensor, k: Tensor, v: Tensor, base: Optional[Tensor], local: Tensor, gate: Tensor,
                     scale: float, dropout_p: float, seed: int) -> tuple[Tensor, Tensor]:
     ext = native.load()
@@ -257,7 +259,7 @@ def _native_forward_fake(q, k, v, base, local, gate, scale, dropout_p, seed):
     return out, q.new_empty((b, h, n))
 
 
-@torch.library.custom_op(f"structattn::mixed_attention_backward_{_OP_VERSION}", mutates_args=(), device_types="cpu")
+@torch.library.custom_op(_BACKWARD_OP, mutates_args=(), device_types="cpu")
 def _native_backward(dout: Tensor, q: Tensor, k: Tensor, v: Tensor, base: Optional[Tensor], local: Tensor,
                      gate: Tensor, stats: Tensor, scale: float, dropout_p: float,
                      seed: int) -> tuple[Tensor, Tensor, Tensor, Tensor]:
@@ -290,8 +292,7 @@ def _native_autograd(ctx, dout, dstats):
     return dq, dk, dv, None, None, dg, None, None, None
 
 
-torch.library.register_autograd(f"structattn::mixed_attention_forward_{_OP_VERSION}", _native_autograd,
-                                setup_context=_native_setup_context)
+torch.library.register_autograd(_FORWARD_OP, _native_autograd, setup_context=_native_setup_context)
 
 
 def _unit_last(t: Tensor) -> Tensor:

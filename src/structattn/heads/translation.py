@@ -21,6 +21,7 @@ lowest 2 encoder layers (``layers`` option).
 """
 from __future__ import annotations
 
+import math
 import unicodedata
 from dataclasses import dataclass
 from typing import Any, Sequence
@@ -159,8 +160,6 @@ def fairseq_initialisation(model) -> None:
     initialisation the same Marian model reached 3.58 after 750 updates, where the old one needed about
     1,500 (3.55).
     """
-    import math
-
     import torch
     from torch import nn
 

@@ -384,10 +384,11 @@ def train_translation(config: NMTConfig, *, show_progress: bool = True, stop_aft
             state.step += 1
             state.batch_in_epoch += 1
             state.target_tokens += tokens
-            loss_sum, loss_tokens = loss_sum + loss.item() * tokens, loss_tokens + tokens
+            loss_value = loss.item()
+            loss_sum, loss_tokens = loss_sum + loss_value * tokens, loss_tokens + tokens
             state.train_seconds += time.time() - t0
             bar.update(1)
-            bar.set_postfix(loss=f"{loss.item():.3f}", best=state.best_bleu)
+            bar.set_postfix(loss=f"{loss_value:.3f}", best=state.best_bleu)
             if stop_after_updates is not None and state.step >= stop_after_updates:
                 bar.close()
                 return {"stopped_at_update": state.step}
