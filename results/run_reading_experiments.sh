@@ -15,7 +15,8 @@
 # split, 1,436 questions); inputs of 256 tokens (passages cut from their end, counted in the logs), batch 4
 # questions (16 option inputs), AdamW 5e-5, 2 epochs.
 # Sentence tasks (the sentence runner's sgnet variant beside baseline rows of the same settings): CoLA (2 epochs)
-# and SST-2 (first 10,000 training sentences, 1 epoch), max length 64, batch 32, 5e-5, 3 seeds.
+# and SST-2 (first 10,000 training sentences, 1 epoch), max length 64, batch 32, 5e-5, 3 seeds; 2 threads unless
+# SWEEP_THREADS says otherwise (1 when it shares the machine with another lane).
 #   bash results/run_reading_experiments.sh squad-a | squad-b | ablation | ablation-a | ablation-b | mc-a | mc-b | sentence | both
 # (ablation-a and ablation-b split the four Table 3 rows over two lanes)
 set -uo pipefail
@@ -57,7 +58,7 @@ mc_lane() {  # mc_lane VARIANT SGNET
 sentence() {  # appended to results/<task>.jsonl by the sentence runner's sweep
   for task in cola sst2; do
     extra=$([ $task = sst2 ] && echo "--epochs 1 --max-train-examples 10000" || echo "--epochs 2")
-    OMP_NUM_THREADS=2 $BIN/structattn sweep --results-dir results --run-root runs/sweeps --eval-every 0 --batch-size 32 \
+    OMP_NUM_THREADS=${SWEEP_THREADS:-2} $BIN/structattn sweep --results-dir results --run-root runs/sweeps --eval-every 0 --batch-size 32 \
       --learning-rate 5e-5 --task $task --variants global sgnet --seeds 1 2 3 --max-length 64 $extra \
       > runs/reading/sweep-$task.log 2>&1 || echo "FAILED sweep $task (runs/reading/sweep-$task.log)"
   done

@@ -93,6 +93,7 @@ def test_two_epochs_write_best_trees_and_summary(treebank, tmp_path):
         assert {"recall", "precision", "f1", "complete_match"} <= set(summary[split])
         assert summary[split]["trees"] == summary[split]["of_trees"] == n
     assert summary["best_dev_f1"] == max(h["f1"] for h in summary["history"])
+    assert all(h["train_loss"] > 0 for h in summary["history"])  # mean training loss since the last evaluation
     assert summary["device"].startswith("cpu (") and summary["torch_threads"] == 1
     assert summary["parameters"] > 0 and {"structattn_version", "git_commit"} <= set(summary["provenance"])
 
@@ -138,6 +139,7 @@ def test_resume_after_a_kill_ends_like_an_uninterrupted_run(treebank, tmp_path):
     assert saved["step"] == 3 and saved["epoch"] == 1
     resumed = train_parser(config, show_progress=False)
     assert resumed["best_dev_f1"] == whole["best_dev_f1"] and resumed["best_epoch"] == whole["best_epoch"]
+    assert all("train_loss" in h for h in whole["history"])  # the comparison below covers the training loss
     assert without_times(resumed["history"]) == without_times(whole["history"])
     assert lines(tmp_path / "b" / "test.trees") == lines(tmp_path / "a" / "test.trees")
     a = torch.load(tmp_path / "a" / "checkpoint" / "tensors.pt", weights_only=True)

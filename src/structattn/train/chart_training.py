@@ -8,7 +8,8 @@
    else at ``learning_rate``), both ramped up linearly from 0 over ``warmup_steps`` optimizer steps and then
    held constant; gradients clipped to norm ``clip_grad``; the batch order of epoch e is a permutation seeded
    by (seed, e);
-3. parses the dev trees after every epoch (or every ``eval_every`` steps) and scores them with EVALB; a better
+3. parses the dev trees after every epoch (or every ``eval_every`` steps) and scores them with EVALB (each history
+   entry also has ``train_loss``, the mean batch loss since the previous evaluation); a better
    dev F1 replaces ``best/`` (``ChartParser.save_pretrained``); ``patience`` evaluations without improvement stop
    the run;
 4. after each evaluation writes ``checkpoint/`` (model, optimizer, scheduler, Python/numpy/torch RNG states,
@@ -56,7 +57,7 @@ class ParserTrainState:
     best_epoch: int = -1  # epochs completed when the best dev F1 was reached
     best_step: int = -1
     evals_without_improvement: int = 0
-    history: list = field(default_factory=list)  # one entry per dev evaluation
+    history: list = field(default_factory=list)  # one entry per dev evaluation (EVALB figures, train_loss)
     epoch_train_seconds: list = field(default_factory=list)  # training time (no evaluation) of each finished epoch
     current_epoch_seconds: float = 0.0  # training time so far in the unfinished epoch
     elapsed_seconds: float = 0.0  # wall time of all sessions up to this checkpoint
@@ -329,8 +330,9 @@ def train_parser(config, *, show_progress: bool = True, stop_after_steps: int | 
               f"best dev F1 {state.best_f1}")
     session_start, elapsed_before = time.time(), state.elapsed_seconds
 
-    def evaluate_and_checkpoint() -> bool:
-        """Dev EVALB, best/ on improvement, checkpoint/; True = stop early."""
+    def evaluate_and_checkpoint(train_loss: float | None) -> bool:
+        """Dev EVALB, best/ on improvement, checkpoint/; True = stop early. ``train_loss``: the mean training
+        loss per batch since the previous evaluation (or since the resume), None when no batch ran."""
         model.eval()
         with torch.no_grad():
             # Output trees carry the gold tags (as SuPar does): EVALB deletes punctuation by each tree's own
@@ -338,7 +340,10 @@ def train_parser(config, *, show_progress: bool = True, stop_after_steps: int | 
             predicted = model.parse(dev_words, dev_tags, batch_size=config.batch_size,
                                     output_tags=[t.tags() for t in dev_trees])
         dev = _metrics(evalb(dev_trees, predicted))
-        state.history.append({"step": state.step, "epoch": state.epoch, **dev})
+        entry = {"step": state.step, "epoch": state.epoch, **dev}
+        if train_loss is not None:
+            entry["train_loss"] = round(train_loss, 4)
+        state.history.append(entry)
         if state.best_f1 is None or dev["f1"] > state.best_f1:
             state.best_f1, state.best_epoch, state.best_step = dev["f1"], state.epoch, state.step
             state.evals_without_improvement = 0
@@ -356,6 +361,16 @@ def train_parser(config, *, show_progress: bool = True, stop_after_steps: int | 
 
     bar = tqdm(total=total, initial=state.step, disable=not show_progress, desc="train-parser")
     model.train()
+    # Training loss since the last evaluation. Checkpoints are written only at evaluations, where this is reset,
+    # so a resumed run's history matches the uninterrupted run's.
+    loss_sum, loss_count = 0.0, 0
+
+    def mean_loss_since_evaluation() -> float | None:
+        nonlocal loss_sum, loss_count
+        mean = loss_sum / loss_count if loss_count else None
+        loss_sum, loss_count = 0.0, 0
+        return mean
+
     while not state.finished:
         batches = epoch_batches(len(train_trees), config.batch_size, config.seed, state.epoch,
                                 train_lengths if config.group_by_length else None)
@@ -372,14 +387,16 @@ def train_parser(config, *, show_progress: bool = True, stop_after_steps: int | 
             scheduler.step()
             state.step += 1
             state.step_in_epoch += 1
+            loss_value = loss.item()
+            loss_sum, loss_count = loss_sum + loss_value, loss_count + 1
             bar.update(1)
-            bar.set_postfix(loss=f"{loss.item():.3f}")
+            bar.set_postfix(loss=f"{loss_value:.3f}")
             if stop_after_steps is not None and state.step >= stop_after_steps:
                 bar.close()
                 return {"stopped_at_step": state.step}
             if config.eval_every and state.step % config.eval_every == 0:
                 state.current_epoch_seconds += time.time() - t_epoch
-                if evaluate_and_checkpoint():
+                if evaluate_and_checkpoint(mean_loss_since_evaluation()):
                     break
                 t_epoch = time.time()
         else:  # the epoch ran to its end
@@ -389,7 +406,7 @@ def train_parser(config, *, show_progress: bool = True, stop_after_steps: int | 
             state.step_in_epoch, state.current_epoch_seconds = 0, 0.0
             evaluated = bool(state.history) and state.history[-1]["step"] == state.step
             if not evaluated and (not config.eval_every or state.step >= total):
-                evaluate_and_checkpoint()
+                evaluate_and_checkpoint(mean_loss_since_evaluation())
     bar.close()
     return _finish(config, out, state, wall_before=elapsed_before, session_start=session_start, command=command)
 
