@@ -109,6 +109,33 @@ def test_multiple_choice_trains_and_scores_accuracy(env, sgnet, pool):
     assert trainer.option_scores(feats).shape == (8, 4)
 
 
+def test_a_span_qa_model_given_to_multiple_choice_lends_its_encoder(env, capsys):
+    """Intermediate-task transfer: a SQuAD run's best/ as --model of a RACE run keeps the encoder's trained
+    weights; the SG layer and the multiple-choice head are new."""
+    import torch
+    from safetensors.torch import load_file
+
+    from structattn.errors import UserError
+
+    qa = config(env, "squad11", "transfer-qa", sgnet="dual")
+    trainer_for(qa, show_progress=False).train()
+    qa_best = Path(qa.output_dir) / "best"
+    qa_weights = load_file(str(qa_best / "model.safetensors"))
+    mc = config(env, "race_m", "transfer-mc", model=str(qa_best), sgnet="none", pool="mean", max_length=96)
+    trainer = trainer_for(mc, show_progress=False)
+    assert "its encoder (global attention) is kept" in capsys.readouterr().out
+    model = trainer.accelerator.unwrap_model(trainer.model)
+    assert model.config.head == "multiple_choice" and model.sgnet is None and model.training
+    encoder = {k: v for k, v in model.state_dict().items() if k.startswith("bert.")}
+    assert encoder and all(torch.equal(v, qa_weights[k]) for k, v in encoder.items())  # the QA run's encoder
+    assert not any(k.startswith(("classifier", "pooler")) for k in qa_weights)  # the head was not in the QA model
+    summary = trainer.train()
+    assert summary["main_metric"] == "accuracy"
+    with pytest.raises(UserError, match="keeps its mechanism: pass --mechanism global"):
+        trainer_for(config(env, "race_m", "transfer-wla", model=str(qa_best), mechanism="wla", k=1),
+                    show_progress=False)
+
+
 def test_sentence_runner_sgnet_variant_trains(tmp_path, monkeypatch):
     from fixtures import make_tiny_sst2
 

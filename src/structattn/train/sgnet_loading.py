@@ -92,9 +92,11 @@ def is_sgnet_folder(path: str) -> bool:
 def load_sgnet_and_tokenizer(cfg, head: str, num_labels: int, model_path: str | None = None):
     """An :class:`~structattn.sgnet.SGNetModel` for ``head`` and its fast tokenizer.
 
-    A folder saved by SG-Net is loaded as it was saved (the run's own ``best/``); anything else is an encoder
-    (a Hugging Face name or folder, "" = the offline default) that gets the configuration's mechanism inside
-    and the SG part and head on top (``cfg.sgnet`` ``none`` = the head alone: the baseline). ``head`` is a
+    A folder saved by SG-Net with this head is loaded as it was saved (the run's own ``best/``). A folder saved
+    by SG-Net with another head (a SQuAD model given to a multiple-choice run: intermediate-task transfer) gives
+    its encoder, mechanism included; the SG part and the head are built fresh from ``cfg``. Anything else is an
+    encoder (a Hugging Face name or folder, "" = the offline default) that gets the configuration's mechanism
+    inside and the SG part and head on top (``cfg.sgnet`` ``none`` = the head alone: the baseline). ``head`` is a
     task kind (``classification``, ``regression``, ``tagging``) or ``span_qa`` / ``multiple_choice``.
     """
     from ..settings import default_encoder
@@ -102,11 +104,30 @@ def load_sgnet_and_tokenizer(cfg, head: str, num_labels: int, model_path: str | 
     from .loop import _mechanism_options, load_tokenizer
 
     name = model_path or cfg.model or default_encoder()
+    sg = SGNetConfig(aggregation=cfg.sgnet, alpha=cfg.sgnet_alpha, init=cfg.sgnet_init,
+                     head="classification" if head == "regression" else head, num_labels=num_labels,
+                     pool=cfg.pool)
     if is_sgnet_folder(name):
         model = SGNetModel.from_pretrained(name)
+        if model.config.head != sg.head:
+            model = _transfer_encoder(model, sg, cfg, name)
     else:
-        sg = SGNetConfig(aggregation=cfg.sgnet, alpha=cfg.sgnet_alpha, init=cfg.sgnet_init,
-                         head="classification" if head == "regression" else head, num_labels=num_labels,
-                         pool=cfg.pool)
         model = SGNetModel.from_encoder(name, sg, mechanism=cfg.mechanism, **_mechanism_options(cfg))
     return model, load_tokenizer(name, model.base_model.config.model_type)
+
+
+def _transfer_encoder(saved, sg, cfg, name: str):
+    """A fresh SG part and ``sg.head`` on the encoder of ``saved`` (an SG-Net model trained for another head)."""
+    from ..errors import UserError
+    from ..sgnet import SGNetModel
+
+    encoder = saved.base_model
+    installed = getattr(encoder.config, "structattn", None)
+    mechanism = installed.get("name", "global") if isinstance(installed, dict) else "global"
+    if mechanism != cfg.mechanism:
+        raise UserError(f"{name} is a {saved.config.head} model whose encoder has the {mechanism!r} mechanism; this "
+                        f"run asks for {cfg.mechanism!r}. A transferred encoder keeps its mechanism: pass "
+                        f"--mechanism {mechanism}, or start from a plain encoder")
+    print(f"{name}: a {saved.config.head} model; its encoder ({mechanism} attention) is kept, the SG part "
+          f"({sg.aggregation}) and the {sg.head} head start fresh")
+    return SGNetModel(encoder.train(), sg)
