@@ -134,6 +134,8 @@ def test_a_span_qa_model_given_to_multiple_choice_lends_its_encoder(env, capsys)
     with pytest.raises(UserError, match="keeps its mechanism: pass --mechanism global"):
         trainer_for(config(env, "race_m", "transfer-wla", model=str(qa_best), mechanism="wla", k=1),
                     show_progress=False)
+    with pytest.raises(UserError, match="has k=None; this run asks for k=2"):
+        trainer_for(config(env, "race_m", "transfer-k", model=str(qa_best), k=2), show_progress=False)
 
 
 def test_sentence_runner_sgnet_variant_trains(tmp_path, monkeypatch):

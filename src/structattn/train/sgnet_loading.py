@@ -120,6 +120,7 @@ def _transfer_encoder(saved, sg, cfg, name: str):
     """A fresh SG part and ``sg.head`` on the encoder of ``saved`` (an SG-Net model trained for another head)."""
     from ..errors import UserError
     from ..sgnet import SGNetModel
+    from .config import mechanism_options
 
     encoder = saved.base_model
     installed = getattr(encoder.config, "structattn", None)
@@ -128,6 +129,15 @@ def _transfer_encoder(saved, sg, cfg, name: str):
         raise UserError(f"{name} is a {saved.config.head} model whose encoder has the {mechanism!r} mechanism; this "
                         f"run asks for {cfg.mechanism!r}. A transferred encoder keeps its mechanism: pass "
                         f"--mechanism {mechanism}, or start from a plain encoder")
+    saved_options = installed if isinstance(installed, dict) else {}
+    # as the mechanism runs them: a saved m=None is the mechanism's default m
+    resolved = mechanism_options(mechanism, saved_options.get("m"), saved_options.get("k"))
+    for option in ("m", "k"):  # options given on the command line must be the ones the encoder was trained with
+        asked, saved_value = getattr(cfg, option), resolved[option]
+        if asked is not None and asked != saved_value:
+            raise UserError(f"{name}: its encoder's {mechanism} mechanism has {option}={saved_value}; this run asks "
+                            f"for {option}={asked}. A transferred encoder keeps its mechanism: drop --{option}"
+                            + (f" or pass --{option} {saved_value}" if saved_value is not None else ""))
     print(f"{name}: a {saved.config.head} model; its encoder ({mechanism} attention) is kept, the SG part "
           f"({sg.aggregation}) and the {sg.head} head start fresh")
     return SGNetModel(encoder.train(), sg)
