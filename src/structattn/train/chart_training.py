@@ -37,6 +37,7 @@ import torch
 from ..errors import UserError
 from .checkpoint import AtomicDir, atomic_write_json, atomic_write_text, recover_atomic_dirs
 from .loop import LengthGroupedSampler
+from .running_mean import RunningMean
 
 # Fields that never change what a run computes; every other field must match for a resume.
 RESULT_NEUTRAL_FIELDS = frozenset({"output_dir"})
@@ -361,16 +362,7 @@ def train_parser(config, *, show_progress: bool = True, stop_after_steps: int | 
 
     bar = tqdm(total=total, initial=state.step, disable=not show_progress, desc="train-parser")
     model.train()
-    # Training loss since the last evaluation. Checkpoints are written only at evaluations, where this is reset,
-    # so a resumed run's history matches the uninterrupted run's.
-    loss_sum, loss_count = 0.0, 0
-
-    def mean_loss_since_evaluation() -> float | None:
-        nonlocal loss_sum, loss_count
-        mean = loss_sum / loss_count if loss_count else None
-        loss_sum, loss_count = 0.0, 0
-        return mean
-
+    batch_losses = RunningMean()  # since the last evaluation
     while not state.finished:
         batches = epoch_batches(len(train_trees), config.batch_size, config.seed, state.epoch,
                                 train_lengths if config.group_by_length else None)
@@ -388,7 +380,7 @@ def train_parser(config, *, show_progress: bool = True, stop_after_steps: int | 
             state.step += 1
             state.step_in_epoch += 1
             loss_value = loss.item()
-            loss_sum, loss_count = loss_sum + loss_value, loss_count + 1
+            batch_losses.add(loss_value)
             bar.update(1)
             bar.set_postfix(loss=f"{loss_value:.3f}")
             if stop_after_steps is not None and state.step >= stop_after_steps:
@@ -396,7 +388,7 @@ def train_parser(config, *, show_progress: bool = True, stop_after_steps: int | 
                 return {"stopped_at_step": state.step}
             if config.eval_every and state.step % config.eval_every == 0:
                 state.current_epoch_seconds += time.time() - t_epoch
-                if evaluate_and_checkpoint(mean_loss_since_evaluation()):
+                if evaluate_and_checkpoint(batch_losses.take()):
                     break
                 t_epoch = time.time()
         else:  # the epoch ran to its end
@@ -406,7 +398,7 @@ def train_parser(config, *, show_progress: bool = True, stop_after_steps: int | 
             state.step_in_epoch, state.current_epoch_seconds = 0, 0.0
             evaluated = bool(state.history) and state.history[-1]["step"] == state.step
             if not evaluated and (not config.eval_every or state.step >= total):
-                evaluate_and_checkpoint(mean_loss_since_evaluation())
+                evaluate_and_checkpoint(batch_losses.take())
     bar.close()
     return _finish(config, out, state, wall_before=elapsed_before, session_start=session_start, command=command)
 

@@ -34,6 +34,7 @@ from ..tasks import get_task
 from .checkpoint import AtomicDir, atomic_write_json, latest_checkpoint, recover_atomic_dirs
 from .config import RESULT_NEUTRAL_FIELDS, TrainConfig
 from .data import StructureSpec, aggregate_predictions, build_features
+from .running_mean import RunningMean
 
 log = logging.getLogger(__name__)
 
@@ -369,7 +370,7 @@ class Trainer:
                    desc=f"{cfg.task} {cfg.mechanism}")
         t0 = time.time()
         stop = False
-        loss_sum, loss_count = 0.0, 0  # training loss since the last evaluation (this process; a tensor once added to)
+        batch_losses = RunningMean()  # training loss since the last evaluation, this process (a tensor sum: no sync)
         while state.global_step < total and not stop:
             skip = state.step_in_epoch * cfg.grad_accum
             epoch_loader = acc.skip_first_batches(prepared_loader, skip) if skip else prepared_loader
@@ -384,7 +385,7 @@ class Trainer:
                 with acc.accumulate(self.model):
                     loss = self._loss(batch)
                     acc.backward(loss)
-                    loss_sum, loss_count = loss_sum + loss.detach().float(), loss_count + 1
+                    batch_losses.add(loss.detach().float())
                     if acc.sync_gradients:
                         acc.clip_grad_norm_(self.model.parameters(), 1.0)
                     optim.step()
@@ -400,11 +401,11 @@ class Trainer:
                     bar.set_postfix(loss=f"{loss.item():.4f}")
                 if state.global_step % eval_every == 0 or state.global_step == total:
                     # every process reaches this step; the mean over processes of their mean losses
-                    mean = torch.as_tensor(loss_sum / max(loss_count, 1), device=acc.device)
+                    # this step's batch ran, so the mean is never None here
+                    mean = torch.as_tensor(batch_losses.take(), device=acc.device)
                     train_loss = acc.reduce(mean, reduction="mean").item()
                     stop = self._evaluate_and_checkpoint(state, eval_examples, eval_feats, time.time() - t0,
                                                          train_loss)
-                    loss_sum, loss_count = 0.0, 0
                     self.model.train()
                 if stop or state.global_step >= total:
                     break

@@ -37,6 +37,7 @@ import torch
 from ..config_io import JsonConfig
 from ..errors import UserError
 from .checkpoint import AtomicDir, atomic_write_json, recover_atomic_dirs
+from .running_mean import RunningMean
 
 CHECKPOINT, BEST, FINAL, RECENT = "checkpoint", "best", "final", "recent"
 
@@ -363,7 +364,7 @@ def train_translation(config: NMTConfig, *, show_progress: bool = True, stop_aft
     bar = tqdm(total=config.max_updates, initial=state.step, disable=not show_progress, desc=f"{config.variant}",
                dynamic_ncols=True)
     model.train()
-    loss_sum, loss_tokens = 0.0, 0  # label-smoothed loss x target tokens since the last evaluation
+    token_losses = RunningMean()  # label-smoothed loss per target token since the last evaluation
     while not state.finished:
         batches = token_batches(src_len, tgt_len, config.max_tokens, seed=config.seed * 100_003 + state.epoch)
         for batch_idx in batches[state.batch_in_epoch:]:
@@ -385,7 +386,7 @@ def train_translation(config: NMTConfig, *, show_progress: bool = True, stop_aft
             state.batch_in_epoch += 1
             state.target_tokens += tokens
             loss_value = loss.item()
-            loss_sum, loss_tokens = loss_sum + loss_value * tokens, loss_tokens + tokens
+            token_losses.add(loss_value, tokens)
             state.train_seconds += time.time() - t0
             bar.update(1)
             bar.set_postfix(loss=f"{loss_value:.3f}", best=state.best_bleu)
@@ -393,8 +394,7 @@ def train_translation(config: NMTConfig, *, show_progress: bool = True, stop_aft
                 bar.close()
                 return {"stopped_at_update": state.step}
             if state.step % config.eval_every == 0 or state.step >= config.max_updates:
-                bleu = evaluate_and_checkpoint(loss_sum / loss_tokens if loss_tokens else None)
-                loss_sum, loss_tokens = 0.0, 0
+                bleu = evaluate_and_checkpoint(token_losses.take())
                 bar.write(f"update {state.step:,}: dev BLEU {bleu:.2f} (best {state.best_bleu:.2f} at "
                           f"{state.best_step:,})")
                 if state.evals_without_improvement >= config.patience or state.step >= config.max_updates:

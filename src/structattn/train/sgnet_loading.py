@@ -119,19 +119,20 @@ def load_sgnet_and_tokenizer(cfg, head: str, num_labels: int, model_path: str | 
 def _transfer_encoder(saved, sg, cfg, name: str):
     """A fresh SG part and ``sg.head`` on the encoder of ``saved`` (an SG-Net model trained for another head)."""
     from ..errors import UserError
+    from ..modeling import mechanism_of
     from ..sgnet import SGNetModel
     from .config import mechanism_options
 
     encoder = saved.base_model
-    installed = getattr(encoder.config, "structattn", None)
-    mechanism = installed.get("name", "global") if isinstance(installed, dict) else "global"
+    installed = mechanism_of(encoder)
+    mechanism = installed.name if installed is not None else "global"
     if mechanism != cfg.mechanism:
         raise UserError(f"{name} is a {saved.config.head} model whose encoder has the {mechanism!r} mechanism; this "
                         f"run asks for {cfg.mechanism!r}. A transferred encoder keeps its mechanism: pass "
                         f"--mechanism {mechanism}, or start from a plain encoder")
-    saved_options = installed if isinstance(installed, dict) else {}
     # as the mechanism runs them: a saved m=None is the mechanism's default m
-    resolved = mechanism_options(mechanism, saved_options.get("m"), saved_options.get("k"))
+    resolved = (mechanism_options(mechanism, installed.m, installed.k) if installed is not None
+                else mechanism_options(mechanism))
     for option in ("m", "k"):  # options given on the command line must be the ones the encoder was trained with
         asked, saved_value = getattr(cfg, option), resolved[option]
         if asked is not None and asked != saved_value:
