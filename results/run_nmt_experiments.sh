@@ -57,6 +57,8 @@ case "${1:-}" in
   extra) extra ;;
   window) window ;;
   layers) layers ;;
+  control) $BIN/structattn probe --model runs/nmt/multi30k-transformer-s1/final --untrained \
+    --out results/probing/untrained-multi30k-transformer-s1.json ;;  # probing control: the same model untrained
   one) shift; run "$@" ;;  # one NAME FLAGS...: a single run, e.g. one multi30k-hybrid_gate-s1 --variant hybrid_gate --seed 1
-  *) echo "usage: $0 lane-a | lane-b | extra | window | layers | one NAME FLAGS..."; exit 2 ;;
+  *) echo "usage: $0 lane-a | lane-b | extra | window | layers | control | one NAME FLAGS..."; exit 2 ;;
 esac

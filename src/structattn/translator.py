@@ -13,7 +13,8 @@ Documented edge cases:
 * a line longer than the model's position limit (``max_position_embeddings`` - 1 source pieces plus
   ``</s>``) is cut to that many pieces; the number of cut lines is returned in ``Translator.last_cut`` and
   printed by ``structattn translate``;
-* the output of one line is at most ``1.5 * source pieces + 10`` pieces (and the position limit).
+* the output of one line is at most ``1.5 * n + 10`` pieces, n the longest source (in pieces) of its batch,
+  and below the position limit.
 """
 from __future__ import annotations
 

@@ -43,8 +43,15 @@ def test_report_rescores_and_writes_the_tables(tmp_path):
     (results / "nmt_gates").mkdir()
     for run in ("h-s1", "h-m2-s1"):
         (results / "nmt_gates" / f"{run}.json").write_text(json.dumps(gates))
+    (results / "probing").mkdir()
+    for name, accuracy in (("t-s1", 70.0), ("untrained-t", 55.0)):
+        tasks = {t: {"test_accuracy": accuracy, "majority_test_accuracy": 50.0, "sizes": {"test": 10}}
+                 for t in ("SeLn", "WC", "BShif")}
+        (results / "probing" / f"{name}.json").write_text(json.dumps({"tasks": tasks}))
     assert nmt_report.main(["--results-dir", str(results)]) == 0
     text = (results / "NMT.md").read_text(encoding="utf-8")
+    assert "| t-s1 | 70.00 | 70.00 | – |" in text  # Table 3: Surf., Sync. (BShif alone), no semantic task
+    assert "| untrained-t (random weights) | 55.0 | 55.0 | – | – | 55.0 |" in text  # Table 4, control row
     assert "| TRANSFORMER | 1 |" in text and "+ HYBRID (Gate)" in text
     assert "h-m2-s1" not in text.split("## Figure 2")[0]  # option runs stay out of Table 1
     assert "| hybrid_gate | 1 | test2016 |" in text and "p (Holm)" in text

@@ -53,3 +53,24 @@ def test_same_seed_same_weights():
     size = ModelSize(1, 1, 32, 64, 4, 0.1, max_positions=32)
     a, b = build_model(tok, size, seed=5), build_model(tok, size, seed=5)
     assert all(torch.equal(x, y) for x, y in zip(a.state_dict().values(), b.state_dict().values()))
+
+
+@pytest.mark.parametrize("variant", ["transformer", "hybrid_gate"])
+def test_untrained_like_draws_the_weights_build_model_draws(variant):
+    """The probing control: a trained model's architecture and mechanism with the weights of a fresh build."""
+    from structattn.heads.translation import untrained_like
+    from structattn.modeling import mechanism_of
+
+    tok = train_bpe_tokenizer(TEXTS, vocab_size=300)
+    size = ModelSize(2, 1, 32, 64, 4, 0.1, max_positions=32)
+    trained = build_model(tok, size, variant, seed=1)
+    with torch.no_grad():  # stands for training: every weight moves
+        for p in trained.parameters():
+            p.add_(0.5)
+    fresh, expected = untrained_like(trained, seed=7), build_model(tok, size, variant, seed=7)
+    assert mechanism_of(fresh) == mechanism_of(trained)
+    assert fresh.state_dict().keys() == expected.state_dict().keys()
+    assert all(torch.equal(x, y) for x, y in zip(fresh.state_dict().values(), expected.state_dict().values()))
+    moved = trained.get_encoder().layers[0].self_attn.q_proj.weight
+    assert not torch.equal(fresh.get_encoder().layers[0].self_attn.q_proj.weight, moved)
+    assert not fresh.training

@@ -209,32 +209,39 @@ def figure4(runs: list[dict], results_dir: Path) -> str:
 
 
 def probing_tables(runs: list[dict], results_dir: Path) -> str:
-    """Tables 3 and 4: group means and per-task test accuracy of the probes, one row per probed run."""
+    """Tables 3 and 4: group means and per-task test accuracy of the probes, one row per probed run, then the
+    untrained-encoder controls (``probing/untrained-*.json``, from ``structattn probe --untrained``)."""
     from ..tasks.probing import GROUPS
 
     rows = []
     for r in runs:
         path = results_dir / "probing" / f"{r['run']}.json"
         if path.is_file():
-            rows.append((r, json.loads(path.read_text(encoding="utf-8"))["tasks"]))
+            rows.append((r["run"], json.loads(path.read_text(encoding="utf-8"))["tasks"]))
+    controls = sorted((results_dir / "probing").glob("untrained-*.json"))
+    for path in controls:
+        rows.append((f"{path.stem} (random weights)", json.loads(path.read_text(encoding="utf-8"))["tasks"]))
     if not rows:
         return ""
     t3 = ["| model | " + " | ".join(GROUPS) + " |", "|---|" + "---:|" * len(GROUPS)]
     t4 = ["| model | " + " | ".join(label for _, label in PROBE_COLUMNS) + " |", "|---|" + "---:|" * len(PROBE_COLUMNS)]
-    for r, res in rows:
+    for label, res in rows:
         groups = []
         for tasks in GROUPS.values():
             have = [res[t]["test_accuracy"] for t in tasks if t in res]
             groups.append(f"{sum(have) / len(have):.2f}" if have else "–")
-        t3.append(f"| {r['run']} | " + " | ".join(groups) + " |")
-        t4.append(f"| {r['run']} | " + " | ".join(f"{res[t]['test_accuracy']:.1f}" if t in res else "–"
+        t3.append(f"| {label} | " + " | ".join(groups) + " |")
+        t4.append(f"| {label} | " + " | ".join(f"{res[t]['test_accuracy']:.1f}" if t in res else "–"
                                                  for t, _ in PROBE_COLUMNS) + " |")
         sizes = {t: res[t]["sizes"]["test"] for t in res}
     majority = [f"{t}: {rows[0][1][t]['majority_test_accuracy']:.1f}" for t, _ in PROBE_COLUMNS if t in rows[0][1]]
     return ("Table 3 layout (group means of test accuracy):\n\n" + "\n".join(t3) +
             "\n\nTable 4 layout (test accuracy per task; * ToCo approximated from the dependency tree):\n\n" +
             "\n".join(t4) +
-            f"\n\nMajority-class test accuracy: {', '.join(majority)}. Test sizes: {sizes}.\n")
+            f"\n\nMajority-class test accuracy: {', '.join(majority)}. Test sizes: {sizes}.\n" +
+            ("\nRows marked (random weights): the named run's architecture, vocabulary and mechanism with fresh "
+             "weights, drawn as training starts (`structattn probe --model DIR --untrained`): what the probe "
+             "gets with no training at all.\n" if controls else ""))
 
 
 def main(argv: list[str] | None = None) -> int:

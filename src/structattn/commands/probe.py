@@ -2,7 +2,8 @@
 
 Builds the tasks of :mod:`structattn.tasks.probing` (SeLn, WC, TrDep, ToCo, BShif, Tense, SubjNum, ObjNum,
 CoIn), encodes their sentences with the frozen encoder (mean of the last layer) and trains the MLP probe of
-:mod:`structattn.train.probe_training` per task. Prints one line per task and writes the JSON (``--out``).
+:mod:`structattn.train.probe_training` per task. ``--untrained`` probes the same architecture with fresh random
+weights instead (the control row of Conneau et al. 2018). Prints one line per task and writes the JSON (``--out``).
 """
 from __future__ import annotations
 
@@ -19,6 +20,9 @@ def add_parser(sub) -> None:
     p.add_argument("--model", required=True, help="translation model folder (final/ of a train-nmt run)")
     p.add_argument("--tasks", nargs="+", default=list(TASKS), help="tasks to run (default: all)")
     p.add_argument("--seed", type=int, default=0, help="probe initialisation and data-construction seed")
+    p.add_argument("--untrained", action="store_true",
+                   help="probe the model's architecture with fresh random weights (seeded by --seed) instead of "
+                        "its trained ones: the untrained-encoder control")
     p.add_argument("--out", help="write the results JSON here")
     p.set_defaults(func=run)
 
@@ -34,6 +38,11 @@ def run(args) -> int:
     if unknown:
         raise UserError(f"unknown probing task(s) {', '.join(unknown)}; valid: {', '.join(TASKS)}")
     translator = Translator.load(args.model)
+    if args.untrained:
+        from ..heads.translation import untrained_like
+
+        translator = Translator(untrained_like(translator.model, args.seed), translator.tokenizer,
+                                translator.parser_name)
     splits = {s: read_ud(s) for s in ("train", "dev", "test")}
     tasks = [build_task(name, splits, seed=args.seed) for name in args.tasks]
 
@@ -43,7 +52,7 @@ def run(args) -> int:
               file=sys.stderr)
 
     results = probe_model(translator, tasks, seed=args.seed, progress=report)
-    out = {"model": args.model, "seed": args.seed, "tasks": results,
+    out = {"model": args.model, "untrained": args.untrained, "seed": args.seed, "tasks": results,
            "dropped": {t.name: t.dropped for t in tasks}}
     if args.out:
         atomic_write_json(args.out, out)

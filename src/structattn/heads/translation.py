@@ -147,6 +147,27 @@ def build_model(tokenizer, size: str | ModelSize = "tiny", variant: str = "trans
     return model
 
 
+def untrained_like(model, seed: int = 0):
+    """A model of ``model``'s architecture, vocabulary and mechanism with fresh weights, drawn as
+    :func:`build_model` draws them (transformers' initialisation, then :func:`fairseq_initialisation`, then
+    the mechanism's own parameters): the untrained-encoder control of probing (Conneau et al. 2018 report
+    untrained encoders beside trained ones to show what the probe gets from the architecture alone).
+    """
+    import torch
+
+    from ..modeling import apply_mechanism, mechanism_of
+
+    settings = {k: v for k, v in model.config.to_dict().items() if k != "structattn"}
+    config = type(model.config).from_dict(settings)
+    torch.manual_seed(seed)
+    fresh = type(model)(config)
+    fairseq_initialisation(fresh)
+    mechanism = mechanism_of(model)
+    if mechanism is not None:
+        apply_mechanism(fresh, mechanism)
+    return fresh.eval()
+
+
 def fairseq_initialisation(model) -> None:
     """Re-draw the linear layers of a fresh encoder-decoder as fairseq's Transformer does (the toolkit of the
     Multi30k baselines and of Xu et al.): Xavier-uniform weights with gain 1/sqrt(2) for the query, key and
