@@ -69,3 +69,18 @@ def test_a_recorded_bleu_that_the_file_does_not_give_is_refused(tmp_path):
     (results / "nmt.jsonl").write_text(json.dumps(line) + "\n")
     with pytest.raises(ValueError, match="recorded bleu_test2016"):
         nmt_report.main(["--results-dir", str(results)])
+
+
+@needs("multi30k/raw/test_2016_flickr.de")
+def test_committed_runs_are_what_their_hypothesis_files_score():
+    """Every committed nmt.jsonl line re-scores from its hypothesis files, one line per source sentence."""
+    results = Path(__file__).resolve().parents[2] / "results"
+    if not (results / "nmt.jsonl").is_file():
+        pytest.skip("no committed translation runs yet")
+    references = {split: read_split(split).targets for split in TEST_SPLITS}
+    runs = nmt_report.load_runs(results, references)  # raises on a recorded BLEU the file does not give
+    assert runs
+    for run in runs:
+        assert run["task"] == "multi30k" and {"variant", "seed"} <= run.keys()
+        for split in TEST_SPLITS:
+            assert len(run["_hyps"][split]) == len(references[split]), (run["run"], split)
