@@ -53,6 +53,9 @@ def test_report_rescores_and_writes_the_tables(tmp_path):
     assert "| t-s1 | 70.00 | 70.00 | – |" in text  # Table 3: Surf., Sync. (BShif alone), no semantic task
     assert "| untrained-t (random weights) | 55.0 | 55.0 | – | – | 55.0 |" in text  # Table 4, control row
     assert "| TRANSFORMER | 1 |" in text and "+ HYBRID (Gate)" in text
+    delta = float(text.split("| + HYBRID (Gate) | 1 |")[1].split("|")[2])  # Δ: the same seed's transformer
+    runs = {json.loads(line)["run"]: json.loads(line) for line in (results / "nmt.jsonl").read_text().splitlines()}
+    assert delta == pytest.approx(runs["h-s1"]["bleu_test2016"] - runs["t-s1"]["bleu_test2016"], abs=0.006)
     assert "h-m2-s1" not in text.split("## Figure 2")[0]  # option runs stay out of Table 1
     assert "| hybrid_gate | 1 | test2016 |" in text and "p (Holm)" in text
     assert (results / "fig_nmt_window.png").is_file() and (results / "fig_nmt_gate_pos.png").is_file()
