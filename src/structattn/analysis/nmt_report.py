@@ -96,9 +96,8 @@ def table1(runs: list[dict], references: dict[str, list[str]]) -> str:
         if not rows:
             continue
         vals = {s: [r[f"bleu_{s}"] for r in rows if f"bleu_{s}" in r] for s in TEST_SPLITS}
-        # paired by seed: a variant's seed is compared with the transformer of that seed only
-        paired = [r["bleu_test2016"] - base[r["seed"]]["bleu_test2016"] for r in rows
-                  if r["seed"] in base and "bleu_test2016" in r and "bleu_test2016" in base[r["seed"]]]
+        # paired by seed: the test2016 comparisons above, each against the transformer of the same seed
+        paired = [c["delta"] for c in comparisons if c["variant"] == variant and c["split"] == "test2016"]
         delta = "" if variant == "transformer" else (f"{mean_std(paired)[0]:+.2f}" if paired else "–")
         extra = rows[0].get("model", {}).get("mechanism_parameters", "")
         speed = _fmt([r["target_tokens_per_second"] for r in rows]).split(".")[0]
