@@ -235,7 +235,7 @@ def probing_tables(runs: list[dict], results_dir: Path) -> str:
         t3.append(f"| {label} | " + " | ".join(groups) + " |")
         t4.append(f"| {label} | " + " | ".join(f"{res[t]['test_accuracy']:.1f}" if t in res else "–"
                                                  for t, _ in PROBE_COLUMNS) + " |")
-        sizes = {t: res[t]["sizes"]["test"] for t in res}
+    sizes = {t: rows[0][1][t]["sizes"]["test"] for t in rows[0][1]}  # every probe reads the same UD splits
     majority = [f"{t}: {rows[0][1][t]['majority_test_accuracy']:.1f}" for t, _ in PROBE_COLUMNS if t in rows[0][1]]
     return ("Table 3 layout (group means of test accuracy):\n\n" + "\n".join(t3) +
             "\n\nTable 4 layout (test accuracy per task; * ToCo approximated from the dependency tree):\n\n" +
