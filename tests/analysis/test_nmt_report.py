@@ -38,6 +38,8 @@ def test_report_rescores_and_writes_the_tables(tmp_path):
     _write_run(results, "t-s1", "transformer", 1, 2)
     _write_run(results, "h-s1", "hybrid_gate", 1, 5)
     _write_run(results, "h-m2-s1", "hybrid_gate", 1, 3, mechanism_options={"k": 2})
+    _write_run(results, "t-s2", "transformer", 2, 3)
+    _write_run(results, "h-s2", "hybrid_gate", 2, 4)
     gates = {"lowest_layer": 0, "layers": {"0": 0.4, "1": 0.3}, "pos": {"NOUN": {"mean": 0.35, "pieces": 10},
                                                                        "DET": {"mean": 0.5, "pieces": 4}}}
     (results / "nmt_gates").mkdir()
@@ -52,10 +54,13 @@ def test_report_rescores_and_writes_the_tables(tmp_path):
     text = (results / "NMT.md").read_text(encoding="utf-8")
     assert "| t-s1 | 70.00 | 70.00 | – |" in text  # Table 3: Surf., Sync. (BShif alone), no semantic task
     assert "| untrained-t (random weights) | 55.0 | 55.0 | – | – | 55.0 |" in text  # Table 4, control row
-    assert "| TRANSFORMER | 1 |" in text and "+ HYBRID (Gate)" in text
-    delta = float(text.split("| + HYBRID (Gate) | 1 |")[1].split("|")[2])  # Δ: the same seed's transformer
+    assert "| TRANSFORMER | 1,2 |" in text and "+ HYBRID (Gate)" in text
+    delta = float(text.split("| + HYBRID (Gate) | 1,2 |")[1].split("|")[2])  # Δ: each seed's own transformer
     runs = {json.loads(line)["run"]: json.loads(line) for line in (results / "nmt.jsonl").read_text().splitlines()}
-    assert delta == pytest.approx(runs["h-s1"]["bleu_test2016"] - runs["t-s1"]["bleu_test2016"], abs=0.006)
+    want = [runs[f"h-s{s}"]["bleu_test2016"] - runs[f"t-s{s}"]["bleu_test2016"] for s in (1, 2)]
+    assert delta == pytest.approx(sum(want) / 2, abs=0.011)
+    pooled = text.split("Over seeds")[1].split("Per seed")[0]  # one row per variant and test set, seeds 1 and 2
+    assert "| hybrid_gate | 1,2 | test2016 | " + f"{delta:+.2f} |" in pooled and "over all 4 variant" in pooled
     assert "h-m2-s1" not in text.split("## Figure 2")[0]  # option runs stay out of Table 1
     assert "| hybrid_gate | 1 | test2016 |" in text and "p (Holm)" in text
     assert (results / "fig_nmt_window.png").is_file() and (results / "fig_nmt_gate_pos.png").is_file()

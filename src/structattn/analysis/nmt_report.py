@@ -8,8 +8,12 @@ hypothesis file with sacreBLEU and refuses to go on when a recorded BLEU differs
 (``results/probing/<run>.json``, ``structattn probe``) that exist; writes ``results/NMT.md`` and the PNGs
 ``fig_nmt_window.png`` (Figure 2), ``fig_nmt_gate_layers.png`` (Figure 3) and ``fig_nmt_gate_pos.png`` (Figure 4).
 
-Significance (Table 1): each run against the ``transformer`` run of the same seed, sacreBLEU's paired bootstrap
-(1,000 resamples) on each test set; the p values of every comparison in the table are Holm-adjusted together.
+Significance (Table 1), two families, each Holm-adjusted on its own:
+- over seeds, the test for Table 1's cells: each variant against the ``transformer`` on each test set, the mean over
+  seeds of the paired Δ, one paired bootstrap that resamples the same sentences for all seeds
+  (:func:`~structattn.tasks.bleu.seed_paired_bootstrap`, 1,000 resamples);
+- per seed: each run against the ``transformer`` run of the same seed, sacreBLEU's paired bootstrap (1,000
+  resamples) on each test set.
 Runs with mechanism options (window sweep, all-layer gate) are reported in their own sections, not in Table 1.
 """
 from __future__ import annotations
@@ -19,7 +23,7 @@ import json
 from collections import defaultdict
 from pathlib import Path
 
-from ..tasks.bleu import corpus_bleu, paired_bootstrap
+from ..tasks.bleu import corpus_bleu, paired_bootstrap, seed_paired_bootstrap
 from ..tasks.multi30k import TEST_SPLITS, read_split
 from ..train.significance import holm, mean_std
 
@@ -88,6 +92,7 @@ def table1(runs: list[dict], references: dict[str, list[str]]) -> str:
                                         "delta": run[f"bleu_{split}"] - base[seed][f"bleu_{split}"]})
     for c, adjusted in zip(comparisons, holm([c["p"] for c in comparisons])):
         c["p_holm"] = adjusted
+    pooled = _pooled_comparisons(by, references)
     lines = ["| model | seeds | extra parameters | test2016 | Δ | test2017 | test2018 | mscoco2017 | tokens/s "
              "(train) |",
              "|---|---|---:|---:|---:|---:|---:|---:|---:|"]
@@ -96,23 +101,51 @@ def table1(runs: list[dict], references: dict[str, list[str]]) -> str:
         if not rows:
             continue
         vals = {s: [r[f"bleu_{s}"] for r in rows if f"bleu_{s}" in r] for s in TEST_SPLITS}
-        # paired by seed: the test2016 comparisons above, each against the transformer of the same seed
-        paired = [c["delta"] for c in comparisons if c["variant"] == variant and c["split"] == "test2016"]
-        delta = "" if variant == "transformer" else (f"{mean_std(paired)[0]:+.2f}" if paired else "–")
+        # paired by seed: the mean over seeds of the Δ to each seed's own transformer (the pooled test's)
+        paired = [c["delta"] for c in pooled if c["variant"] == variant and c["split"] == "test2016"]
+        delta = "" if variant == "transformer" else (f"{paired[0]:+.2f}" if paired else "–")
         extra = rows[0].get("model", {}).get("mechanism_parameters", "")
         speed = _fmt([r["target_tokens_per_second"] for r in rows]).split(".")[0]
         lines.append(f"| {label} | {','.join(str(r['seed']) for r in sorted(rows, key=lambda r: r['seed']))} | "
                      f"{extra} | {_fmt(vals['test2016'])} | {delta} | {_fmt(vals['test2017'])} | "
                      f"{_fmt(vals['test2018'])} | {_fmt(vals['mscoco2017'])} | {speed} |")
     out = ("\n".join(lines) + "\n\nΔ: test2016 BLEU minus the transformer's of the same seed, the mean over "
-           "the variant's seeds.\n")
+           "the variant's seeds. tokens/s: the runs' own training throughput, the mean over seeds; runs made in "
+           "different sessions ran on different machines, so compare speed in `bench_nmt_cpu.md` (one run, "
+           "interleaved), not in this column.\n")
+    if pooled:
+        out += ("\nOver seeds (the test for Table 1's cells): the mean over seeds of the paired Δ, one paired "
+                "bootstrap whose every resample draws the same sentences for all seeds (1,000 resamples, "
+                "`structattn.tasks.bleu.seed_paired_bootstrap`), Holm-adjusted over all "
+                f"{len(pooled)} variant × test-set cells:\n\n"
+                "| variant | seeds | test set | mean ΔBLEU | p | p (Holm) |\n|---|---|---|---:|---:|---:|\n")
+        out += "\n".join(f"| {c['variant']} | {c['seeds']} | {c['split']} | {c['delta']:+.2f} | {_fmt_p(c['p'])} | "
+                         f"{_fmt_p(c['p_holm'])} |" for c in pooled) + "\n"
     if comparisons:
-        out += ("\nPaired bootstrap against the transformer of the same seed (sacreBLEU, 1,000 resamples), "
+        out += ("\nPer seed, against the transformer of the same seed (sacreBLEU, 1,000 resamples), "
                 f"Holm-adjusted over all {len(comparisons)} comparisons:\n\n"
                 "| variant | seed | test set | ΔBLEU | p | p (Holm) |\n|---|---|---|---:|---:|---:|\n")
         out += "\n".join(f"| {c['variant']} | {c['seed']} | {c['split']} | {c['delta']:+.2f} | {_fmt_p(c['p'])} | "
                          f"{_fmt_p(c['p_holm'])} |" for c in comparisons) + "\n"
     return out
+
+
+def _pooled_comparisons(by: dict, references: dict[str, list[str]]) -> list[dict]:
+    """Each variant against the transformer, all seeds that both have in one test per test set, Holm over all."""
+    base = by.get("transformer", {})
+    pooled = []
+    for variant, _ in TABLE1[1:]:
+        seeds = sorted(s for s in by.get(variant, {}) if s in base)
+        for split in TEST_SPLITS:
+            pairs = [(base[s]["_hyps"][split], by[variant][s]["_hyps"][split]) for s in seeds
+                     if split in base[s]["_hyps"] and split in by[variant][s]["_hyps"]]
+            if pairs:
+                result = seed_paired_bootstrap(pairs, references[split])
+                pooled.append({"variant": variant, "split": split, "delta": result["delta"], "p": result["p_value"],
+                               "seeds": ",".join(str(s) for s in seeds)})
+    for c, adjusted in zip(pooled, holm([c["p"] for c in pooled])):
+        c["p_holm"] = adjusted
+    return pooled
 
 
 def _gates(results_dir: Path, run: str) -> dict | None:

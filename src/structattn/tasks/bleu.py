@@ -64,3 +64,62 @@ def paired_bootstrap(baseline: Sequence[str], systems: Mapping[str, Sequence[str
         identical = list(systems[name]) == list(baseline)
         out[name] = {"bleu": float(r.score), "baseline_bleu": base, "p_value": 1.0 if identical else float(r.p_value)}
     return out
+
+
+def sentence_statistics(hypotheses: Sequence[str], references: Sequence[str]):
+    """BLEU's sufficient statistics per sentence, a float64 array [n, 10]: matched n-grams (n = 1..4), hypothesis
+    n-grams (n = 1..4), hypothesis length, reference length. Summed over any multiset of rows they give that
+    corpus's BLEU (:func:`bleu_from_statistics`), which is what sacreBLEU's bootstrap resamples."""
+    import numpy as np
+    from sacrebleu.metrics import BLEU
+
+    _check(hypotheses, references)
+    metric = BLEU(effective_order=True)  # only the counts are used; the option silences a per-call warning
+    rows = []
+    for hyp, ref in zip(hypotheses, references):
+        s = metric.sentence_score(hyp, [ref])
+        rows.append([*s.counts, *s.totals, s.sys_len, s.ref_len])
+    return np.asarray(rows, dtype=np.float64).reshape(len(rows), 10)
+
+
+def bleu_from_statistics(stats) -> float:
+    """Corpus BLEU (0..100, smoothing ``exp`` as in :func:`corpus_bleu`) of summed statistics [10]."""
+    from sacrebleu.metrics import BLEU
+
+    counts = [int(round(x)) for x in stats]
+    return float(BLEU.compute_bleu(counts[0:4], counts[4:8], counts[8], counts[9], smooth_method="exp").score)
+
+
+def seed_paired_bootstrap(pairs: Sequence[tuple[Sequence[str], Sequence[str]]], references: Sequence[str],
+                          samples: int = 1000, seed: int = 12345) -> dict:
+    """Paired bootstrap of a system against a baseline over several training seeds at once.
+
+    ``pairs``: one ``(baseline_hypotheses, system_hypotheses)`` per seed, all translating the same ``references``.
+    The statistic is the mean over seeds of BLEU(system) − BLEU(baseline), Table 1's Δ. Each resample draws one set
+    of sentence indices and applies it to every seed (the seeds translate the same sentences, so their outputs
+    are not independent samples). The p value is sacreBLEU's: (1 + the number of resamples whose mean-centred
+    |Δ| exceeds the observed |Δ|) / (1 + samples); with one seed and the same ``seed`` it is exactly
+    :func:`paired_bootstrap`'s, as the indices are drawn the same way.
+
+    Returns ``{"delta": observed mean Δ, "p_value": p, "seeds": len(pairs)}``.
+    """
+    import numpy as np
+
+    if not pairs:
+        raise UserError("seed_paired_bootstrap needs at least one (baseline, system) pair")
+    stats = []
+    for baseline, system in pairs:
+        _check(baseline, references, "baseline hypotheses")
+        _check(system, references, "system hypotheses")
+        stats.append((sentence_statistics(baseline, references), sentence_statistics(system, references)))
+    if all(list(b) == list(s) for b, s in pairs):
+        return {"delta": 0.0, "p_value": 1.0, "seeds": len(pairs)}  # as paired_bootstrap reports identical systems
+    observed = float(np.mean([bleu_from_statistics(s.sum(0)) - bleu_from_statistics(b.sum(0)) for b, s in stats]))
+    idxs = np.random.default_rng(seed).choice(len(references), size=(samples, len(references)), replace=True)
+    resampled = np.zeros(samples)
+    for b, s in stats:
+        b_sums, s_sums = b[idxs].sum(1), s[idxs].sum(1)  # [samples, 10] each
+        resampled += np.array([bleu_from_statistics(x) - bleu_from_statistics(y) for x, y in zip(s_sums, b_sums)])
+    resampled = np.abs(resampled / len(stats))
+    exceed = int(np.sum(resampled - resampled.mean() > abs(observed)))
+    return {"delta": observed, "p_value": (exceed + 1) / (samples + 1), "seeds": len(pairs)}
