@@ -64,6 +64,7 @@ def test_report_rescores_and_writes_the_tables(tmp_path):
     assert "h-m2-s1" not in text.split("## Figure 2")[0]  # option runs stay out of Table 1
     assert "| hybrid_gate | 1 | test2016 |" in text and "p (Holm)" in text
     assert (results / "fig_nmt_window.png").is_file() and (results / "fig_nmt_gate_pos.png").is_file()
+    assert (results / "fig_nmt_delta.png").is_file() and "![delta](fig_nmt_delta.png)" in text
     assert "| DET | 0.500 | 4 |" in text
 
 
