@@ -72,13 +72,19 @@ def _fmt_p(p: float) -> str:
     return "<0.001" if p < 0.001 else f"{p:.3f}"
 
 
+def _table1_runs(runs: list[dict]) -> dict[str, dict[int, dict]]:
+    """``{variant: {seed: run}}`` of the runs without mechanism options (those have their own sections)."""
+    by = defaultdict(dict)
+    for r in runs:
+        if not r.get("mechanism_options"):
+            by[r["variant"]][r["seed"]] = r
+    return by
+
+
 def table1(runs: list[dict], references: dict[str, list[str]]) -> str:
     """Table 1: BLEU per variant (mean ± std over seeds), Δ to the transformer of the same seed (mean over seeds),
     per-seed bootstrap p (Holm)."""
-    plain = [r for r in runs if not r.get("mechanism_options")]
-    by = defaultdict(dict)
-    for r in plain:
-        by[r["variant"]][r["seed"]] = r
+    by = _table1_runs(runs)
     base = by.get("transformer", {})
     comparisons = []
     for variant, _ in TABLE1[1:]:
@@ -139,10 +145,7 @@ def delta_figure(runs: list[dict], results_dir: Path) -> str:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    by = defaultdict(dict)
-    for r in runs:
-        if not r.get("mechanism_options"):
-            by[r["variant"]][r["seed"]] = r
+    by = _table1_runs(runs)
     base = by.get("transformer", {})
     variants = [(v, label) for v, label in TABLE1[1:] if any(s in base for s in by.get(v, {}))]
     if not variants:
