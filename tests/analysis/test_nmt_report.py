@@ -40,11 +40,14 @@ def test_report_rescores_and_writes_the_tables(tmp_path):
     _write_run(results, "h-m2-s1", "hybrid_gate", 1, 3, mechanism_options={"k": 2})
     _write_run(results, "t-s2", "transformer", 2, 3)
     _write_run(results, "h-s2", "hybrid_gate", 2, 4)
+    _write_run(results, "h-all-s1", "hybrid_gate", 1, 6, mechanism_options={"layers": 4})
     gates = {"lowest_layer": 0, "layers": {"0": 0.4, "1": 0.3}, "pos": {"NOUN": {"mean": 0.35, "pieces": 10},
                                                                        "DET": {"mean": 0.5, "pieces": 4}}}
     (results / "nmt_gates").mkdir()
     for run in ("h-s1", "h-m2-s1"):
         (results / "nmt_gates" / f"{run}.json").write_text(json.dumps(gates))
+    every_layer = {**gates, "layers": {"0": 0.6, "1": 0.5, "2": 0.45, "3": 0.4}}
+    (results / "nmt_gates" / "h-all-s1.json").write_text(json.dumps(every_layer))
     (results / "probing").mkdir()
     for name, accuracy in (("t-s1", 70.0), ("untrained-t", 55.0)):
         tasks = {t: {"test_accuracy": accuracy, "majority_test_accuracy": 50.0, "sizes": {"test": 10}}
@@ -66,6 +69,15 @@ def test_report_rescores_and_writes_the_tables(tmp_path):
     assert (results / "fig_nmt_window.png").is_file() and (results / "fig_nmt_gate_pos.png").is_file()
     assert (results / "fig_nmt_delta.png").is_file() and "![delta](fig_nmt_delta.png)" in text
     assert "| DET | 0.500 | 4 |" in text
+    window = text.split("## Figure 2")[1].split("## Figure 3")[0]
+    assert "| 2 | `h-m2-s1` | 30.00 | " in window and "h-all-s1" not in window
+    assert "against m = 1 (`h-s1`)" in window and "over these 4 comparisons" in window
+    m2 = runs["h-m2-s1"]["bleu_test2018"] - runs["h-s1"]["bleu_test2018"]
+    assert f"| h-m2-s1 | test2018 | {m2:+.2f} | " in window
+    layers = text.split("## Figure 3")[1].split("## Figure 4")[0]
+    assert "| mean gate | 0.600 | 0.500 | 0.450 | 0.400 |" in layers
+    assert "against the lowest two (`h-s1`)" in layers and "| h-all-s1 | mscoco2017 | " in layers
+    assert (results / "fig_nmt_gate_layers.png").is_file()
 
 
 @needs("multi30k/raw/test_2016_flickr.de")

@@ -197,28 +197,58 @@ def _gates(results_dir: Path, run: str) -> dict | None:
     return json.loads(path.read_text(encoding="utf-8")) if path.is_file() else None
 
 
-def figure2(runs: list[dict], results_dir: Path) -> str:
-    """Window m = 1..5 (hybrid_gate, seed 1): dev BLEU (beam, final model) and the mean gate of the lowest layer."""
+def _against(baseline: dict, others: dict[str, dict], references: dict[str, list[str]]) -> list[dict]:
+    """Each of ``others`` (``{label: run}``) against ``baseline`` on every test set, sacreBLEU's paired bootstrap
+    (1,000 resamples), Holm-adjusted over all the comparisons made here."""
+    comparisons = []
+    for split in TEST_SPLITS:
+        have = {label: r["_hyps"][split] for label, r in others.items() if split in r["_hyps"]}
+        if split not in baseline["_hyps"] or not have:
+            continue
+        tested = paired_bootstrap(baseline["_hyps"][split], have, references[split])
+        comparisons += [{"label": label, "split": split, "p": tested[label]["p_value"],
+                         "delta": others[label][f"bleu_{split}"] - baseline[f"bleu_{split}"]} for label in have]
+    for c, adjusted in zip(comparisons, holm([c["p"] for c in comparisons])):
+        c["p_holm"] = adjusted
+    return comparisons
+
+
+def _comparison_table(comparisons: list[dict], what: str) -> str:
+    if not comparisons:
+        return ""
+    return (f"\n{what}, sacreBLEU's paired bootstrap (1,000 resamples), Holm-adjusted over these "
+            f"{len(comparisons)} comparisons:\n\n| run | test set | ΔBLEU | p | p (Holm) |\n|---|---|---:|---:|---:|\n" +
+            "\n".join(f"| {c['label']} | {c['split']} | {c['delta']:+.2f} | {_fmt_p(c['p'])} | "
+                      f"{_fmt_p(c['p_holm'])} |" for c in comparisons) + "\n")
+
+
+def _bleu_cells(run: dict) -> str:
+    return " | ".join(f"{run[f'bleu_{s}']:.2f}" if f"bleu_{s}" in run else "–" for s in TEST_SPLITS)
+
+
+def figure2(runs: list[dict], results_dir: Path, references: dict[str, list[str]]) -> str:
+    """Window m = 1..5 (hybrid_gate, seed 1): dev BLEU (beam 5, final model) and the mean gate of the lowest
+    layer (the paper's Figure 2), test BLEU, and each m against m = 1 on every test set."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    points = []
+    by_window = {}
     for r in runs:
         opts = r.get("mechanism_options") or {}
-        if r["variant"] != "hybrid_gate" or r["seed"] != 1 or set(opts) - {"k"}:
-            continue
-        m = opts.get("k", 1)
-        gates = _gates(results_dir, r["run"])
-        dev = max(r["dev_bleu_beam"].values())
-        points.append((m, dev, None if gates is None else gates["layers"][str(gates["lowest_layer"])]))
-    if len(points) < 2:
+        if r["variant"] == "hybrid_gate" and r["seed"] == 1 and not set(opts) - {"k"}:
+            by_window[opts.get("k", 1)] = r
+    if len(by_window) < 2:
         return ""
-    points.sort()
+    points = []
+    for m, r in sorted(by_window.items()):
+        gates = _gates(results_dir, r["run"])
+        points.append((m, max(r["dev_bleu_beam"].values()),
+                       None if gates is None else gates["layers"][str(gates["lowest_layer"])]))
     fig, ax = plt.subplots(figsize=(5, 3.2))
     ax.bar([p[0] for p in points], [p[1] for p in points], color="#9bb7d4")
-    ax.set_xlabel("window m (one side)")
+    ax.set_xlabel("window m (one side; the window is 2m + 1 tokens)")
     ax.set_ylabel("dev BLEU (beam 5)")
     ax.set_ylim(min(p[1] for p in points) - 2, max(p[1] for p in points) + 1)
     if all(p[2] is not None for p in points):
@@ -228,13 +258,20 @@ def figure2(runs: list[dict], results_dir: Path) -> str:
     fig.tight_layout()
     fig.savefig(results_dir / "fig_nmt_window.png", dpi=150)
     plt.close(fig)
-    rows = "\n".join(f"| {m} | {dev:.2f} | {'–' if g is None else f'{g:.3f}'} |" for m, dev, g in points)
-    return ("| m | dev BLEU (beam 5) | mean gate (layer 1) |\n|---:|---:|---:|\n" + rows +
-            "\n\n![window](fig_nmt_window.png)\n")
+    rows = "\n".join(f"| {m} | `{by_window[m]['run']}` | {dev:.2f} | {_bleu_cells(by_window[m])} | "
+                      f"{'–' if g is None else f'{g:.3f}'} |" for m, dev, g in points)
+    out = ("| m | run | dev BLEU (beam 5) | " + " | ".join(TEST_SPLITS) + " | mean gate (layer 1) |\n"
+           "|---:|---|---:|" + "---:|" * len(TEST_SPLITS) + "---:|\n" + rows + "\n\n![window](fig_nmt_window.png)\n")
+    if 1 in by_window:
+        others = {by_window[m]["run"]: by_window[m] for m in sorted(by_window) if m != 1}
+        out += _comparison_table(_against(by_window[1], others, references),
+                                 f"Each window against m = 1 (`{by_window[1]['run']}`) on the test sets")
+    return out
 
 
-def figure3(runs: list[dict], results_dir: Path) -> str:
-    """Mean gate per encoder layer of the run with the gate in every layer."""
+def figure3(runs: list[dict], results_dir: Path, references: dict[str, list[str]]) -> str:
+    """Mean gate per encoder layer of the run with the gate in every layer (the paper's Figure 3), and its test
+    BLEU against the gate in the lowest two layers of the same seed."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -244,6 +281,7 @@ def figure3(runs: list[dict], results_dir: Path) -> str:
     gates = _gates(results_dir, chosen[0]["run"]) if chosen else None
     if gates is None:
         return ""
+    run = chosen[0]
     layers = sorted(gates["layers"], key=int)
     values = [gates["layers"][k] for k in layers]
     fig, ax = plt.subplots(figsize=(4.5, 3))
@@ -253,9 +291,16 @@ def figure3(runs: list[dict], results_dir: Path) -> str:
     fig.tight_layout()
     fig.savefig(results_dir / "fig_nmt_gate_layers.png", dpi=150)
     plt.close(fig)
-    rows = " | ".join(f"{v:.3f}" for v in values)
-    return (f"Run `{chosen[0]['run']}`:\n\n| layer | " + " | ".join(str(int(k) + 1) for k in layers) + " |\n|---|" +
-            "---:|" * len(layers) + f"\n| mean gate | {rows} |\n\n![layers](fig_nmt_gate_layers.png)\n")
+    out = (f"Run `{run['run']}`:\n\n| layer | " + " | ".join(str(int(k) + 1) for k in layers) + " |\n|---|" +
+           "---:|" * len(layers) + "\n| mean gate | " + " | ".join(f"{v:.3f}" for v in values) +
+           " |\n\n![layers](fig_nmt_gate_layers.png)\n")
+    lowest_two = _table1_runs(runs).get("hybrid_gate", {}).get(run["seed"])
+    if lowest_two is not None:
+        out += (f"\n| run | {' | '.join(TEST_SPLITS)} |\n|---|" + "---:|" * len(TEST_SPLITS) + "\n" +
+                "\n".join(f"| `{r['run']}` | {_bleu_cells(r)} |" for r in (lowest_two, run)) + "\n")
+        out += _comparison_table(_against(lowest_two, {run["run"]: run}, references),
+                                 f"Every layer against the lowest two (`{lowest_two['run']}`)")
+    return out
 
 
 def figure4(runs: list[dict], results_dir: Path) -> str:
@@ -334,8 +379,8 @@ def main(argv: list[str] | None = None) -> int:
                 "`results/nmt.jsonl` (runs: `bash results/run_nmt_experiments.sh ...`). BLEU: detokenised, "
                 "case-sensitive sacreBLEU (13a) of the committed hypothesis files; each figure re-scored here.", "",
                 "## Table 1: BLEU", "", table1(runs, references), delta_figure(runs, args.results_dir)]
-    for title, body in (("Figure 2: window size", figure2(runs, args.results_dir)),
-                        ("Figure 3: gate per layer", figure3(runs, args.results_dir)),
+    for title, body in (("Figure 2: window size", figure2(runs, args.results_dir, references)),
+                        ("Figure 3: gate per layer", figure3(runs, args.results_dir, references)),
                         ("Figure 4: gate per POS (layer 1)", figure4(runs, args.results_dir)),
                         ("Probing (Tables 3-4)", probing_tables(runs, args.results_dir))):
         if body:
