@@ -70,7 +70,7 @@ def test_report_rescores_and_writes_the_tables(tmp_path):
     assert (results / "fig_nmt_delta.png").is_file() and "![delta](fig_nmt_delta.png)" in text
     assert "| DET | 0.500 | 4 |" in text
     window = text.split("## Figure 2")[1].split("## Figure 3")[0]
-    assert "| 2 | `h-m2-s1` | 30.00 | " in window and "h-all-s1" not in window
+    assert "| 2 | `h-m2-s1` | 30.00 | " in window and "| 0.400 | 0.300 |" in window and "h-all-s1" not in window
     assert "against m = 1 (`h-s1`)" in window and "over these 4 comparisons" in window
     m2 = runs["h-m2-s1"]["bleu_test2018"] - runs["h-s1"]["bleu_test2018"]
     assert f"| h-m2-s1 | test2018 | {m2:+.2f} | " in window

@@ -241,27 +241,38 @@ def figure2(runs: list[dict], results_dir: Path, references: dict[str, list[str]
             by_window[opts.get("k", 1)] = r
     if len(by_window) < 2:
         return ""
-    points = []
+    points = []  # (m, dev BLEU, {layer index: mean gate} or None)
     for m, r in sorted(by_window.items()):
         gates = _gates(results_dir, r["run"])
         points.append((m, max(r["dev_bleu_beam"].values()),
-                       None if gates is None else gates["layers"][str(gates["lowest_layer"])]))
+                       None if gates is None else {int(k): v for k, v in gates["layers"].items()}))
+    gate_layers = sorted({k for p in points if p[2] for k in p[2]})
     fig, ax = plt.subplots(figsize=(5, 3.2))
     ax.bar([p[0] for p in points], [p[1] for p in points], color="#9bb7d4")
+    ax.set_xticks([p[0] for p in points])
     ax.set_xlabel("window m (one side; the window is 2m + 1 tokens)")
     ax.set_ylabel("dev BLEU (beam 5)")
     ax.set_ylim(min(p[1] for p in points) - 2, max(p[1] for p in points) + 1)
-    if all(p[2] is not None for p in points):
+    if gate_layers and all(p[2] is not None for p in points):
         ax2 = ax.twinx()
-        ax2.plot([p[0] for p in points], [p[2] for p in points], "o-", color="#c0392b")
-        ax2.set_ylabel("mean gate, layer 1")
+        for layer, style in zip(gate_layers, ("o-", "s--", "^:", "d-.")):
+            ax2.plot([p[0] for p in points], [p[2].get(layer) for p in points], style, label=f"layer {layer + 1}")
+        ax2.set_ylabel("mean gate (weight of local)")
+        ax2.legend(loc="lower right", fontsize=8)
     fig.tight_layout()
     fig.savefig(results_dir / "fig_nmt_window.png", dpi=150)
     plt.close(fig)
+
+    def gate_cells(gates: dict | None) -> str:
+        return " | ".join("–" if gates is None or k not in gates else f"{gates[k]:.3f}" for k in gate_layers)
+
     rows = "\n".join(f"| {m} | `{by_window[m]['run']}` | {dev:.2f} | {_bleu_cells(by_window[m])} | "
-                      f"{'–' if g is None else f'{g:.3f}'} |" for m, dev, g in points)
-    out = ("| m | run | dev BLEU (beam 5) | " + " | ".join(TEST_SPLITS) + " | mean gate (layer 1) |\n"
-           "|---:|---|---:|" + "---:|" * len(TEST_SPLITS) + "---:|\n" + rows + "\n\n![window](fig_nmt_window.png)\n")
+                      f"{gate_cells(g)} |" for m, dev, g in points)
+    out = ("| m | run | dev BLEU (beam 5) | " + " | ".join(TEST_SPLITS) + "".join(
+               f" | mean gate, layer {k + 1}" for k in gate_layers) + " |\n"
+           "|---:|---|---:|" + "---:|" * (len(TEST_SPLITS) + len(gate_layers)) + "\n" + rows +
+           "\n\nDev BLEU: the final model's (the better of the best checkpoint and the average of the last five), "
+           "recorded by the run; the gates: dev sources (`nmt_gates/<run>.json`).\n\n![window](fig_nmt_window.png)\n")
     if 1 in by_window:
         others = {by_window[m]["run"]: by_window[m] for m in sorted(by_window) if m != 1}
         out += _comparison_table(_against(by_window[1], others, references),
