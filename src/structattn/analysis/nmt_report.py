@@ -227,7 +227,7 @@ def _bleu_cells(run: dict) -> str:
 
 
 def figure2(runs: list[dict], results_dir: Path, references: dict[str, list[str]]) -> str:
-    """Window m = 1..5 (hybrid_gate, seed 1): dev BLEU (beam 5, final model) and the mean gate of the lowest
+    """Window m = 1..5 (hybrid_gate, seed 1): dev BLEU (beam 5, final model) and the mean gate of each mechanism
     layer (the paper's Figure 2), test BLEU, and each m against m = 1 on every test set."""
     import matplotlib
 
