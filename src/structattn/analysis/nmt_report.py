@@ -210,7 +210,8 @@ def _against(baseline: dict, others: dict[str, dict], references: dict[str, list
                          "delta": others[label][f"bleu_{split}"] - baseline[f"bleu_{split}"]} for label in have]
     for c, adjusted in zip(comparisons, holm([c["p"] for c in comparisons])):
         c["p_holm"] = adjusted
-    return comparisons
+    order = list(others)
+    return sorted(comparisons, key=lambda c: (order.index(c["label"]), TEST_SPLITS.index(c["split"])))
 
 
 def _comparison_table(comparisons: list[dict], what: str) -> str:
