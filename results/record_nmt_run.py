@@ -5,7 +5,9 @@
 Copies RUN_DIR/hypotheses/<split>.de to results/nmt/NAME.<split>.de, scores each committed file against the
 Multi30k references with sacreBLEU (the figure `structattn score bleu --split <split> --hypotheses FILE` and
 `sacrebleu REF < FILE` print) and appends one line to results/nmt.jsonl (a line for NAME already there is
-replaced): task, variant, seed, run, bleu_<split> and hypotheses_<split> per test set, the run's configuration,
+replaced in place): task, variant, seed, run, bleu_<split> and hypotheses_<split> per test set and, when
+RUN_DIR/hypotheses/dev.de exists (`structattn translate` of the dev sources with the final model, beam 5,
+length penalty 1.0), for dev too; the run's configuration,
 model size, device, wall and training time, training throughput, dev BLEU history and provenance.
 """
 from __future__ import annotations
@@ -26,7 +28,8 @@ def record(run_dir: Path, name: str, note: str | None = None) -> dict:
     summary = json.loads((run_dir / "summary.json").read_text(encoding="utf-8"))
     cfg = summary["config"]
     line = {"task": "multi30k", "variant": summary["variant"], "seed": summary["seed"], "run": name}
-    for split in summary["tests"]:
+    dev = ["dev"] if (run_dir / "hypotheses" / "dev.de").is_file() else []
+    for split in [*summary["tests"], *dev]:
         target = RESULTS / "nmt" / f"{name}.{split}.de"
         target.parent.mkdir(parents=True, exist_ok=True)
         shutil.copyfile(run_dir / "hypotheses" / f"{split}.de", target)
@@ -46,9 +49,13 @@ def record(run_dir: Path, name: str, note: str | None = None) -> dict:
     if note:
         line["note"] = note
     path = RESULTS / "nmt.jsonl"
-    lines = [ln for ln in (path.read_text(encoding="utf-8").splitlines() if path.is_file() else [])
-             if ln.strip() and json.loads(ln).get("run") != name]
-    lines.append(json.dumps(line, sort_keys=True))
+    lines = [ln for ln in (path.read_text(encoding="utf-8").splitlines() if path.is_file() else []) if ln.strip()]
+    mine = [i for i, ln in enumerate(lines) if json.loads(ln).get("run") == name]
+    if mine:  # re-recording keeps the run's place in the file
+        lines[mine[0]] = json.dumps(line, sort_keys=True)
+        lines = [ln for i, ln in enumerate(lines) if i not in mine[1:]]
+    else:
+        lines.append(json.dumps(line, sort_keys=True))
     atomic_write_text(path, "\n".join(lines) + "\n")
     return line
 

@@ -24,6 +24,10 @@ run() {  # run NAME FLAGS...
   echo "== $name: $*"
   $BIN/structattn train-nmt $NMT "$@" --output-dir runs/nmt/$name > runs/nmt/$name.log 2>&1 \
     || { echo "FAILED $name (runs/nmt/$name.log)"; return; }
+  # dev hypotheses of the final model (Figure 2's dev BLEU is re-scored from them), same decoding as the tests
+  $BIN/structattn translate --model runs/nmt/$name/final --beam 5 --length-penalty 1.0 \
+    --input "${STRUCTATTN_DATA:-../shared/data}/multi30k/raw/val.en" --output runs/nmt/$name/hypotheses/dev.de \
+    >> runs/nmt/$name.log 2>&1 || echo "DEV TRANSLATION FAILED $name"
   flock results/.nmt.lock $BIN/python results/record_nmt_run.py runs/nmt/$name $name \
     >> runs/nmt/$name.log 2>&1 || echo "RECORD FAILED $name"
   case $name in  # Figures 2-4: gate statistics of the gated runs on the dev sources

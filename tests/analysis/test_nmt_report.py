@@ -15,10 +15,13 @@ from structattn.tasks.bleu import corpus_bleu  # noqa: E402
 from structattn.tasks.multi30k import TEST_SPLITS, read_split  # noqa: E402
 
 
-def _write_run(results: Path, name: str, variant: str, seed: int, drop_every: int, **extra) -> None:
+def _write_run(results: Path, name: str, variant: str, seed: int, drop_every: int, dev: bool = False,
+               **extra) -> None:
+    """A recorded run whose hypotheses are the references with the last word dropped from every
+    ``drop_every``-th line; ``dev``: dev hypotheses too (Figure 2's column)."""
     line = {"task": "multi30k", "variant": variant, "seed": seed, "run": name, "dev_bleu_beam": {"best": 30.0},
             "target_tokens_per_second": 1000.0, "model": {"mechanism_parameters": 256}, **extra}
-    for split in TEST_SPLITS:
+    for split in [*TEST_SPLITS, *(["dev"] if dev else [])]:
         refs = read_split(split).targets
         hyps = [" ".join(r.split()[:-1]) if i % drop_every == 0 else r for i, r in enumerate(refs)]
         path = results / "nmt" / f"{name}.{split}.de"
@@ -37,7 +40,7 @@ def test_report_rescores_and_writes_the_tables(tmp_path):
     results.mkdir()
     _write_run(results, "t-s1", "transformer", 1, 2)
     _write_run(results, "h-s1", "hybrid_gate", 1, 5)
-    _write_run(results, "h-m2-s1", "hybrid_gate", 1, 3, mechanism_options={"k": 2})
+    _write_run(results, "h-m2-s1", "hybrid_gate", 1, 3, dev=True, mechanism_options={"k": 2})
     _write_run(results, "t-s2", "transformer", 2, 3)
     _write_run(results, "h-s2", "hybrid_gate", 2, 4)
     _write_run(results, "h-all-s1", "hybrid_gate", 1, 6, mechanism_options={"layers": 4})
@@ -70,7 +73,9 @@ def test_report_rescores_and_writes_the_tables(tmp_path):
     assert (results / "fig_nmt_delta.png").is_file() and "![delta](fig_nmt_delta.png)" in text
     assert "| DET | 0.500 | 4 |" in text
     window = text.split("## Figure 2")[1].split("## Figure 3")[0]
-    assert "| 2 | `h-m2-s1` | 30.00 | " in window and "| 0.400 | 0.300 |" in window and "h-all-s1" not in window
+    dev = runs["h-m2-s1"]["bleu_dev"]  # re-scored from its dev hypotheses; h-s1 has none: its record, starred
+    assert dev != 30.0 and f"| 2 | `h-m2-s1` | {dev:.2f} | " in window and "| 1 | `h-s1` | 30.00* | " in window
+    assert "| 0.400 | 0.300 |" in window and "h-all-s1" not in window
     assert "against m = 1 (`h-s1`)" in window and "over these 4 comparisons" in window
     m2 = runs["h-m2-s1"]["bleu_test2018"] - runs["h-s1"]["bleu_test2018"]
     assert f"| h-m2-s1 | test2018 | {m2:+.2f} | " in window

@@ -3,7 +3,8 @@
     python -m structattn.analysis.nmt_report --results-dir results
 
 Reads ``results/nmt.jsonl`` (one line per run, written by ``results/record_nmt_run.py``), re-scores every committed
-hypothesis file with sacreBLEU and refuses to go on when a recorded BLEU differs; reads the gate statistics
+hypothesis file (the test sets, and dev where a run has it) with sacreBLEU and refuses to go on when a recorded BLEU
+differs; reads the gate statistics
 (``results/nmt_gates/<run>.json``, :mod:`structattn.analysis.nmt_gates`) and probing results
 (``results/probing/<run>.json``, ``structattn probe``) that exist; writes ``results/NMT.md`` and the PNGs
 ``fig_nmt_delta.png`` (Table 1's Δ), ``fig_nmt_window.png`` (Figure 2), ``fig_nmt_gate_layers.png`` (Figure 3) and
@@ -28,6 +29,7 @@ from ..tasks.bleu import corpus_bleu, paired_bootstrap, seed_paired_bootstrap
 from ..tasks.multi30k import TEST_SPLITS, read_split
 from ..train.significance import holm, mean_std
 
+SCORED_SPLITS = (*TEST_SPLITS, "dev")  # dev: Figure 2's column
 TABLE1 = [("transformer", "TRANSFORMER"), ("sperber", "+ NEIGHBOR (Sperber et al.)"),
           ("luong", "+ LOCAL_H (Luong et al.)"), ("yang", "+ LOCAL_S (Yang et al.)"), ("local", "+ LOCAL_PATTERN"),
           ("hybrid_concat", "+ HYBRID (Concat)"), ("hybrid_gate", "+ HYBRID (Gate)"),
@@ -48,7 +50,7 @@ def load_runs(results_dir: Path, references: dict[str, list[str]]) -> list[dict]
             continue
         run = json.loads(line)
         run["_hyps"] = {}
-        for split in TEST_SPLITS:
+        for split in SCORED_SPLITS:
             if f"hypotheses_{split}" not in run:
                 continue
             hyps = _hypotheses(results_dir, run, split)
@@ -227,6 +229,12 @@ def _bleu_cells(run: dict) -> str:
     return " | ".join(f"{run[f'bleu_{s}']:.2f}" if f"bleu_{s}" in run else "–" for s in TEST_SPLITS)
 
 
+def _dev_bleu(run: dict) -> float:
+    """Dev BLEU of the final model: re-scored from the committed dev hypotheses where the run has them, else the
+    beam-5 dev BLEU the run recorded for the model it kept."""
+    return run["bleu_dev"] if "bleu_dev" in run else max(run["dev_bleu_beam"].values())
+
+
 def figure2(runs: list[dict], results_dir: Path, references: dict[str, list[str]]) -> str:
     """Window m = 1..5 (hybrid_gate, seed 1): dev BLEU (beam 5, final model) and the mean gate of each mechanism
     layer (the paper's Figure 2), test BLEU, and each m against m = 1 on every test set."""
@@ -245,8 +253,7 @@ def figure2(runs: list[dict], results_dir: Path, references: dict[str, list[str]
     points = []  # (m, dev BLEU, {layer index: mean gate} or None)
     for m, r in sorted(by_window.items()):
         gates = _gates(results_dir, r["run"])
-        points.append((m, max(r["dev_bleu_beam"].values()),
-                       None if gates is None else {int(k): v for k, v in gates["layers"].items()}))
+        points.append((m, _dev_bleu(r), None if gates is None else {int(k): v for k, v in gates["layers"].items()}))
     gate_layers = sorted({k for p in points if p[2] for k in p[2]})
     fig, ax = plt.subplots(figsize=(5, 3.2))
     ax.bar([p[0] for p in points], [p[1] for p in points], color="#9bb7d4")
@@ -267,13 +274,15 @@ def figure2(runs: list[dict], results_dir: Path, references: dict[str, list[str]
     def gate_cells(gates: dict | None) -> str:
         return " | ".join("–" if gates is None or k not in gates else f"{gates[k]:.3f}" for k in gate_layers)
 
-    rows = "\n".join(f"| {m} | `{by_window[m]['run']}` | {dev:.2f} | {_bleu_cells(by_window[m])} | "
-                      f"{gate_cells(g)} |" for m, dev, g in points)
+    rows = "\n".join(f"| {m} | `{by_window[m]['run']}` | {dev:.2f}{'' if 'bleu_dev' in by_window[m] else '*'} | "
+                      f"{_bleu_cells(by_window[m])} | {gate_cells(g)} |" for m, dev, g in points)
     out = ("| m | run | dev BLEU (beam 5) | " + " | ".join(TEST_SPLITS) + "".join(
                f" | mean gate, layer {k + 1}" for k in gate_layers) + " |\n"
            "|---:|---|---:|" + "---:|" * (len(TEST_SPLITS) + len(gate_layers)) + "\n" + rows +
            "\n\nDev BLEU: the final model's (the better of the best checkpoint and the average of the last five), "
-           "recorded by the run; the gates: dev sources (`nmt_gates/<run>.json`).\n\n![window](fig_nmt_window.png)\n")
+           "re-scored from its committed dev hypotheses (`nmt/<run>.dev.de`; * marks a run without them, whose dev "
+           "BLEU is the one it recorded); the gates: dev sources (`nmt_gates/<run>.json`).\n\n"
+           "![window](fig_nmt_window.png)\n")
     if 1 in by_window:
         others = {by_window[m]["run"]: by_window[m] for m in sorted(by_window) if m != 1}
         out += _comparison_table(_against(by_window[1], others, references),
@@ -384,7 +393,7 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--results-dir", type=Path, default=Path("results"))
     args = ap.parse_args(argv)
-    references = {s: read_split(s).targets for s in TEST_SPLITS}
+    references = {s: read_split(s).targets for s in SCORED_SPLITS}
     runs = load_runs(args.results_dir, references)
     sections = ["# Hybrid local/global attention for translation (Multi30k En→De)", "",
                 "Generated by `python -m structattn.analysis.nmt_report --results-dir results` from "
