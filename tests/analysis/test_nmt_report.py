@@ -40,6 +40,7 @@ def test_report_rescores_and_writes_the_tables(tmp_path):
     results.mkdir()
     _write_run(results, "t-s1", "transformer", 1, 2)
     _write_run(results, "h-s1", "hybrid_gate", 1, 5)
+    _write_run(results, "l-s1", "local", 1, 7)
     _write_run(results, "h-m2-s1", "hybrid_gate", 1, 3, dev=True, mechanism_options={"k": 2})
     _write_run(results, "t-s2", "transformer", 2, 3)
     _write_run(results, "h-s2", "hybrid_gate", 2, 4)
@@ -66,12 +67,17 @@ def test_report_rescores_and_writes_the_tables(tmp_path):
     want = [runs[f"h-s{s}"]["bleu_test2016"] - runs[f"t-s{s}"]["bleu_test2016"] for s in (1, 2)]
     assert delta == pytest.approx(sum(want) / 2, abs=0.011)
     pooled = text.split("Over seeds")[1].split("Per seed")[0]  # one row per variant and test set, seeds 1 and 2
-    assert "| hybrid_gate | 1,2 | test2016 | " + f"{delta:+.2f} |" in pooled and "over all 4 variant" in pooled
+    assert "| hybrid_gate | 1,2 | test2016 | " + f"{delta:+.2f} |" in pooled and "over all 8 variant" in pooled
     assert "h-m2-s1" not in text.split("## Figure 2")[0]  # option runs stay out of Table 1
     assert "| hybrid_gate | 1 | test2016 |" in text and "p (Holm)" in text
     assert (results / "fig_nmt_window.png").is_file() and (results / "fig_nmt_gate_pos.png").is_file()
     assert (results / "fig_nmt_delta.png").is_file() and "![delta](fig_nmt_delta.png)" in text
     assert "| DET | 0.500 | 4 |" in text
+    against = text.split("## Gate against the window variants")[1].split("## Figure 2")[0]
+    gate_local = runs["h-s1"]["bleu_test2017"] - runs["l-s1"]["bleu_test2017"]  # seed 1 only: local has no seed 2
+    shown = float(against.split("| local | 1 | test2017 | ")[1].split(" |")[0])  # unrounded BLEUs' Δ, rounded
+    assert shown == pytest.approx(gate_local, abs=0.011) and "over these 4 cells" in against
+    assert "hybrid_concat" not in against  # no concat run: no rows against it
     window = text.split("## Figure 2")[1].split("## Figure 3")[0]
     dev = runs["h-m2-s1"]["bleu_dev"]  # re-scored from its dev hypotheses; h-s1 has none: its record, starred
     assert dev != 30.0 and f"| 2 | `h-m2-s1` | {dev:.2f} | " in window and "| 1 | `h-s1` | 30.00* | " in window
@@ -103,10 +109,12 @@ def test_committed_runs_are_what_their_hypothesis_files_score():
     results = Path(__file__).resolve().parents[2] / "results"
     if not (results / "nmt.jsonl").is_file():
         pytest.skip("no committed translation runs yet")
-    references = {split: read_split(split).targets for split in TEST_SPLITS}
+    references = {split: read_split(split).targets for split in nmt_report.SCORED_SPLITS}
     runs = nmt_report.load_runs(results, references)  # raises on a recorded BLEU the file does not give
     assert runs
     for run in runs:
         assert run["task"] == "multi30k" and {"variant", "seed"} <= run.keys()
         for split in TEST_SPLITS:
             assert len(run["_hyps"][split]) == len(references[split]), (run["run"], split)
+        if "hypotheses_dev" in run:  # the window runs': Figure 2's dev BLEU
+            assert len(run["_hyps"]["dev"]) == len(references["dev"]), run["run"]

@@ -16,7 +16,9 @@ Significance (Table 1), two families, each Holm-adjusted on its own:
   (:func:`~structattn.tasks.bleu.seed_paired_bootstrap`, 1,000 resamples);
 - per seed: each run against the ``transformer`` run of the same seed, sacreBLEU's paired bootstrap (1,000
   resamples) on each test set.
-Runs with mechanism options (window sweep, all-layer gate) are reported in their own sections, not in Table 1.
+The hybrid gate against ``local`` and ``hybrid_concat`` (the paper's order among them): the over-seeds test, Holm over
+its own cells. Runs with mechanism options (window sweep, all-layer gate) are reported in their own sections, not
+in Table 1.
 """
 from __future__ import annotations
 
@@ -43,7 +45,8 @@ def _hypotheses(results_dir: Path, run: dict, split: str) -> list[str]:
 
 
 def load_runs(results_dir: Path, references: dict[str, list[str]]) -> list[dict]:
-    """Every run of ``nmt.jsonl``, its hypotheses re-scored (``_hyps[split]``); a mismatch is an error."""
+    """Every run of ``nmt.jsonl``, its hypotheses re-scored (``_hyps[split]``); a mismatch is an error.
+    ``references``: the reference lines of every split in :data:`SCORED_SPLITS`."""
     runs = []
     for line in (results_dir / "nmt.jsonl").read_text(encoding="utf-8").splitlines():
         if not line.strip():
@@ -176,11 +179,13 @@ def delta_figure(runs: list[dict], results_dir: Path) -> str:
     return "Δ BLEU per variant and test set (bars: mean over seeds; dots: each seed):\n\n![delta](fig_nmt_delta.png)\n"
 
 
-def _pooled_comparisons(by: dict, references: dict[str, list[str]]) -> list[dict]:
-    """Each variant against the transformer, all seeds that both have in one test per test set, Holm over all."""
-    base = by.get("transformer", {})
+def _pooled_comparisons(by: dict, references: dict[str, list[str]], baseline: str = "transformer",
+                        variants: list[str] | None = None) -> list[dict]:
+    """Each of ``variants`` (default: every Table 1 variant but the baseline) against ``baseline``, all seeds that
+    both have in one test per test set, Holm over all the comparisons made here."""
+    base = by.get(baseline, {})
     pooled = []
-    for variant, _ in TABLE1[1:]:
+    for variant in variants or [v for v, _ in TABLE1 if v != baseline]:
         seeds = sorted(s for s in by.get(variant, {}) if s in base)
         for split in TEST_SPLITS:
             pairs = [(base[s]["_hyps"][split], by[variant][s]["_hyps"][split]) for s in seeds
@@ -192,6 +197,24 @@ def _pooled_comparisons(by: dict, references: dict[str, list[str]]) -> list[dict
     for c, adjusted in zip(pooled, holm([c["p"] for c in pooled])):
         c["p_holm"] = adjusted
     return pooled
+
+
+def gate_against_local(runs: list[dict], references: dict[str, list[str]]) -> str:
+    """The paper's order among the local variants: the hybrid gate against window-only attention (``local``) and
+    against the concatenation, pooled over the seeds they share (as Table 1's test), Holm over these cells."""
+    by = _table1_runs(runs)
+    pooled = [{**c, "against": v} for v in ("local", "hybrid_concat") if v in by
+              for c in _pooled_comparisons(by, references, baseline=v, variants=["hybrid_gate"])]
+    if not pooled:
+        return ""
+    for c, adjusted in zip(pooled, holm([c["p"] for c in pooled])):  # one family over both baselines
+        c["p_holm"] = adjusted
+    return ("The hybrid gate against the other window variants, the mean over seeds of the paired Δ in one "
+            "bootstrap per cell (as Table 1's \"Over seeds\"), Holm-adjusted over these "
+            f"{len(pooled)} cells:\n\n| gate against | seeds | test set | mean ΔBLEU | p | p (Holm) |\n"
+            "|---|---|---|---:|---:|---:|\n" +
+            "\n".join(f"| {c['against']} | {c['seeds']} | {c['split']} | {c['delta']:+.2f} | {_fmt_p(c['p'])} | "
+                      f"{_fmt_p(c['p_holm'])} |" for c in pooled) + "\n")
 
 
 def _gates(results_dir: Path, run: str) -> dict | None:
@@ -400,7 +423,8 @@ def main(argv: list[str] | None = None) -> int:
                 "`results/nmt.jsonl` (runs: `bash results/run_nmt_experiments.sh ...`). BLEU: detokenised, "
                 "case-sensitive sacreBLEU (13a) of the committed hypothesis files; each figure re-scored here.", "",
                 "## Table 1: BLEU", "", table1(runs, references), delta_figure(runs, args.results_dir)]
-    for title, body in (("Figure 2: window size", figure2(runs, args.results_dir, references)),
+    for title, body in (("Gate against the window variants", gate_against_local(runs, references)),
+                        ("Figure 2: window size", figure2(runs, args.results_dir, references)),
                         ("Figure 3: gate per layer", figure3(runs, args.results_dir, references)),
                         ("Figure 4: gate per POS (layer 1)", figure4(runs, args.results_dir)),
                         ("Probing (Tables 3-4)", probing_tables(runs, args.results_dir))):
