@@ -17,8 +17,8 @@ Significance (Table 1), two families, each Holm-adjusted on its own:
 - per seed: each run against the ``transformer`` run of the same seed, sacreBLEU's paired bootstrap (1,000
   resamples) on each test set.
 The hybrid gate against the other locality models (the Gaussians, ``local``, ``hybrid_concat``; the paper's claim
-that the gate beats them): the over-seeds test, Holm over its own cells. Runs with mechanism options (window sweep, all-layer gate) are reported in their own sections, not
-in Table 1.
+that the gate beats them): the over-seeds test, Holm over its own cells. Runs with mechanism options (window sweep,
+all-layer gate) are reported in their own sections, not in Table 1.
 """
 from __future__ import annotations
 
@@ -211,7 +211,7 @@ def gate_against_rivals(runs: list[dict], references: dict[str, list[str]]) -> s
               for c in _pooled_comparisons(by, references, baseline=v, variants=["hybrid_gate"])]
     if not pooled:
         return ""
-    for c, adjusted in zip(pooled, holm([c["p"] for c in pooled])):  # one family over both baselines
+    for c, adjusted in zip(pooled, holm([c["p"] for c in pooled])):  # one family over all the rivals
         c["p_holm"] = adjusted
     return ("The hybrid gate against the other locality models, the mean over seeds of the paired Δ in one "
             "bootstrap per cell (as Table 1's \"Over seeds\"), Holm-adjusted over these "
