@@ -49,13 +49,17 @@ def record(run_dir: Path, name: str, note: str | None = None) -> dict:
     if note:
         line["note"] = note
     path = RESULTS / "nmt.jsonl"
-    lines = [ln for ln in (path.read_text(encoding="utf-8").splitlines() if path.is_file() else []) if ln.strip()]
-    mine = [i for i, ln in enumerate(lines) if json.loads(ln).get("run") == name]
-    if mine:  # re-recording keeps the run's place in the file
-        lines[mine[0]] = json.dumps(line, sort_keys=True)
-        lines = [ln for i, ln in enumerate(lines) if i not in mine[1:]]
-    else:
-        lines.append(json.dumps(line, sort_keys=True))
+    old = [ln for ln in (path.read_text(encoding="utf-8").splitlines() if path.is_file() else []) if ln.strip()]
+    new = json.dumps(line, sort_keys=True)
+    lines, placed = [], False
+    for ln in old:  # a re-recorded run keeps its place; any older duplicate of it goes
+        if json.loads(ln).get("run") != name:
+            lines.append(ln)
+        elif not placed:
+            lines.append(new)
+            placed = True
+    if not placed:
+        lines.append(new)
     atomic_write_text(path, "\n".join(lines) + "\n")
     return line
 

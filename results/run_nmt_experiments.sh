@@ -26,7 +26,7 @@ run() {  # run NAME FLAGS...
     || { echo "FAILED $name (runs/nmt/$name.log)"; return; }
   # dev hypotheses of the final model (Figure 2's dev BLEU is re-scored from them), same decoding as the tests
   $BIN/structattn translate --model runs/nmt/$name/final --beam 5 --length-penalty 1.0 \
-    --input "${STRUCTATTN_DATA:-../shared/data}/multi30k/raw/val.en" --output runs/nmt/$name/hypotheses/dev.de \
+    --input "$DEV_SOURCE" --output runs/nmt/$name/hypotheses/dev.de \
     >> runs/nmt/$name.log 2>&1 || echo "DEV TRANSLATION FAILED $name"
   flock results/.nmt.lock $BIN/python results/record_nmt_run.py runs/nmt/$name $name \
     >> runs/nmt/$name.log 2>&1 || echo "RECORD FAILED $name"
@@ -55,6 +55,8 @@ layers() {  # Figure 3: the gate in every encoder layer
 }
 
 mkdir -p runs/nmt
+# the dev sources where the library finds its data (STRUCTATTN_DATA or ../shared/data)
+DEV_SOURCE=$($BIN/python -c "from structattn.tasks.multi30k import split_paths; print(split_paths('dev')[0])")
 case "${1:-}" in
   lane-a) lane 1 ;;
   lane-b) lane 2 ;;

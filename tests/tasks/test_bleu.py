@@ -53,6 +53,15 @@ def test_summed_sentence_statistics_give_sacrebleus_corpus_bleu():
     assert bleu_from_statistics(sentence_statistics(hyps, REFS).sum(0)) == pytest.approx(want, abs=1e-9)
 
 
+def test_sentence_statistics_are_cached_but_each_caller_gets_its_own_array():
+    hyps = _degraded(5, 1)
+    first = sentence_statistics(hyps, REFS)
+    first[:] = -1.0  # a caller scribbling on its copy must not reach the cache
+    again = sentence_statistics(list(hyps), list(REFS))
+    assert (again >= 0).all() and again is not first
+    assert bleu_from_statistics(again.sum(0)) == pytest.approx(corpus_bleu(hyps, REFS)["bleu"], abs=1e-9)
+
+
 def test_seed_pooled_bootstrap_with_one_seed_is_sacrebleus_paired_bootstrap():
     import os
 

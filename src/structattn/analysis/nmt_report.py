@@ -104,7 +104,7 @@ def table1(runs: list[dict], references: dict[str, list[str]]) -> str:
                                         "delta": run[f"bleu_{split}"] - base[seed][f"bleu_{split}"]})
     for c, adjusted in zip(comparisons, holm([c["p"] for c in comparisons])):
         c["p_holm"] = adjusted
-    pooled = _pooled_comparisons(by, references)
+    pooled = _pooled_comparisons(by, references, [("transformer", v) for v, _ in TABLE1[1:]])
     lines = ["| model | seeds | extra parameters | test2016 | Δ | test2017 | test2018 | mscoco2017 | tokens/s "
              "(train) |",
              "|---|---|---:|---:|---:|---:|---:|---:|---:|"]
@@ -129,10 +129,7 @@ def table1(runs: list[dict], references: dict[str, list[str]]) -> str:
         out += ("\nOver seeds (the test for Table 1's cells): the mean over seeds of the paired Δ, one paired "
                 "bootstrap whose every resample draws the same sentences for all seeds (1,000 resamples, "
                 "`structattn.tasks.bleu.seed_paired_bootstrap`), Holm-adjusted over all "
-                f"{len(pooled)} variant × test-set cells:\n\n"
-                "| variant | seeds | test set | mean ΔBLEU | p | p (Holm) |\n|---|---|---|---:|---:|---:|\n")
-        out += "\n".join(f"| {c['variant']} | {c['seeds']} | {c['split']} | {c['delta']:+.2f} | {_fmt_p(c['p'])} | "
-                         f"{_fmt_p(c['p_holm'])} |" for c in pooled) + "\n"
+                f"{len(pooled)} variant × test-set cells:\n\n" + _pooled_table(pooled, "variant", "variant"))
     if comparisons:
         out += ("\nPer seed, against the transformer of the same seed (sacreBLEU, 1,000 resamples), "
                 f"Holm-adjusted over all {len(comparisons)} comparisons:\n\n"
@@ -179,20 +176,19 @@ def delta_figure(runs: list[dict], results_dir: Path) -> str:
     return "Δ BLEU per variant and test set (bars: mean over seeds; dots: each seed):\n\n![delta](fig_nmt_delta.png)\n"
 
 
-def _pooled_comparisons(by: dict, references: dict[str, list[str]], baseline: str = "transformer",
-                        variants: list[str] | None = None) -> list[dict]:
-    """Each of ``variants`` (default: every Table 1 variant but the baseline) against ``baseline``, all seeds that
-    both have in one test per test set, Holm over all the comparisons made here."""
-    base = by.get(baseline, {})
+def _pooled_comparisons(by: dict, references: dict[str, list[str]], pairs: list[tuple[str, str]]) -> list[dict]:
+    """Each ``(baseline, variant)`` of ``pairs``, all seeds that both have in one test per test set, Holm over all
+    the comparisons made here."""
     pooled = []
-    for variant in variants or [v for v, _ in TABLE1 if v != baseline]:
+    for baseline, variant in pairs:
+        base = by.get(baseline, {})
         seeds = sorted(s for s in by.get(variant, {}) if s in base)
         for split in TEST_SPLITS:
             pairs = [(base[s]["_hyps"][split], by[variant][s]["_hyps"][split]) for s in seeds
                      if split in base[s]["_hyps"] and split in by[variant][s]["_hyps"]]
             if pairs:
                 result = seed_paired_bootstrap(pairs, references[split])
-                pooled.append({"variant": variant, "split": split, "delta": result["delta"], "p": result["p_value"],
+                pooled.append({"baseline": baseline, "variant": variant, "split": split, "delta": result["delta"], "p": result["p_value"],
                                "seeds": ",".join(str(s) for s in seeds)})
     for c, adjusted in zip(pooled, holm([c["p"] for c in pooled])):
         c["p_holm"] = adjusted
@@ -206,18 +202,18 @@ def gate_against_rivals(runs: list[dict], references: dict[str, list[str]]) -> s
     """The paper's claim that the hybrid gate beats the other locality models: the gate against each of
     :data:`GATE_RIVALS` (the Gaussian baselines, window-only attention, the concatenation), pooled over the seeds
     they share (as Table 1's test), Holm over all these cells."""
-    by = _table1_runs(runs)
-    pooled = [{**c, "against": v} for v in GATE_RIVALS if v in by
-              for c in _pooled_comparisons(by, references, baseline=v, variants=["hybrid_gate"])]
+    pooled = _pooled_comparisons(_table1_runs(runs), references, [(v, "hybrid_gate") for v in GATE_RIVALS])
     if not pooled:
         return ""
-    for c, adjusted in zip(pooled, holm([c["p"] for c in pooled])):  # one family over all the rivals
-        c["p_holm"] = adjusted
     return ("The hybrid gate against the other locality models, the mean over seeds of the paired Δ in one "
             "bootstrap per cell (as Table 1's \"Over seeds\"), Holm-adjusted over these "
-            f"{len(pooled)} cells:\n\n| gate against | seeds | test set | mean ΔBLEU | p | p (Holm) |\n"
-            "|---|---|---|---:|---:|---:|\n" +
-            "\n".join(f"| {c['against']} | {c['seeds']} | {c['split']} | {c['delta']:+.2f} | {_fmt_p(c['p'])} | "
+            f"{len(pooled)} cells:\n\n" + _pooled_table(pooled, "baseline", "gate against"))
+
+
+def _pooled_table(pooled: list[dict], key: str, header: str) -> str:
+    """Markdown table of pooled comparisons, first column ``c[key]`` under ``header``."""
+    return (f"| {header} | seeds | test set | mean ΔBLEU | p | p (Holm) |\n|---|---|---|---:|---:|---:|\n" +
+            "\n".join(f"| {c[key]} | {c['seeds']} | {c['split']} | {c['delta']:+.2f} | {_fmt_p(c['p'])} | "
                       f"{_fmt_p(c['p_holm'])} |" for c in pooled) + "\n")
 
 
@@ -256,10 +252,12 @@ def _bleu_cells(run: dict) -> str:
     return " | ".join(f"{run[f'bleu_{s}']:.2f}" if f"bleu_{s}" in run else "–" for s in TEST_SPLITS)
 
 
-def _dev_bleu(run: dict) -> float:
-    """Dev BLEU of the final model: re-scored from the committed dev hypotheses where the run has them, else the
-    beam-5 dev BLEU the run recorded for the model it kept."""
-    return run["bleu_dev"] if "bleu_dev" in run else max(run["dev_bleu_beam"].values())
+def _dev_bleu(run: dict) -> tuple[float, str]:
+    """(dev BLEU of the final model, mark): re-scored from the committed dev hypotheses where the run has them
+    (mark ""), else the beam-5 dev BLEU the run recorded for the model it kept (mark "*")."""
+    if "bleu_dev" in run:
+        return run["bleu_dev"], ""
+    return max(run["dev_bleu_beam"].values()), "*"
 
 
 def figure2(runs: list[dict], results_dir: Path, references: dict[str, list[str]]) -> str:
@@ -277,10 +275,11 @@ def figure2(runs: list[dict], results_dir: Path, references: dict[str, list[str]
             by_window[opts.get("k", 1)] = r
     if len(by_window) < 2:
         return ""
-    points = []  # (m, dev BLEU, {layer index: mean gate} or None)
+    points = []  # (m, dev BLEU, {layer index: mean gate} or None, dev mark)
     for m, r in sorted(by_window.items()):
         gates = _gates(results_dir, r["run"])
-        points.append((m, _dev_bleu(r), None if gates is None else {int(k): v for k, v in gates["layers"].items()}))
+        dev, mark = _dev_bleu(r)
+        points.append((m, dev, None if gates is None else {int(k): v for k, v in gates["layers"].items()}, mark))
     gate_layers = sorted({k for p in points if p[2] for k in p[2]})
     fig, ax = plt.subplots(figsize=(5, 3.2))
     ax.bar([p[0] for p in points], [p[1] for p in points], color="#9bb7d4")
@@ -301,8 +300,8 @@ def figure2(runs: list[dict], results_dir: Path, references: dict[str, list[str]
     def gate_cells(gates: dict | None) -> str:
         return " | ".join("–" if gates is None or k not in gates else f"{gates[k]:.3f}" for k in gate_layers)
 
-    rows = "\n".join(f"| {m} | `{by_window[m]['run']}` | {dev:.2f}{'' if 'bleu_dev' in by_window[m] else '*'} | "
-                      f"{_bleu_cells(by_window[m])} | {gate_cells(g)} |" for m, dev, g in points)
+    rows = "\n".join(f"| {m} | `{by_window[m]['run']}` | {dev:.2f}{mark} | {_bleu_cells(by_window[m])} | "
+                      f"{gate_cells(g)} |" for m, dev, g, mark in points)
     out = ("| m | run | dev BLEU (beam 5) | " + " | ".join(TEST_SPLITS) + "".join(
                f" | mean gate, layer {k + 1}" for k in gate_layers) + " |\n"
            "|---:|---|---:|" + "---:|" * (len(TEST_SPLITS) + len(gate_layers)) + "\n" + rows +

@@ -6,6 +6,7 @@ lines of a committed file, so the recorded number is what ``sacrebleu REF < HYP`
 """
 from __future__ import annotations
 
+import functools
 import os
 from typing import Mapping, Sequence
 
@@ -70,10 +71,16 @@ def sentence_statistics(hypotheses: Sequence[str], references: Sequence[str]):
     """BLEU's sufficient statistics per sentence, a float64 array [n, 10]: matched n-grams (n = 1..4), hypothesis
     n-grams (n = 1..4), hypothesis length, reference length. Summed over any multiset of rows they give that
     corpus's BLEU (:func:`bleu_from_statistics`), which is what sacreBLEU's bootstrap resamples."""
+    _check(hypotheses, references)
+    # a report tests one system against several others: each system's statistics are computed once
+    return _cached_statistics(tuple(hypotheses), tuple(references)).copy()
+
+
+@functools.lru_cache(maxsize=256)
+def _cached_statistics(hypotheses: tuple[str, ...], references: tuple[str, ...]):
     import numpy as np
     from sacrebleu.metrics import BLEU
 
-    _check(hypotheses, references)
     metric = BLEU(effective_order=True)  # only the counts are used; the option silences a per-call warning
     rows = []
     for hyp, ref in zip(hypotheses, references):
