@@ -91,17 +91,18 @@ def table1(runs: list[dict], references: dict[str, list[str]]) -> str:
     per-seed bootstrap p (Holm)."""
     by = _table1_runs(runs)
     base = by.get("transformer", {})
-    comparisons = []
-    for variant, _ in TABLE1[1:]:
-        for seed, run in sorted(by.get(variant, {}).items()):
-            if seed not in base:
-                continue
-            for split in TEST_SPLITS:
-                if split in run["_hyps"] and split in base[seed]["_hyps"]:
-                    p = paired_bootstrap(base[seed]["_hyps"][split], {"x": run["_hyps"][split]},
-                                         references[split])["x"]["p_value"]
-                    comparisons.append({"variant": variant, "seed": seed, "split": split, "p": p,
-                                        "delta": run[f"bleu_{split}"] - base[seed][f"bleu_{split}"]})
+    p_values = {}  # (variant, seed, split) -> p; one bootstrap call per seed and test set scores its baseline once
+    for seed, baseline in base.items():
+        for split in TEST_SPLITS:
+            systems = {v: by[v][seed]["_hyps"][split] for v, _ in TABLE1[1:]
+                       if seed in by.get(v, {}) and split in by[v][seed]["_hyps"]}
+            if split in baseline["_hyps"] and systems:
+                tested = paired_bootstrap(baseline["_hyps"][split], systems, references[split])
+                p_values.update({(v, seed, split): r["p_value"] for v, r in tested.items()})
+    comparisons = [{"variant": variant, "seed": seed, "split": split, "p": p_values[variant, seed, split],
+                    "delta": by[variant][seed][f"bleu_{split}"] - base[seed][f"bleu_{split}"]}
+                   for variant, _ in TABLE1[1:] for seed in sorted(by.get(variant, {})) for split in TEST_SPLITS
+                   if (variant, seed, split) in p_values]
     for c, adjusted in zip(comparisons, holm([c["p"] for c in comparisons])):
         c["p_holm"] = adjusted
     pooled = _pooled_comparisons(by, references, [("transformer", v) for v, _ in TABLE1[1:]])
