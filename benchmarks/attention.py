@@ -137,7 +137,7 @@ def register_benchmark_kernels() -> None:
 
 def apply_variant(model, mech: str, kernel: str) -> None:
     """Install mechanism ``mech`` running ``kernel`` (a library kernel or one of BENCHMARK_KERNELS)."""
-    from structattn.modeling import apply_mechanism, mechanism_of
+    from structattn.models.encoder import apply_mechanism, mechanism_of
 
     if kernel not in BENCHMARK_KERNELS:
         apply_mechanism(model, mech, kernel=kernel)

@@ -3,7 +3,7 @@
     python benchmarks/nmt.py [--size tiny] [--sentences 2000] [--max-tokens 4096] [--steps 4] [--repeats 5]
                              [--threads 2] [--variants transformer local hybrid_gate ...] [--out FILE.md]
 
-Every variant is the ``tiny`` (or ``--size``) MarianMT of ``structattn train-nmt`` over the same joint BPE (learned
+Every variant is the ``tiny`` (or ``--size``) MarianMT of ``structattn train-translation`` over the same joint BPE (learned
 on the first ``--sentences`` Multi30k training pairs, vocabulary 8,000) and the same token-count batches of those
 pairs (``--max-tokens`` padded tokens per side; the ``sla`` variant with its parsed-source masks, built outside
 the timing). One repetition runs ``--steps`` training updates (label-smoothed loss, backward, Adam) of every
@@ -24,11 +24,11 @@ import torch
 sys.path.insert(0, str(Path(__file__).parent))
 from machine import cpu_description  # noqa: E402
 
-from structattn.heads.translation import VARIANTS, build_model, train_bpe_tokenizer  # noqa: E402
+from structattn.models.translation import VARIANTS, build_model  # noqa: E402
 from structattn.tasks.multi30k import read_split  # noqa: E402
-from structattn.train.nmt_data import (TranslationCollator, build_source_structure, encode_texts,  # noqa: E402
-                                       token_batches)
-from structattn.train.nmt_training import _decoder_inputs, _label_smoothed_loss  # noqa: E402
+from structattn.heads.translation import (TranslationCollator, build_source_structure, encode_texts,  # noqa: E402
+                                          token_batches, train_bpe_tokenizer)
+from structattn.train.translation import _decoder_inputs, _label_smoothed_loss  # noqa: E402
 
 
 def main(argv: list[str] | None = None) -> int:

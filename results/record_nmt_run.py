@@ -1,4 +1,4 @@
-"""Record one finished translation run (`structattn train-nmt ...`) in results/nmt.jsonl.
+"""Record one finished translation run (`structattn train-translation ...`) in results/nmt.jsonl.
 
     python results/record_nmt_run.py RUN_DIR NAME [--note TEXT]
 
@@ -19,7 +19,7 @@ from pathlib import Path
 
 from structattn.tasks.bleu import corpus_bleu
 from structattn.tasks.multi30k import read_split
-from structattn.train.checkpoint import atomic_write_text
+from structattn.io import atomic_write_text
 
 RESULTS = Path(__file__).resolve().parent
 

@@ -1,4 +1,4 @@
-"""Record one finished `structattn train-parser` run in results/parsing.jsonl.
+"""Record one finished `structattn train-parsing` run in results/parsing.jsonl.
 
     python results/record_parsing_run.py RUN_DIR NAME [--variant V] [--note TEXT]
 

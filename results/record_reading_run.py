@@ -24,7 +24,7 @@ import shutil
 import time
 from pathlib import Path
 
-from structattn.commands.evaluate import load_trained
+from structattn.train.trainers import load_trained
 from structattn.train.trainers import task_family
 
 RESULTS = Path(__file__).resolve().parent
@@ -53,8 +53,8 @@ def _record_span_qa(trainer, run_dir: Path, name: str, reuse: bool = False) -> d
     from structattn.commands.predict import side_files
     from structattn.heads.span_qa import na_probabilities
     from structattn.tasks.squad_eval import evaluate
-    from structattn.train.checkpoint import atomic_write_json
-    from structattn.train.qa_training import saved_threshold
+    from structattn.io import atomic_write_json
+    from structattn.train.reading import saved_threshold
 
     task = trainer.cfg.task
     threshold = saved_threshold(run_dir / "best")
@@ -120,8 +120,8 @@ def main() -> None:
             "train_wall_s": max((h.get("elapsed_s", 0) for h in state["history"]), default=None),
             "test_predict_s": round(time.time() - t0, 1), "kernel": "+".join(state.get("kernels", [])) or None,
             "config": train_cfg, "note": args.note}
-    from structattn.provenance import provenance
-    from structattn.train.chart_training import device_description
+    from structattn.train.provenance import provenance
+    from structattn.train.parsing import device_description
 
     line.update(provenance(), device=device_description(trainer.accelerator.device),
                 torch_threads=__import__("torch").get_num_threads())

@@ -22,7 +22,7 @@ run() {  # run NAME FLAGS...
   local name=$1; shift
   if grep -q "\"run\": \"$name\"" results/nmt.jsonl 2>/dev/null; then echo "skip $name (recorded)"; return; fi
   echo "== $name: $*"
-  $BIN/structattn train-nmt $NMT "$@" --output-dir runs/nmt/$name > runs/nmt/$name.log 2>&1 \
+  $BIN/structattn train-translation $NMT "$@" --output-dir runs/nmt/$name > runs/nmt/$name.log 2>&1 \
     || { echo "FAILED $name (runs/nmt/$name.log)"; return; }
   # dev hypotheses of the final model (Figure 2's dev BLEU is re-scored from them), same decoding as the tests
   $BIN/structattn translate --model runs/nmt/$name/final --beam 5 --length-penalty 1.0 \
@@ -31,7 +31,7 @@ run() {  # run NAME FLAGS...
   flock results/.nmt.lock $BIN/python results/record_nmt_run.py runs/nmt/$name $name \
     >> runs/nmt/$name.log 2>&1 || echo "RECORD FAILED $name"
   case $name in  # Figures 2-4: gate statistics of the gated runs on the dev sources
-    *hybrid_gate*|*sla*) $BIN/python -m structattn.analysis.nmt_gates runs/nmt/$name/final --split dev \
+    *hybrid_gate*|*sla*) $BIN/python -m structattn.analysis.translation_gates runs/nmt/$name/final --split dev \
       --out results/nmt_gates/$name.json >> runs/nmt/$name.log 2>&1 || echo "GATES FAILED $name" ;;
   esac
   case $name in  # Tables 3-4: probing of the paper's three models, seed 1

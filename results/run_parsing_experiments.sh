@@ -22,7 +22,7 @@ run() {  # run NAME FLAGS...
   local name=$1; shift
   if grep -q "\"run\": \"$name\"" results/parsing.jsonl 2>/dev/null; then echo "skip $name (recorded)"; return; fi
   echo "== $name: $*"
-  $BIN/structattn train-parser $COMMON "$@" --output-dir runs/parsing/$name > runs/parsing/$name.log 2>&1 \
+  $BIN/structattn train-parsing $COMMON "$@" --output-dir runs/parsing/$name > runs/parsing/$name.log 2>&1 \
     || { echo "FAILED $name (runs/parsing/$name.log)"; return; }
   flock results/.parsing.lock $BIN/python results/record_parsing_run.py runs/parsing/$name $name
 }

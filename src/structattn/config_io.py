@@ -23,7 +23,7 @@ class JsonConfig:
         return json.dumps(dataclasses.asdict(self), indent=2, sort_keys=True)
 
     def save(self, path: str | Path) -> None:
-        from .train.checkpoint import atomic_write_text
+        from .io import atomic_write_text
         atomic_write_text(Path(path), self.to_json() + "\n")
 
     @classmethod

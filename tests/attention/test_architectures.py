@@ -10,7 +10,7 @@ from attn_helpers import random_batch, require_fused, tiny_config, tiny_model
 from structattn.attention import force_gate, gate_parameters, record
 from structattn.attention.integration import ARCHITECTURES
 from structattn.errors import UserError
-from structattn.modeling import apply_mechanism
+from structattn.models.encoder import apply_mechanism
 
 ARCHS = sorted(ARCHITECTURES)
 TASKS = ["sequence-classification", "token-classification", "question-answering", "multiple-choice"]

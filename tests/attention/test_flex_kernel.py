@@ -86,7 +86,7 @@ def test_cpu_training_is_refused_with_what_to_do():
 
 
 def test_flex_inside_a_model_matches_the_reference_kernel():
-    from structattn.modeling import apply_mechanism
+    from structattn.models.encoder import apply_mechanism
 
     ids, att, structure = random_batch()
     outs = {}

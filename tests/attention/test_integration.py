@@ -10,7 +10,7 @@ from attn_helpers import HEADS, HIDDEN, LAYERS, random_batch, tiny_model
 from structattn.attention import force_gate, gate_parameters, kernels, record
 from structattn.attention.integration import attention_modules
 from structattn.errors import UserError
-from structattn.modeling import apply_mechanism, mechanism_of, remove_mechanism
+from structattn.models.encoder import apply_mechanism, mechanism_of, remove_mechanism
 
 KERNELS = ["exact", "fused", "shared_exp", "reference"]
 

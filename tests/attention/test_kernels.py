@@ -343,7 +343,7 @@ def test_benchmark_kernel_runs_inside_a_model():
 
     from attn_helpers import random_batch, tiny_model
 
-    from structattn.provenance import kernels_used
+    from structattn.train.provenance import kernels_used
 
     ids, att, mask = random_batch()
     stock = tiny_model()

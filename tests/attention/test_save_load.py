@@ -8,7 +8,7 @@ import pytest
 import torch
 from attn_helpers import random_batch, tiny_model
 
-import structattn.modeling as sm
+import structattn.models.encoder as sm
 from structattn.attention import force_gate, gate_parameters
 from structattn.errors import UserError
 

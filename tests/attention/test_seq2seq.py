@@ -8,7 +8,7 @@ import torch
 
 from structattn.attention import force_gate, gate_parameters, record
 from structattn.attention.integration import CONCAT_ATTR, GATE_ATTR, GAUSSIAN_ATTR, attention_modules
-from structattn.modeling import apply_mechanism, from_pretrained
+from structattn.models.encoder import apply_mechanism, from_pretrained
 
 MECHANISMS = ["hybrid", "local", "hybrid_concat", "gauss_luong", "gauss_sperber", "gauss_yang", "sla"]
 

@@ -15,7 +15,7 @@ from attn_helpers import COMMON, LAYERS, random_batch, tiny_model, window_mask
 
 from structattn.attention import attention_modules, force_gate, gate_parameters
 from structattn.errors import UserError
-from structattn.modeling import apply_mechanism, mechanism_of
+from structattn.models.encoder import apply_mechanism, mechanism_of
 
 TEXTS = ["the cat sat on the mat .", "unbelievably good film , really !", "he went to new york yesterday"]
 

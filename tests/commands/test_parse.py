@@ -11,12 +11,12 @@ import torch
 import sys
 from pathlib import Path
 
-from structattn.chart_parser import ChartParser
+from structattn.models.parser import ChartParser
 from structattn.commands import parse as parse_command
 from structattn.errors import UserError
 from structattn.tasks.ptb import parse_trees
 
-sys.path.insert(0, str(Path(__file__).parent.parent / "parser"))
+sys.path.insert(0, str(Path(__file__).parent.parent / "models"))
 from tiny_parser import needs_pipeline, save_tiny  # noqa: E402
 
 torch.set_num_threads(1)

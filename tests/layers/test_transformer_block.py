@@ -7,9 +7,8 @@ from layer_refs import compare_with_grads, pad_batch, ref_self_attention
 from structattn.errors import UserError
 from structattn.layers.bimsa import BiMSA
 from structattn.layers.nsa import NgramSpanAttention
-from structattn.layers.transformer_block import (
-    LAYER_KINDS, FeedForward, SelfAttention, TransformerBlock, build_layer, check_lengths, self_attention_mask,
-)
+from structattn.layers.multihead import check_lengths, self_attention_mask
+from structattn.layers.transformer_block import LAYER_KINDS, FeedForward, SelfAttention, TransformerBlock, build_layer
 
 D, HEADS, E = 8, 2, 4
 

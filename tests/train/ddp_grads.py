@@ -7,7 +7,7 @@ import sys
 import torch
 from accelerate import Accelerator
 
-from structattn.modeling import from_pretrained
+from structattn.models.encoder import from_pretrained
 
 
 def fixed_batch(n=8, T=12, vocab=1000, seed=0):

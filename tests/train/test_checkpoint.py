@@ -1,6 +1,8 @@
 import pytest
 
-from structattn.train.checkpoint import AtomicDir, atomic_write_text, latest_checkpoint
+from structattn.io import atomic_write_text
+
+from structattn.train.checkpoint import AtomicDir, latest_checkpoint
 
 
 def test_atomic_dir_leaves_old_on_failure(tmp_path):

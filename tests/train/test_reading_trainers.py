@@ -11,7 +11,7 @@ import pytest
 
 from fixtures import make_tiny_model, tiny_race, tiny_squad11
 from structattn.cli import main as cli_main
-from structattn.commands.evaluate import load_trained
+from structattn.train.trainers import load_trained
 from structattn.commands.predict import side_files
 from structattn.tasks.squad_eval import evaluate
 from structattn.train.config import TrainConfig

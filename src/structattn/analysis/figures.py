@@ -124,7 +124,7 @@ def sentence_attention(model_dir: str, words: list[str]) -> np.ndarray:
     import torch
 
     from ..attention.integration import record
-    from ..commands.evaluate import load_trained
+    from ..train.trainers import load_trained
     from ..tasks.base import Example
     from ..train.data import build_features
 

@@ -8,7 +8,7 @@
 * :mod:`.integration` — registration as transformers attention implementation ``"structattn"``,
   installation into a model, gate/attention recording.
 
-The user-facing loaders are in :mod:`structattn.modeling` (``from_pretrained``, ``apply_mechanism``).
+The user-facing loaders are in :mod:`structattn.models.encoder` (``from_pretrained``, ``apply_mechanism``).
 """
 from .gate import StructureGate
 from .integration import (ARCHITECTURES, ATTENTION_NAME, REFUSED, GateRecord, attention_modules, force_gate,

@@ -181,7 +181,7 @@ class _Runtime:
 
 def runtime_of(model: nn.Module) -> Optional[_Runtime]:
     """The structattn state of a model (None when no mechanism is installed); for a wrapper around an encoder
-    (:class:`~structattn.sgnet.SGNetModel`) the state of its ``base_model``."""
+    (:class:`~structattn.models.sgnet.SGNetModel`) the state of its ``base_model``."""
     rt = getattr(model, "_structattn_rt", None)
     if rt is None:
         inner = getattr(model, "base_model", None)

@@ -2,9 +2,9 @@
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 from ..errors import UserError
+from ..train.trainers import load_trained
 
 
 def add_parser(sub) -> None:
@@ -14,30 +14,6 @@ def add_parser(sub) -> None:
     p.add_argument("--task", default=None, help="default: the task the model was trained on")
     p.add_argument("--limit", type=int, default=0)
     p.set_defaults(func=run)
-
-
-def load_trained(model_dir: str, task: str | None = None):
-    """A Trainer wrapping a saved model (its train_config.json gives task and mechanism)."""
-    from dataclasses import replace
-
-    from ..train.config import TrainConfig
-    from ..train.trainers import trainer_for
-
-    folder = Path(model_dir)
-    cfg_path = folder / "train_config.json"
-    if not cfg_path.is_file():
-        raise UserError(f"{folder} has no train_config.json; give a folder written by `structattn train` "
-                        "(its best/ subfolder)")
-    if not any((folder / n).is_file() for n in ("model.safetensors", "pytorch_model.bin")):
-        raise UserError(f"{folder} has no model weights (model.safetensors); the run may not have finished")
-    cfg = TrainConfig.load(cfg_path)
-    cfg = replace(cfg, model=str(folder), task=task or cfg.task)
-    trainer = trainer_for(cfg)
-    if hasattr(trainer, "fixed_threshold"):  # span QA: score at the threshold tuned during training
-        from ..train.qa_training import saved_threshold
-
-        trainer.fixed_threshold = saved_threshold(folder)
-    return trainer
 
 
 def run(args) -> int:

@@ -27,7 +27,7 @@ TAG_CHOICES = ("spacy", "none")
 
 def add_parser(sub) -> None:
     p = sub.add_parser("parse", help="parse raw or pre-tokenised text into bracketed constituency trees")
-    p.add_argument("--model", required=True, help="a saved parser folder (structattn train-parser's best/)")
+    p.add_argument("--model", required=True, help="a saved parser folder (structattn train-parsing's best/)")
     p.add_argument("--input", default="-", help="text file (default stdin)")
     p.add_argument("--output", default="-", help="tree file, one tree per line (default stdout)")
     p.add_argument("--pretokenized", action="store_true",
@@ -56,7 +56,7 @@ def read_sentences(lines: list[str], source: str, pretokenized: bool, spacy_mode
                    need_tags: bool) -> tuple[list[list[str]], list[list[str]] | None, list[str], int]:
     """Input lines -> (sentences of treebank tokens, their spaCy tags or None, a name per sentence, blank lines
     skipped). ``need_tags``: run spaCy's tagger on pre-tokenised input."""
-    from ..ptb_text import spacy_tags, text_sentences
+    from ..parsing.ptb_text import spacy_tags, text_sentences
     from ..settings import DEFAULT_SPACY_MODEL
 
     model = spacy_model or DEFAULT_SPACY_MODEL
@@ -84,7 +84,7 @@ def read_sentences(lines: list[str], source: str, pretokenized: bool, spacy_mode
 
 
 def run(args) -> int:
-    from ..chart_parser import UNKNOWN_TAG, ChartParser
+    from ..models.parser import UNKNOWN_TAG, ChartParser
 
     if args.batch_size < 1:
         raise UserError(f"--batch-size {args.batch_size} must be positive")

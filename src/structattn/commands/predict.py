@@ -32,7 +32,7 @@ def add_parser(sub) -> None:
 
 def run(args) -> int:
     from ..train.trainers import task_family
-    from .evaluate import load_trained
+    from ..train.trainers import load_trained
 
     trainer = load_trained(args.model_dir, args.task)
     family = task_family(trainer.cfg.task)
@@ -81,8 +81,8 @@ def side_files(output: Path) -> tuple[Path, Path]:
 def _predict_span_qa(trainer, args) -> int:
     from ..heads.span_qa import na_probabilities
     from ..tasks.squad import load_squad, read_squad
-    from ..train.checkpoint import atomic_write_json
-    from ..train.qa_training import saved_threshold
+    from ..io import atomic_write_json
+    from ..train.reading import saved_threshold
 
     if args.output == "-":
         raise UserError("span QA writes three files: give --output PRED.json (PRED.na_prob.json and "

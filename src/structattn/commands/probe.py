@@ -2,7 +2,7 @@
 
 Builds the tasks of :mod:`structattn.tasks.probing` (SeLn, WC, TrDep, ToCo, BShif, Tense, SubjNum, ObjNum,
 CoIn), encodes their sentences with the frozen encoder (mean of the last layer) and trains the MLP probe of
-:mod:`structattn.train.probe_training` per task. ``--untrained`` probes the same architecture with fresh random
+:mod:`structattn.train.probing` per task. ``--untrained`` probes the same architecture with fresh random
 weights instead (the control row of Conneau et al. 2018). Prints one line per task and writes the JSON (``--out``).
 """
 from __future__ import annotations
@@ -17,7 +17,7 @@ def add_parser(sub) -> None:
     p = sub.add_parser("probe", help="probing tasks on a trained translation encoder",
                        description="Accuracy of an MLP probe on the mean encoder vector, per probing task built "
                                    "from UD English EWT (tasks: " + ", ".join(TASKS) + ").")
-    p.add_argument("--model", required=True, help="translation model folder (final/ of a train-nmt run)")
+    p.add_argument("--model", required=True, help="translation model folder (final/ of a train-translation run)")
     p.add_argument("--tasks", nargs="+", default=list(TASKS), help="tasks to run (default: all)")
     p.add_argument("--seed", type=int, default=0, help="probe initialisation and data-construction seed")
     p.add_argument("--untrained", action="store_true",
@@ -29,9 +29,9 @@ def add_parser(sub) -> None:
 
 def run(args) -> int:
     from ..tasks.probing import TASKS, build_task, read_ud
-    from ..train.checkpoint import atomic_write_json
-    from ..train.probe_training import probe_model
-    from ..translator import Translator
+    from ..io import atomic_write_json
+    from ..train.probing import probe_model
+    from ..models.translator import Translator
     from ..errors import UserError
 
     unknown = [t for t in args.tasks if t not in TASKS]
@@ -39,7 +39,7 @@ def run(args) -> int:
         raise UserError(f"unknown probing task(s) {', '.join(unknown)}; valid: {', '.join(TASKS)}")
     translator = Translator.load(args.model)
     if args.untrained:
-        from ..heads.translation import untrained_like
+        from ..models.translation import untrained_like
 
         translator = Translator(untrained_like(translator.model, args.seed), translator.tokenizer,
                                 translator.parser_name)

@@ -25,7 +25,7 @@ def add_parser(sub) -> None:
 def run(args) -> int:
     from ..analysis.figures import gate_columns, plot_attention_maps, plot_gate_means, sentence_attention
     from ..analysis.report import column_matches, load_runs, markdown_table, runner_result_files
-    from ..train.checkpoint import atomic_write_text
+    from ..io import atomic_write_text
 
     _, others = runner_result_files(Path(args.results_dir))
     if others:  # say what this report leaves out rather than skip it silently

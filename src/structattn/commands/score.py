@@ -131,7 +131,7 @@ def _json_object(path: str, what: str) -> dict:
 def run_squad(args) -> int:
     from ..tasks.squad import load_squad
     from ..tasks.squad_eval import evaluate, has_answer, missing_predictions
-    from ..train.checkpoint import atomic_write_text
+    from ..io import atomic_write_text
 
     if args.task:
         from ..tasks.squad import get_qa_task

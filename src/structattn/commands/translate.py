@@ -2,7 +2,7 @@
 
 The training preprocessing is applied (NFC, the model's BPE) and the output is detokenised. An empty input
 line gives an empty output line; a line over the model's position limit is cut (the count is printed on
-stderr); empty input gives empty output. See :mod:`structattn.translator`.
+stderr); empty input gives empty output. See :mod:`structattn.models.translator`.
 """
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ import sys
 def add_parser(sub) -> None:
     p = sub.add_parser("translate", help="translate text with a trained translation model",
                        description="Translate one sentence per line (stdin or --input) with a model folder saved by "
-                                   "`structattn train-nmt` (its final/ or best/ folder).")
+                                   "`structattn train-translation` (its final/ or best/ folder).")
     p.add_argument("--model", required=True, help="model folder (config.json, model.safetensors, tokenizer)")
     p.add_argument("--input", help="input file (UTF-8, one sentence per line); default stdin")
     p.add_argument("--output", help="output file; default stdout")
@@ -39,7 +39,7 @@ def _read_input(path: str | None) -> list[str]:
 
 def run(args) -> int:
     from ..errors import UserError
-    from ..translator import Translator
+    from ..models.translator import Translator
 
     if args.beam < 1:
         raise UserError(f"--beam must be at least 1, got {args.beam}")

@@ -271,7 +271,7 @@ def write_predictions(folder: str | Path, predictions: Mapping[str, str], na_sco
     ``nbest_predictions.json`` {qid: [entries]}; the last two only when given. Returns the paths written, keyed
     ``predictions`` / ``na_prob`` / ``nbest``.
     """
-    from ..train.checkpoint import atomic_write_json
+    from ..io import atomic_write_json
 
     folder = Path(folder)
     files = {"predictions": (PREDICTIONS_FILE, {str(k): str(v) for k, v in predictions.items()})}

@@ -1,86 +1,34 @@
-"""The translation model: a transformers MarianMT encoder-decoder made from scratch, with a joint BPE.
-
-Route (the issue's preferred one): ``transformers.MarianMTModel`` built from a :class:`MarianConfig`
-(post-LayerNorm Transformer of Vaswani et al., sinusoidal positions, shared and tied embeddings), with the
-library's mechanism installed in the encoder self-attention of the chosen layers only
-(:func:`structattn.modeling.apply_mechanism`; decoder self- and cross-attention stay stock). Beam search
-with a length penalty, ``save_pretrained``/``from_pretrained`` and ``generate()`` come from transformers.
+"""Translation set-up: the joint BPE, BPE ids, the source structure for ``sla``, batches by token count,
+collation.
 
 Tokenizer: a joint BPE learned on the training source and target text with ``tokenizers`` and wrapped as a
 ``PreTrainedTokenizerFast``: NFC, whitespace marked by "▁" (Metaspace) and punctuation split off, so
 decoding gives back detokenised text exactly (no Moses step). Special tokens: ``<pad>`` 0 (also the
 decoder start, Marian's convention), ``<s>`` 1, ``</s>`` 2 (appended to every sequence), ``<unk>`` 3.
 
-Sizes (:data:`SIZES`): ``tiny`` trains on a 2-core CPU (4+4 layers, d 128, FFN 256, 4 heads, dropout 0.3:
-the size reported for Multi30k text-only baselines); ``base`` is the paper's (6+6, 512, FFN 2048, 8 heads,
-dropout 0.1) for GPUs.
+Notation: S source tokens, T target tokens of one sentence (``</s>`` included), B sentences in a batch.
 
-Variants (:data:`VARIANTS`, the names of the issue and of ``results/nmt.jsonl``) map onto mechanisms:
-``transformer`` is the stock model (no mechanism installed), the others a registry mechanism in the
-lowest 2 encoder layers (``layers`` option).
+Source structure (only the ``sla`` variant and the per-POS gate analysis need it): the English source is
+parsed by the structure pipeline's spaCy parser from its raw text; each BPE piece is mapped to the parser
+word that holds its first non-space character (tokenizer offsets against the word's character span), so a
+word's pieces share its row and column in the expanded mask and ``</s>`` is a special token
+(:func:`structattn.structure.expand.token_mask`). Every variant sees the same BPE segmentation.
 """
 from __future__ import annotations
 
-import math
+import random
 import unicodedata
 from dataclasses import dataclass
-from typing import Any, Sequence
+from typing import Sequence
+
+import numpy as np
+import torch
 
 from ..errors import UserError
+from ..structure.expand import SPECIAL, ExpansionRules, token_mask
 
 PAD, BOS, EOS, UNK = "<pad>", "<s>", "</s>", "<unk>"
 SPECIAL_TOKENS = (PAD, BOS, EOS, UNK)
-
-
-@dataclass(frozen=True)
-class ModelSize:
-    """Encoder-decoder hyper-parameters."""
-
-    encoder_layers: int
-    decoder_layers: int
-    d_model: int
-    ffn: int
-    heads: int
-    dropout: float
-    max_positions: int = 256
-
-
-SIZES: dict[str, ModelSize] = {
-    "tiny": ModelSize(encoder_layers=4, decoder_layers=4, d_model=128, ffn=256, heads=4, dropout=0.3),
-    "base": ModelSize(encoder_layers=6, decoder_layers=6, d_model=512, ffn=2048, heads=8, dropout=0.1),
-    # for tests and smoke runs only
-    "micro": ModelSize(encoder_layers=2, decoder_layers=2, d_model=32, ffn=64, heads=4, dropout=0.1, max_positions=64),
-}
-
-#: variant name -> (mechanism name or None for the stock model, options)
-VARIANTS: dict[str, tuple[str | None, dict[str, Any]]] = {
-    "transformer": (None, {}),
-    "local": ("local", {}),
-    "hybrid_gate": ("hybrid", {}),
-    "hybrid_concat": ("hybrid_concat", {}),
-    "luong": ("gauss_luong", {}),
-    "sperber": ("gauss_sperber", {}),
-    "yang": ("gauss_yang", {}),
-    # our extension: Xu et al.'s gate (no bias, lowest 2 layers) with SLA's dependency-distance mask
-    "sla": ("sla", {"layers": 2, "gate_has_bias": False}),
-}
-
-
-def variant_mechanism(variant: str, **overrides: Any):
-    """The :class:`~structattn.attention.mechanisms.MechanismConfig` of a variant (None for ``transformer``).
-
-    ``overrides`` are mechanism options (``layers``, ``k``, ``gate`` ...) applied on top of the variant's."""
-    from ..attention.mechanisms import get_mechanism
-
-    if variant not in VARIANTS:
-        raise UserError(f"unknown translation variant {variant!r}; valid variants: {', '.join(VARIANTS)}")
-    name, options = VARIANTS[variant]
-    if name is None:
-        if overrides:
-            raise UserError(f"variant 'transformer' is the stock model and takes no mechanism options "
-                            f"(got {', '.join(sorted(overrides))})")
-        return None
-    return get_mechanism(name, **{**options, **overrides})
 
 
 def normalise(text: str) -> str:
@@ -112,92 +60,162 @@ def train_bpe_tokenizer(texts: Sequence[str], vocab_size: int = 8000, min_freque
     return wrapped
 
 
-def build_model(tokenizer, size: str | ModelSize = "tiny", variant: str = "transformer", seed: int = 0,
-                **mechanism_options: Any):
-    """A fresh ``MarianMTModel`` for ``tokenizer``'s vocabulary with ``variant``'s mechanism installed.
+def encode_texts(tokenizer, texts: Sequence[str]) -> list[list[int]]:
+    """BPE ids of each text with ``</s>`` appended ([S] per text)."""
+    if not texts:
+        return []
+    return tokenizer([normalise(t) for t in texts], add_special_tokens=True)["input_ids"]
 
-    The stock attention is SDPA; every variant other than ``transformer`` runs through structattn's
-    attention function in the encoder layers it names (others stay stock).
+
+def word_char_spans(text: str, words: Sequence[str]) -> list[tuple[int, int]]:
+    """Character span [start, end) of each parser word in ``text`` (words in reading order).
+
+    Words are found left to right; a word the parser changed (a repaired control character) is given the
+    next ``len(word)`` non-space characters instead.
     """
-    import torch
-    from transformers import MarianConfig, MarianMTModel
-
-    from ..modeling import apply_mechanism
-
-    if isinstance(size, str) and size not in SIZES:
-        raise UserError(f"unknown model size {size!r}; valid sizes: {', '.join(SIZES)}")
-    dims = SIZES[size] if isinstance(size, str) else size
-    mechanism = variant_mechanism(variant, **mechanism_options)
-    config = MarianConfig(
-        vocab_size=len(tokenizer), decoder_vocab_size=len(tokenizer), d_model=dims.d_model,
-        encoder_layers=dims.encoder_layers, decoder_layers=dims.decoder_layers,
-        encoder_attention_heads=dims.heads, decoder_attention_heads=dims.heads,
-        encoder_ffn_dim=dims.ffn, decoder_ffn_dim=dims.ffn, dropout=dims.dropout, attention_dropout=0.0,
-        activation_dropout=0.0, activation_function="relu", max_position_embeddings=dims.max_positions,
-        pad_token_id=tokenizer.pad_token_id, eos_token_id=tokenizer.eos_token_id,
-        bos_token_id=tokenizer.bos_token_id, decoder_start_token_id=tokenizer.pad_token_id,
-        forced_eos_token_id=tokenizer.eos_token_id, scale_embedding=True, share_encoder_decoder_embeddings=True,
-        tie_word_embeddings=True, init_std=dims.d_model ** -0.5)
-    torch.manual_seed(seed)
-    model = MarianMTModel(config)
-    fairseq_initialisation(model)
-    # Marian keeps a final_logits_bias buffer; it is not trained and stays 0.
-    if mechanism is not None:
-        apply_mechanism(model, mechanism)
-    return model
+    spans, pos = [], 0
+    for word in words:
+        found = text.find(word, pos)
+        if found < 0:
+            while pos < len(text) and text[pos].isspace():
+                pos += 1
+            found = pos
+        end = min(found + len(word), len(text))
+        spans.append((found, end))
+        pos = end
+    return spans
 
 
-def untrained_like(model, seed: int = 0):
-    """A model of ``model``'s architecture, vocabulary and mechanism with fresh weights, drawn as
-    :func:`build_model` draws them (transformers' initialisation, then :func:`fairseq_initialisation`, then
-    the mechanism's own parameters): the untrained-encoder control of probing (Conneau et al. 2018 report
-    untrained encoders beside trained ones to show what the probe gets from the architecture alone).
+def align_pieces_to_words(offsets: Sequence[tuple[int, int]], text: str, spans: Sequence[tuple[int, int]],
+                          special: Sequence[bool]) -> np.ndarray:
+    """token_word [S] int: the word index of each piece (its first non-space character's word), -1 for
+    special tokens. A piece with no non-space character (a lone "▁") takes the next piece's word."""
+    starts = np.asarray([s for s, _ in spans], dtype=np.int64)
+    out = np.full(len(offsets), SPECIAL, dtype=np.int64)
+    pending = []
+    for t, ((s, e), is_special) in enumerate(zip(offsets, special)):
+        if is_special:
+            continue
+        c = s
+        while c < e and text[c].isspace():
+            c += 1
+        if c >= e:
+            pending.append(t)
+            continue
+        word = max(int(np.searchsorted(starts, c, side="right")) - 1, 0)
+        out[t] = word
+        for p in pending:
+            out[p] = word
+        pending = []
+    for p in pending:  # trailing whitespace piece: the last word
+        out[p] = max(len(spans) - 1, 0)
+    return out
+
+
+@dataclass
+class SourceStructure:
+    """Per source sentence: token_word [S] and the word-level structure (``None`` entries when not built)."""
+
+    token_word: list[np.ndarray]
+    structures: list  # WordStructure per sentence
+    upos: list[list[str]]  # parser POS tag per word
+
+
+def build_source_structure(tokenizer, texts: Sequence[str], relation: str = "sla", parser_name: str | None = None,
+                           **relation_options) -> SourceStructure:
+    """Parse ``texts`` (cached) and align BPE pieces to parser words; word structures for ``relation``."""
+    from ..parsing.cache import parse_cached
+    from ..parsing.spacy_backend import DEFAULT_SPACY_MODEL, SpacyParser
+    from ..structure.example import build_word_structures
+
+    texts = [normalise(t) for t in texts]
+    empty = [i + 1 for i, t in enumerate(texts) if not t.strip()]
+    if empty:
+        raise UserError(f"{len(empty)} empty source line(s) (first: line {empty[0]}) cannot be parsed; the training "
+                        "filter drops empty pairs, and `structattn translate` passes empty lines through")
+    parser = SpacyParser(parser_name or DEFAULT_SPACY_MODEL)
+    passages = parse_cached(list(texts), parser, kind="texts")
+    structures = build_word_structures(passages, None, relation, **relation_options)
+    enc = tokenizer(list(texts), add_special_tokens=True, return_offsets_mapping=True,
+                    return_special_tokens_mask=True)
+    token_words, upos = [], []
+    for i, (text, passage) in enumerate(zip(texts, passages)):
+        words = [w for p in passage for w in p.words]
+        spans = word_char_spans(text, words)
+        special = [bool(x) for x in enc["special_tokens_mask"][i]]
+        token_words.append(align_pieces_to_words(enc["offset_mapping"][i], text, spans, special))
+        upos.append([u for p in passage for u in p.upos])
+    return SourceStructure(token_words, structures, upos)
+
+
+def token_batches(src_lengths: Sequence[int], tgt_lengths: Sequence[int], max_tokens: int, seed: int | None,
+                  ) -> list[list[int]]:
+    """Batches of sentence indices holding at most ``max_tokens`` padded tokens on either side.
+
+    Sentences are sorted by (source, target) length, ties broken at random with ``seed`` (None: by index),
+    packed greedily, and the batch order is shuffled with ``seed`` (kept in length order for None). A
+    sentence longer than ``max_tokens`` by itself gets a batch of its own (the training filter keeps such
+    pairs out; evaluation must not drop any).
     """
-    import torch
+    n = len(src_lengths)
+    rng = random.Random(seed)
+    tie = [rng.random() for _ in range(n)] if seed is not None else list(range(n))
+    order = sorted(range(n), key=lambda i: (src_lengths[i], tgt_lengths[i], tie[i]))
+    batches, current, longest = [], [], 0
+    for i in order:
+        size = max(src_lengths[i], tgt_lengths[i])
+        if current and max(longest, size) * (len(current) + 1) > max_tokens:
+            batches.append(current)
+            current, longest = [], 0
+        current.append(i)
+        longest = max(longest, size)
+    if current:
+        batches.append(current)
+    if seed is not None:
+        rng.shuffle(batches)
+    return batches
 
-    from ..modeling import apply_mechanism, mechanism_of
 
-    settings = {k: v for k, v in model.config.to_dict().items() if k != "structattn"}
-    config = type(model.config).from_dict(settings)
-    torch.manual_seed(seed)
-    fresh = type(model)(config)
-    fairseq_initialisation(fresh)
-    mechanism = mechanism_of(model)
-    if mechanism is not None:
-        apply_mechanism(fresh, mechanism)
-    return fresh.eval()
+class TranslationCollator:
+    """Pads a list of sentences into model inputs.
 
-
-def fairseq_initialisation(model) -> None:
-    """Re-draw the linear layers of a fresh encoder-decoder as fairseq's Transformer does (the toolkit of the
-    Multi30k baselines and of Xu et al.): Xavier-uniform weights with gain 1/sqrt(2) for the query, key and
-    value projections and gain 1 for the output projections and the feed-forward layers, zero biases. The
-    embeddings keep Marian's N(0, init_std = d^-1/2) with a zero padding row, which is fairseq's too; the
-    output projection is tied to them.
-
-    Why: Marian's own initialisation draws every linear weight from N(0, init_std). On Multi30k (tiny size,
-    lr 5e-3, 2,000 warm-up updates) learnt about half as fast as a plain ``nn.Transformer`` with Xavier
-    weights on the same batches (dev NLL per token 3.96 vs 3.44 after 1,000 updates); with this
-    initialisation the same Marian model reached 3.58 after 750 updates, where the old one needed about
-    1,500 (3.55).
+    Returns ``input_ids`` / ``attention_mask`` [B, S], ``labels`` [B, T] (-100 at padding) and, when
+    ``structures`` are given, ``structure_mask`` [B, S, S] bool.
     """
-    import torch
-    from torch import nn
 
-    with torch.no_grad():
-        for name, module in model.named_modules():
-            if not isinstance(module, nn.Linear) or module is model.get_output_embeddings():
-                continue
-            gain = 1 / math.sqrt(2) if name.endswith(("q_proj", "k_proj", "v_proj")) else 1.0
-            nn.init.xavier_uniform_(module.weight, gain=gain)
-            if module.bias is not None:
-                module.bias.zero_()
+    def __init__(self, pad_id: int, rules: ExpansionRules | None = None):
+        self.pad_id = pad_id
+        self.rules = rules or ExpansionRules()
+
+    def __call__(self, sources: Sequence[Sequence[int]], targets: Sequence[Sequence[int]] | None = None,
+                 structure: SourceStructure | None = None, indices: Sequence[int] | None = None) -> dict:
+        b = len(sources)
+        s_len = max(len(s) for s in sources)
+        ids = torch.full((b, s_len), self.pad_id, dtype=torch.long)
+        att = torch.zeros((b, s_len), dtype=torch.long)
+        for i, s in enumerate(sources):
+            ids[i, :len(s)] = torch.as_tensor(s)
+            att[i, :len(s)] = 1
+        batch = {"input_ids": ids, "attention_mask": att}
+        if targets is not None:
+            t_len = max(len(t) for t in targets)
+            labels = torch.full((b, t_len), -100, dtype=torch.long)
+            for i, t in enumerate(targets):
+                labels[i, :len(t)] = torch.as_tensor(t)
+            batch["labels"] = labels
+        if structure is not None:
+            if indices is None:
+                raise ValueError("indices are needed to look the structures up")
+            mask = torch.zeros((b, s_len, s_len), dtype=torch.bool)
+            for row, idx in enumerate(indices):
+                tw = structure.token_word[idx]
+                m = token_mask(structure.structures[idx], tw, self.rules)
+                mask[row, :len(tw), :len(tw)] = torch.from_numpy(m)
+                mask[row, len(tw):, len(tw):] = torch.eye(s_len - len(tw), dtype=torch.bool)  # padding: itself
+            batch["structure_mask"] = mask
+        return batch
 
 
-def size_of(model) -> dict[str, Any]:
-    """The model's size as a JSON-ready dict (for results)."""
-    c = model.config
-    return {"encoder_layers": c.encoder_layers, "decoder_layers": c.decoder_layers, "d_model": c.d_model,
-            "ffn": c.encoder_ffn_dim, "heads": c.encoder_attention_heads, "dropout": c.dropout,
-            "vocab_size": c.vocab_size, "parameters": sum(p.numel() for p in model.parameters()),
-            "mechanism_parameters": sum(p.numel() for n, p in model.named_parameters() if ".structattn_" in n)}
+def padded_tokens(batches: Sequence[Sequence[int]], lengths: Sequence[int]) -> int:
+    """Total padded size of ``batches`` on one side (for throughput figures)."""
+    return sum(len(b) * max(lengths[i] for i in b) for b in batches)

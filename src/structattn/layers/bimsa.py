@@ -27,7 +27,7 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from .transformer_block import attend, check_lengths, merge_heads, self_attention_mask, split_heads
+from .multihead import attend, check_lengths, merge_heads, self_attention_mask, split_heads
 
 Tensor = torch.Tensor
 

@@ -18,7 +18,7 @@ import torch
 from torch import nn
 
 from .fenceposts import ngram_spans, span_vectors
-from .transformer_block import attend, check_lengths, merge_heads, split_heads
+from .multihead import attend, check_lengths, merge_heads, split_heads
 
 Tensor = torch.Tensor
 

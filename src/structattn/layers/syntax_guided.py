@@ -10,7 +10,7 @@ its dependency ancestors, special tokens only themselves):
     x  = LN(h + drop(W_o a))
     h' = LN(x + drop(W_2 act(W_1 x)))                        act = the encoder's activation (GELU for BERT)
 
-Two paths compute the attention: the fast one calls SDPA (:func:`structattn.attention.kernels.sdpa_attend`),
+Two paths compute the attention: the fast one calls SDPA (``torch.nn.functional.scaled_dot_product_attention``),
 the plain one (:func:`reference_masked_attention`) writes the softmax out; they are tested against each other.
 
 The layer is sized from the encoder's config (:class:`LayerSizes`) and starts either ``fresh`` (BERT's
@@ -44,9 +44,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from ..attention.kernels import sdpa_attend
 from ..errors import UserError
-from .transformer_block import merge_heads, split_heads
+from .multihead import merge_heads, split_heads
 
 Tensor = torch.Tensor
 
@@ -59,7 +58,7 @@ def masked_attention(q: Tensor, k: Tensor, v: Tensor, mask: Tensor, dropout_p: f
 
     q, k, v [b, H, T, e], mask [b, 1, T, T] bool (every row has a True) -> [b, H, T, e].
     """
-    return sdpa_attend(q, k, v, mask, scale=q.shape[-1] ** -0.5, dropout_p=dropout_p)
+    return F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=dropout_p, scale=q.shape[-1] ** -0.5)
 
 
 def reference_masked_attention(q: Tensor, k: Tensor, v: Tensor, mask: Tensor, dropout_p: float = 0.0) -> Tensor:

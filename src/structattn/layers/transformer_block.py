@@ -19,66 +19,9 @@ import torch.nn.functional as F
 from torch import nn
 
 from ..errors import UserError
+from .multihead import attend, check_lengths, merge_heads, self_attention_mask, split_heads
 
 Tensor = torch.Tensor
-
-
-# --------------------------------------------------------------------------------------------- helpers
-
-
-def check_lengths(h: Tensor, lengths: Tensor, min_words: int = 0) -> None:
-    """Fail unless every sentence fits: ``min_words <= lengths <= T - 2`` (one host sync per call).
-
-    A sentence longer than T - 2 would have its STOP or words cut off by the masks without notice.
-    """
-    if lengths.dim() != 1 or lengths.shape[0] != h.shape[0]:
-        raise ValueError(f"lengths must have shape [{h.shape[0]}], got {tuple(lengths.shape)}")
-    if lengths.numel():
-        lo, hi = int(lengths.min()), int(lengths.max())
-        if lo < min_words or hi + 2 > h.shape[1]:
-            raise ValueError(f"sentence lengths must lie in {min_words} .. T - 2 = {h.shape[1] - 2} words "
-                             f"(START and STOP take two positions), got {lo} .. {hi}")
-
-
-def valid_positions(lengths: Tensor, size: int) -> Tensor:
-    """[b] words per sentence -> [b, size] bool, True at the real positions 0 .. L_b + 1."""
-    return torch.arange(size, device=lengths.device).unsqueeze(0) < (lengths + 2).unsqueeze(1)
-
-
-def self_attention_mask(lengths: Tensor, size: int, allowed: Tensor | None = None) -> Tensor:
-    """Key-padding mask for self-attention, optionally restricted by a position pattern.
-
-    lengths [b], size = T, allowed [T, T] bool (query i may see key j) or None -> [b, 1, T, T] bool.
-    Real query rows see the real keys that ``allowed`` permits; padded query rows see only themselves.
-    ``allowed`` must keep the diagonal, or a real row could be left empty.
-    """
-    real = valid_positions(lengths, size)
-    mask = real.unsqueeze(2) & real.unsqueeze(1)  # [b, T, T]
-    if allowed is not None:
-        mask = mask & allowed
-    eye = torch.eye(size, dtype=torch.bool, device=lengths.device)
-    mask = mask | (eye & ~real.unsqueeze(2))
-    return mask.unsqueeze(1)
-
-
-def split_heads(x: Tensor, heads: int) -> Tensor:
-    """[b, n, heads * e] -> [b, heads, n, e]."""
-    b, n, _ = x.shape
-    return x.view(b, n, heads, -1).transpose(1, 2)
-
-
-def merge_heads(x: Tensor) -> Tensor:
-    """[b, heads, n, e] -> [b, n, heads * e]."""
-    b, heads, n, e = x.shape
-    return x.transpose(1, 2).reshape(b, n, heads * e)
-
-
-def attend(q: Tensor, k: Tensor, v: Tensor, mask: Tensor, dropout: float, training: bool) -> Tensor:
-    """Scaled dot-product attention, softmax(q k^T / sqrt(d_head)) v over the True entries of ``mask``.
-
-    q [b, H, n, e], k [b, H, m, e], v [b, H, m, e_v], mask [b, 1, n, m] bool -> [b, H, n, e_v].
-    """
-    return F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=dropout if training else 0.0)
 
 
 # --------------------------------------------------------------------------------------------- layers

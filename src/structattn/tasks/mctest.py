@@ -21,7 +21,7 @@ from pathlib import Path
 
 from ..errors import UserError
 from .base import read_lines
-from .multiple_choice import SPLITS, MCQuestion, answer_index
+from .mc_question import SPLITS, MCQuestion, answer_index
 
 log = logging.getLogger(__name__)
 

@@ -416,7 +416,7 @@ def answer_word_span(spans: Sequence[tuple[int, int]], answer_start: int, text: 
 def main(argv: list[str] | None = None) -> int:
     """``python -m structattn.tasks.squad --write-split results/squad2_split.json [--data FILE]``."""
     from ..settings import data_dir
-    from ..train.checkpoint import atomic_write_text
+    from ..io import atomic_write_text
 
     ap = argparse.ArgumentParser(prog="python -m structattn.tasks.squad",
                                  description="Write the article split of the SQuAD 2.0 file (article_split).")

@@ -1,4 +1,4 @@
-"""Atomic file writes and checkpoint folders.
+"""Checkpoint folders (single files are written atomically by :mod:`structattn.io`).
 
 A checkpoint folder is written under a temporary name and renamed into place, so
 a run killed at any moment leaves either the previous checkpoint or the new one,
@@ -6,44 +6,11 @@ never half of one.
 """
 from __future__ import annotations
 
-import json
 import os
 import re
 import shutil
 import signal
-import tempfile
 from pathlib import Path
-
-
-def atomic_write_text(path: Path, text: str) -> None:
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            fh.write(text)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
-
-
-def atomic_write_json(path: Path, obj) -> None:
-    atomic_write_text(path, json.dumps(obj, indent=2, sort_keys=True) + "\n")
-
-
-def append_jsonl(path: Path, obj) -> None:
-    """Append one JSON line; a single write() of a full line, flushed and synced."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    line = json.dumps(obj, sort_keys=True) + "\n"
-    with open(path, "a", encoding="utf-8") as fh:
-        fh.write(line)
-        fh.flush()
-        os.fsync(fh.fileno())
 
 
 class AtomicDir:

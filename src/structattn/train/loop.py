@@ -31,9 +31,11 @@ from torch.utils.data import DataLoader, Sampler
 
 from ..errors import UserError
 from ..tasks import get_task
-from .checkpoint import AtomicDir, atomic_write_json, latest_checkpoint, recover_atomic_dirs
+from ..io import atomic_write_json
+from .checkpoint import AtomicDir, latest_checkpoint, recover_atomic_dirs
 from .config import RESULT_NEUTRAL_FIELDS, TrainConfig
 from .data import StructureSpec, aggregate_predictions, build_features
+from .model_loading import load_model_and_tokenizer
 from .running_mean import RunningMean
 
 log = logging.getLogger(__name__)
@@ -116,54 +118,11 @@ def _maybe_inject_fault(step: int) -> None:
         os.kill(os.getpid(), signal.SIGKILL)
 
 
-def model_task_name(kind: str) -> str:
-    return {"classification": "sequence-classification", "regression": "sequence-classification",
-            "tagging": "token-classification"}[kind]
-
-
 def structure_spec_for(model, cfg: TrainConfig) -> StructureSpec:
     """The relation the model's installed mechanism needs (the model is the one source of truth)."""
-    from ..modeling import mechanism_of
+    from ..models.encoder import mechanism_of
 
     return StructureSpec.for_mechanism(mechanism_of(model), need_parents=cfg.lisa_weight > 0)
-
-
-def _mechanism_options(cfg: TrainConfig) -> dict:
-    return {k: v for k, v in {"m": cfg.m, "k": cfg.k, "gate_bias": cfg.gate_bias}.items() if v is not None}
-
-
-BYTE_LEVEL_TYPES = ("roberta", "longformer", "bart", "gpt2")  # XLM-R is SentencePiece: no prefix space
-
-
-def load_model_and_tokenizer(cfg: TrainConfig, task, model_path: str | None = None):
-    """The task model with the configured mechanism, and its fast tokenizer."""
-    from ..modeling import from_pretrained
-    from ..settings import default_encoder
-
-    name = model_path or cfg.model or default_encoder()
-    kwargs = {}
-    if task.kind == "regression":
-        kwargs.update(num_labels=1, problem_type="regression")
-    else:
-        kwargs.update(num_labels=task.num_labels)
-        if task.label_list:
-            kwargs["id2label"] = dict(enumerate(task.label_list))
-            kwargs["label2id"] = {lab: i for i, lab in enumerate(task.label_list)}
-    model = from_pretrained(name, task=model_task_name(task.kind), mechanism=cfg.mechanism,
-                            **_mechanism_options(cfg), **kwargs)
-    return model, load_tokenizer(name, model.config.model_type)
-
-
-def load_tokenizer(name: str, model_type: str):
-    """The fast tokenizer of a model name or folder (byte-level BPE ones with a prefix space, so that they
-    take pre-split words)."""
-    from transformers import AutoTokenizer
-
-    extra = {"add_prefix_space": True} if model_type in BYTE_LEVEL_TYPES else {}
-    try:
-        return AutoTokenizer.from_pretrained(name, use_fast=True, **extra)
-    except OSError as exc:
-        raise UserError(f"cannot load a tokenizer from {name!r}: {exc}") from exc
 
 
 class Trainer:
@@ -519,7 +478,7 @@ class Trainer:
 
     def _note_kernels(self, state: TrainerState) -> None:
         """Add the kernels the model has run so far (``auto`` resolved) to ``state.kernels``."""
-        from ..provenance import kernels_used
+        from .provenance import kernels_used
 
         state.kernels = sorted(set(state.kernels) | set(kernels_used(self.accelerator.unwrap_model(self.model))))
 
@@ -560,7 +519,7 @@ class Trainer:
     def _provenance(self, state: TrainerState) -> dict:
         """Package version, git commit and the kernel(s) that ran (recorded in the state, so a finished
         run that is asked again still reports what ran when it trained)."""
-        from ..provenance import provenance
+        from .provenance import provenance
 
         self._note_kernels(state)
         return {**provenance(), "kernel": "+".join(state.kernels) or None}

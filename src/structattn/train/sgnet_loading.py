@@ -8,7 +8,7 @@ choice) pool it from the aggregated output; under the paper's rule that token wo
 the SG layer could never reach the head. For those heads the special tokens' rows see every real token instead
 (``special_rows="all"``, what the official code's uniform rows amount to) and every real token's SG output is
 aggregated. Even so, one SG layer cannot bring *syntax* to [CLS] (its row is an unmasked re-reading of the encoder
-output); ``pool="mean"`` (:class:`~structattn.sgnet.SGNetConfig`) makes those heads read the mean of the
+output); ``pool="mean"`` (:class:`~structattn.models.sgnet.SGNetConfig`) makes those heads read the mean of the
 aggregated tokens instead, and then the paper's rules hold for every head.
 """
 from __future__ import annotations
@@ -78,7 +78,7 @@ def is_sgnet_folder(path: str) -> bool:
     import json
     from pathlib import Path
 
-    from ..sgnet import CONFIG_KEY
+    from ..models.sgnet import CONFIG_KEY
 
     config = Path(path) / "config.json"
     if not config.is_file():
@@ -90,7 +90,7 @@ def is_sgnet_folder(path: str) -> bool:
 
 
 def load_sgnet_and_tokenizer(cfg, head: str, num_labels: int, model_path: str | None = None):
-    """An :class:`~structattn.sgnet.SGNetModel` for ``head`` and its fast tokenizer.
+    """An :class:`~structattn.models.sgnet.SGNetModel` for ``head`` and its fast tokenizer.
 
     A folder saved by SG-Net with this head is loaded as it was saved (the run's own ``best/``). A folder saved
     by SG-Net with another head (a SQuAD model given to a multiple-choice run: intermediate-task transfer) gives
@@ -100,8 +100,8 @@ def load_sgnet_and_tokenizer(cfg, head: str, num_labels: int, model_path: str | 
     task kind (``classification``, ``regression``, ``tagging``) or ``span_qa`` / ``multiple_choice``.
     """
     from ..settings import default_encoder
-    from ..sgnet import SGNetConfig, SGNetModel
-    from .loop import _mechanism_options, load_tokenizer
+    from ..models.sgnet import SGNetConfig, SGNetModel
+    from .model_loading import load_tokenizer, mechanism_overrides
 
     name = model_path or cfg.model or default_encoder()
     sg = SGNetConfig(aggregation=cfg.sgnet, alpha=cfg.sgnet_alpha, init=cfg.sgnet_init,
@@ -112,15 +112,15 @@ def load_sgnet_and_tokenizer(cfg, head: str, num_labels: int, model_path: str | 
         if model.config.head != sg.head:
             model = _transfer_encoder(model, sg, cfg, name)
     else:
-        model = SGNetModel.from_encoder(name, sg, mechanism=cfg.mechanism, **_mechanism_options(cfg))
+        model = SGNetModel.from_encoder(name, sg, mechanism=cfg.mechanism, **mechanism_overrides(cfg))
     return model, load_tokenizer(name, model.base_model.config.model_type)
 
 
 def _transfer_encoder(saved, sg, cfg, name: str):
     """A fresh SG part and ``sg.head`` on the encoder of ``saved`` (an SG-Net model trained for another head)."""
     from ..errors import UserError
-    from ..modeling import mechanism_of
-    from ..sgnet import SGNetModel
+    from ..models.encoder import mechanism_of
+    from ..models.sgnet import SGNetModel
     from .config import mechanism_options
 
     encoder = saved.base_model

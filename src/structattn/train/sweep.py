@@ -24,7 +24,7 @@ from dataclasses import replace
 from pathlib import Path
 
 from ..errors import UserError
-from .checkpoint import append_jsonl
+from ..io import append_jsonl
 from .config import TrainConfig, add_config_arguments, config_key, given_flags, mechanism_options, result_fields
 
 VARIANT_NAMES = {"global", "sla", "wla", "hybrid", "sdoi", "lisa", "sgnet"}

@@ -1,0 +1,96 @@
+"""A spaCy pipeline component that adds constituency parses, the way benepar users parse::
+
+    import spacy
+    import structattn.integrations.spacy_component  # noqa: F401  (or installed: the ``spacy_factories`` entry point)
+    nlp = spacy.load("en_core_web_sm")
+    nlp.add_pipe("structattn_parser", config={"model": "runs/parser/best"})
+    doc = nlp("The cat sat. It purred.")
+    [sent._.parse_string for sent in doc.sents]   # "(S (NP (DT The) (NN cat)) (VP (VBD sat)) (. .))", ...
+    doc._.parse_strings                              # the same list, in sentence order
+
+Sentences are the doc's own (``doc.sents``: put the component after the parser or a senter); a doc without
+sentence boundaries is parsed as one sentence. Tokens are written in treebank form (``(`` -> ``-LRB-``);
+whitespace tokens are not words and are left out of the trees (a sentence of whitespace only gets ``""``).
+Preterminal tags are the doc's ``token.tag_`` when a tagger ran before the component, else ``XX`` (or spaCy's
+tags when the parser reads them, ``pos`` spacy or gold: they are computed with the default pipeline then).
+A sentence longer than the parser's limits raises :class:`~structattn.errors.UserError` naming it.
+"""
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator
+
+from spacy.language import Language
+from spacy.tokens import Doc, Span
+from spacy.util import minibatch
+
+from ..errors import UserError
+
+FACTORY = "structattn_parser"
+
+if not Span.has_extension("parse_string"):
+    Span.set_extension("parse_string", default=None)
+if not Doc.has_extension("parse_strings"):
+    Doc.set_extension("parse_strings", default=None)
+
+
+class ChartParserComponent:
+    """Runs a saved :class:`~structattn.models.parser.ChartParser` over every sentence of each doc."""
+
+    def __init__(self, nlp: Language, name: str, model: str, batch_size: int = 32):
+        from ..models.parser import ChartParser
+
+        if not model:
+            raise UserError(f"the {FACTORY} component needs a saved parser folder: "
+                            f"nlp.add_pipe({FACTORY!r}, config={{'model': 'path/to/parser'}})")
+        self.name = name
+        self.model = model
+        self.batch_size = batch_size
+        self.parser = ChartParser.from_pretrained(model)
+
+    def __call__(self, doc: Doc) -> Doc:
+        self._parse([doc])
+        return doc
+
+    def pipe(self, stream: Iterable[Doc], batch_size: int = 128) -> Iterator[Doc]:
+        for docs in minibatch(stream, size=batch_size):
+            self._parse(docs)
+            yield from docs
+
+    def _parse(self, docs: list[Doc]) -> None:
+        from ..tasks.ptb import escape_word
+
+        sentences: list[Span] = []
+        words, tags, names = [], [], []
+        tagged = all(doc.has_annotation("TAG") for doc in docs)
+        for doc in docs:
+            for sent in _sents(doc):
+                tokens = [t for t in sent if not t.is_space]
+                if not tokens:
+                    sent._.parse_string = ""
+                    continue
+                sentences.append(sent)
+                words.append([escape_word(t.text) for t in tokens])
+                tags.append([t.tag_ or "XX" for t in tokens])
+                names.append(f"sentence {sent.text[:40]!r}")
+        if not sentences:
+            for doc in docs:
+                doc._.parse_strings = [s._.parse_string for s in _sents(doc)]
+            return
+        use_tags = tags if tagged else None
+        if use_tags is None and self.parser.config.pos == "gold":
+            use_tags = self.parser.spacy_tags(words)  # no gold tags in a pipeline: spaCy's stand in
+        trees = self.parser.parse(words, use_tags, batch_size=self.batch_size, names=names)
+        for sent, tree in zip(sentences, trees):
+            sent._.parse_string = tree.to_string()
+        for doc in docs:
+            doc._.parse_strings = [s._.parse_string for s in _sents(doc)]
+
+
+def _sents(doc: Doc) -> list[Span]:
+    return list(doc.sents) if doc.has_annotation("SENT_START") else [doc[:]]
+
+
+@Language.factory(FACTORY, default_config={"model": "", "batch_size": 32})
+def create_component(nlp: Language, name: str, model: str, batch_size: int) -> ChartParserComponent:
+    """The ``structattn_parser`` factory: ``model`` is a folder written by ChartParser.save_pretrained."""
+    return ChartParserComponent(nlp, name, model, batch_size)

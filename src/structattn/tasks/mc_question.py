@@ -1,0 +1,44 @@
+"""The multiple-choice question record (:class:`MCQuestion`) and answer letters, shared by every reader
+(RACE, MCTest) and by the registry in :mod:`structattn.tasks.multiple_choice`."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ..errors import UserError
+
+SPLITS = ("train", "dev", "test")
+
+
+@dataclass(slots=True)
+class MCQuestion:
+    """One multiple-choice question.
+
+    Attributes:
+        qid: unique within a split: ``<passage id>:<question number from 0>`` (RACE ``middle2177.txt:0``,
+            MCTest ``mc160.dev.0:3``).
+        passage: the passage text as released (RACE newlines kept; MCTest ``\\newline`` / ``\\tab`` unescaped).
+        question: the question text (MCTest: without its ``one:`` / ``multiple:`` prefix). RACE cloze
+            questions hold a blank ``_`` where the answer goes.
+        options: the candidate answers, in order (A, B, C, D).
+        label: index of the correct option, or None when the split has no answers.
+        group: RACE's level (``middle`` / ``high``) or MCTest's set (``mc160`` / ``mc500``).
+        kind: MCTest's prefix (``one``: the answer needs one sentence of the story, ``multiple``: several);
+            ``""`` for RACE.
+    """
+
+    qid: str
+    passage: str
+    question: str
+    options: list[str]
+    label: int | None
+    group: str
+    kind: str = ""
+
+
+def answer_index(letter: str, num_options: int, where: str) -> int:
+    """``"A"`` -> 0, ``"B"`` -> 1, ...; :class:`UserError` naming ``where`` for anything else."""
+    value = letter.strip()
+    if len(value) == 1 and "A" <= value <= "Z" and ord(value) - ord("A") < num_options:
+        return ord(value) - ord("A")
+    valid = ", ".join(chr(ord("A") + i) for i in range(num_options))
+    raise UserError(f"{where}: answer {letter!r} is not one of {valid}; fix the answer")

@@ -1,0 +1,104 @@
+"""Fine-tuning for multiple choice (RACE, MCTest): the :class:`~.loop.Trainer` with one input per option, one
+score per option and a softmax over the options.
+
+- data: :func:`~.multiple_choice_data.build_mc_features` (passage, then the question with the option; the passage cut from
+  its end where the input is too long); ``--max-train-examples`` / ``--max-eval-examples`` count questions;
+- the model: :class:`~structattn.models.sgnet.SGNetModel` with the ``multiple_choice`` head (``--sgnet none`` is the
+  baseline: BERT's multiple-choice model);
+- evaluation: accuracy overall and per group (RACE middle/high, MCTest mc160/mc500; MCTest one/multiple).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+
+from .loop import Trainer
+
+
+@dataclass
+class MCEvalSet:
+    """The questions of one split (after any limit) and where they came from."""
+
+    questions: list
+    source: str
+
+
+class MultipleChoiceTrainer(Trainer):
+    """Trains and evaluates the multiple-choice model of one :class:`~structattn.train.config.TrainConfig`."""
+
+    def _get_task(self, name: str):
+        from ..tasks.multiple_choice import get_mc_task
+
+        return get_mc_task(name)
+
+    @property
+    def main_metric(self) -> str:
+        return "accuracy"
+
+    def _load_model(self):
+        from .sgnet_loading import load_sgnet_and_tokenizer
+
+        return load_sgnet_and_tokenizer(self.cfg, head="multiple_choice", num_labels=1)
+
+    # ------------------------------------------------------------------ data
+    def _sg_spec(self):
+        from .sgnet_loading import sg_structure_spec
+
+        if self.cfg.sgnet in ("none", "vanilla"):
+            return None
+        return sg_structure_spec("multiple_choice", self.cfg.pool)
+
+    def features(self, split: str, limit: int = 0, training: bool = False):
+        """``(MCEvalSet, features)``: one feature per question holding its C option inputs."""
+        questions = self.task.read(split, limit=limit)
+        return self.features_of(questions, source=f"{self.task.name}/{split}")
+
+    def features_of(self, questions: list, source: str = "questions"):
+        from .multiple_choice_data import build_mc_features
+
+        show = self.show_progress and self.accelerator.is_main_process
+        build = dict(max_length=self.cfg.max_length, parser_name=self.cfg.parser, split=source, show_progress=show)
+        structure = self.structure if self.structure.relation is not None else None
+        feats = build_mc_features(questions, self.tokenizer, structure, **build)
+        sg = self._sg_spec()
+        if sg is not None:  # the SG layer's SDOI structures: the same inputs, another relation
+            sg_feats = build_mc_features(questions, self.tokenizer, sg, **{**build, "show_progress": False})
+            for feat, sg_feat in zip(feats, sg_feats):
+                for option, sg_option in zip(feat["options"], sg_feat["options"]):
+                    option["sg_structure"] = sg_option["structure"]
+        return MCEvalSet(questions, source), feats
+
+    def collator(self):
+        from .sgnet_loading import SGMaskCollator
+        from .multiple_choice_data import MultipleChoiceCollator
+
+        rules = self.structure.rules if self.structure.relation is not None else None
+        base = MultipleChoiceCollator(self.tokenizer.pad_token_id, rules)
+        sg = self._sg_spec()
+        if sg is None:
+            return base
+        return SGMaskCollator(base, sg.rules, options=True)
+
+    # ------------------------------------------------------------------ evaluation
+    @torch.no_grad()
+    def option_scores(self, feats) -> np.ndarray:
+        """``[Q, C]`` float32: the score of every option of every question."""
+        model = self.accelerator.unwrap_model(self.model)
+        model.eval()
+        collate = self.collator()
+        out = []
+        bs = max(1, self.cfg.eval_batch_size // max(1, len(feats[0]["options"])))  # inputs, not questions
+        for begin in range(0, len(feats), bs):
+            batch = collate(feats[begin:begin + bs])
+            batch.pop("labels", None)
+            batch = {k: v.to(self.accelerator.device) for k, v in batch.items()}
+            out.append(model(**batch).logits.float().cpu().numpy())
+        return np.concatenate(out)
+
+    def evaluate(self, examples: MCEvalSet, feats, with_gates: bool = False) -> dict:
+        from ..tasks.multiple_choice import accuracy
+
+        preds = self.option_scores(feats).argmax(axis=1).tolist()
+        return accuracy(preds, examples.questions)

@@ -1,0 +1,87 @@
+"""``structattn train-parser``: one flag per ParserConfig field, --config read first, the summary printed."""
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import sys
+from pathlib import Path
+
+import pytest
+
+from structattn.models.parser import ParserConfig
+from structattn.commands import train_parsing as command
+from structattn.errors import UserError
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "train"))
+from test_parsing import write_fake_treebank  # noqa: E402
+
+
+def parse(*argv: str) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(prog="structattn")
+    command.add_parser(parser.add_subparsers(dest="command"))
+    return parser.parse_args(["train-parser", *argv])
+
+
+def test_every_field_is_a_flag(capsys):
+    with pytest.raises(SystemExit):
+        parse("--help")
+    out = capsys.readouterr().out
+    for f in dataclasses.fields(ParserConfig):
+        assert "--" + f.name.replace("_", "-") in out, f.name
+
+
+def test_no_flags_give_the_defaults():
+    assert command.parser_config_from_args(parse()) == ParserConfig()
+
+
+def test_flags_are_typed_and_lists_comma_separated():
+    cfg = command.parser_config_from_args(parse(
+        "--layers", "bimsa, nsa", "--d-model", "64", "--learning-rate", "2e-3", "--fine-tune-encoder", "false",
+        "--encoder", "none", "--output-dir", "runs/x"))
+    assert cfg.layers == ["bimsa", "nsa"] and cfg.d_model == 64 and cfg.learning_rate == 2e-3
+    assert cfg.fine_tune_encoder is False and cfg.encoder == "none" and cfg.output_dir == "runs/x"
+    assert command.parser_config_from_args(parse("--layers", "none")).layers is None
+
+
+def test_config_file_is_read_first_and_flags_override_it(tmp_path):
+    path = tmp_path / "c.json"
+    path.write_text(json.dumps({"variant": "sa", "d_model": 32, "layers": ["sa", "nsa"], "seed": 7}))
+    cfg = command.parser_config_from_args(parse("--config", str(path), "--seed", "8"))
+    assert (cfg.variant, cfg.d_model, cfg.layers, cfg.seed) == ("sa", 32, ["sa", "nsa"], 8)
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["--d-model", "big"], "d_model='big' is not a valid"),
+    (["--fine-tune-encoder", "maybe"], "fine_tune_encoder='maybe'"),
+])
+def test_bad_values_name_the_field(argv, message):
+    with pytest.raises(UserError, match=message):
+        command.parser_config_from_args(parse(*argv))
+
+
+def test_bad_config_file_is_a_user_error(tmp_path):
+    path = tmp_path / "c.json"
+    path.write_text(json.dumps({"d_modle": 32}))
+    with pytest.raises(UserError, match=r"unknown key\(s\) d_modle"):
+        command.parser_config_from_args(parse("--config", str(path)))
+
+
+def test_run_trains_and_prints_the_summary(tmp_path, monkeypatch, capsys):
+    import torch
+
+    torch.set_num_threads(1)
+    monkeypatch.setenv("STRUCTATTN_DATA", str(write_fake_treebank(tmp_path / "data")))
+    monkeypatch.setenv("STRUCTATTN_CACHE", str(tmp_path / "cache"))
+    out = tmp_path / "run"
+    args = parse("--encoder", "none", "--d-model", "16", "--heads", "2", "--d-head", "8", "--d-ff", "32",
+                 "--num-layers", "2", "--label-hidden", "16", "--char-dim", "8", "--word-dim", "16",
+                 "--epochs", "1", "--batch-size", "4", "--max-train-trees", "8", "--max-eval-trees", "4",
+                 "--output-dir", str(out), "--no-progress")
+    args.argv = ["train-parser", "--output-dir", str(out)]
+    assert command.run(args) == 0
+    printed = capsys.readouterr().out
+    summary = json.loads(printed[printed.index("{\n"):])
+    assert summary["config"]["d_model"] == 16 and summary["command"] == args.argv
+    assert summary["test"]["trees"] == 4 and (out / "test.trees").is_file() and (out / "best").is_dir()
+    assert "history" not in summary and "history" in json.loads((out / "summary.json").read_text())

@@ -1,0 +1,77 @@
+"""The translation model's initialisation: fairseq's Xavier-uniform linear layers, N(0, d^-1/2) embeddings."""
+import math
+
+import pytest
+import torch
+
+pytest.importorskip("tokenizers")
+
+from structattn.heads.translation import train_bpe_tokenizer  # noqa: E402
+from structattn.models.translation import ModelSize, build_model  # noqa: E402
+
+TEXTS = ["A dog runs on the beach.", "Ein Hund läuft am Strand.", "Two men play chess in a park.",
+         "Zwei Männer spielen Schach in einem Park."] * 20
+
+
+@pytest.fixture(scope="module")
+def model():
+    tok = train_bpe_tokenizer(TEXTS, vocab_size=300)
+    return build_model(tok, ModelSize(2, 2, 64, 128, 4, 0.1, max_positions=64), "transformer", seed=3)
+
+
+def _xavier_bound(weight, gain):
+    fan_out, fan_in = weight.shape
+    return gain * math.sqrt(6.0 / (fan_in + fan_out))
+
+
+def test_linear_layers_are_xavier_uniform_with_fairseq_gains(model):
+    checked = 0
+    for name, module in model.named_modules():
+        if not isinstance(module, torch.nn.Linear) or name == "lm_head":
+            continue
+        gain = 2 ** -0.5 if name.endswith(("q_proj", "k_proj", "v_proj")) else 1.0
+        bound = _xavier_bound(module.weight, gain)
+        w = module.weight.detach()
+        assert w.abs().max() <= bound + 1e-7, name
+        # a uniform(-a, a) draw has standard deviation a / sqrt(3); thousands of entries pin it within 10 %
+        assert w.std().item() == pytest.approx(bound / math.sqrt(3), rel=0.1), name
+        assert module.bias is None or torch.count_nonzero(module.bias) == 0, name
+        checked += 1
+    assert checked == 2 * (4 + 2) + 2 * (4 + 4 + 2)  # per layer: encoder 4 attention + 2 FFN, decoder 4 + 4 + 2
+
+
+def test_embeddings_keep_the_scaled_normal_and_stay_tied(model):
+    emb = model.get_input_embeddings().weight.detach()
+    pad = model.config.pad_token_id
+    assert emb[pad].abs().sum() == 0
+    others = torch.cat([emb[:pad], emb[pad + 1:]])
+    assert others.std().item() == pytest.approx(64 ** -0.5, rel=0.1)
+    assert model.get_output_embeddings().weight.data_ptr() == emb.data_ptr()
+
+
+def test_same_seed_same_weights():
+    tok = train_bpe_tokenizer(TEXTS, vocab_size=300)
+    size = ModelSize(1, 1, 32, 64, 4, 0.1, max_positions=32)
+    a, b = build_model(tok, size, seed=5), build_model(tok, size, seed=5)
+    assert all(torch.equal(x, y) for x, y in zip(a.state_dict().values(), b.state_dict().values()))
+
+
+@pytest.mark.parametrize("variant", ["transformer", "hybrid_gate"])
+def test_untrained_like_draws_the_weights_build_model_draws(variant):
+    """The probing control: a trained model's architecture and mechanism with the weights of a fresh build."""
+    from structattn.models.translation import untrained_like
+    from structattn.models.encoder import mechanism_of
+
+    tok = train_bpe_tokenizer(TEXTS, vocab_size=300)
+    size = ModelSize(2, 1, 32, 64, 4, 0.1, max_positions=32)
+    trained = build_model(tok, size, variant, seed=1)
+    with torch.no_grad():  # stands for training: every weight moves
+        for p in trained.parameters():
+            p.add_(0.5)
+    fresh, expected = untrained_like(trained, seed=7), build_model(tok, size, variant, seed=7)
+    assert mechanism_of(fresh) == mechanism_of(trained)
+    assert fresh.state_dict().keys() == expected.state_dict().keys()
+    assert all(torch.equal(x, y) for x, y in zip(fresh.state_dict().values(), expected.state_dict().values()))
+    moved = trained.get_encoder().layers[0].self_attn.q_proj.weight
+    assert not torch.equal(fresh.get_encoder().layers[0].self_attn.q_proj.weight, moved)
+    assert not fresh.training

@@ -1,0 +1,39 @@
+"""Shared by the parser tests: a two-sentence gold treebank, a tiny saved parser (no pretrained encoder) and the
+skip for tests that need the default spaCy pipeline."""
+from __future__ import annotations
+
+import pytest
+import torch
+
+from structattn.models.parser import ChartParser, ParserConfig
+from structattn.errors import UserError
+from structattn.parsing.spacy_backend import SpacyParser
+from structattn.settings import DEFAULT_SPACY_MODEL
+from structattn.tasks.ptb import parse_trees
+
+GOLD = """
+(S (NP (DT The) (NN cat)) (VP (VBD sat) (PP (IN on) (NP (DT the) (NN mat)))) (. .))
+(S (NP (PRP It)) (VP (VBD purred)) (. .))
+"""
+
+
+def _installed() -> bool:
+    try:
+        SpacyParser(DEFAULT_SPACY_MODEL)
+        return True
+    except UserError:
+        return False
+
+
+needs_pipeline = pytest.mark.skipif(not _installed(), reason=f"spaCy pipeline {DEFAULT_SPACY_MODEL} not installed")
+
+
+def save_tiny(folder, **overrides) -> ChartParser:
+    """Build a tiny untrained parser from GOLD, save it in ``folder`` and load it back."""
+    torch.manual_seed(0)
+    cfg = dict(encoder="none", d_model=16, heads=2, d_head=8, d_ff=32, label_hidden=16, char_dim=8, word_dim=8,
+               num_layers=2, ngram=2)
+    cfg.update(overrides)
+    parser = ChartParser.build(ParserConfig(**cfg), parse_trees(GOLD))
+    parser.save_pretrained(folder)
+    return ChartParser.from_pretrained(folder)

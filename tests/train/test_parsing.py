@@ -1,0 +1,309 @@
+"""train_parser end to end on tiny configurations: outputs, exact resume after a kill, refusal of another config,
+the tag cache, the optimiser's parameter groups and warm-up, the batch order.
+
+Most tests run on a hand-written treebank (199 small .mrg files in the layout of the NLTK sample, raw format with
+function tags, traces and the outer empty bracket) pointed to by $STRUCTATTN_DATA; one runs on the real sample.
+"""
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tasks"))
+from tasks_testutil import needs  # noqa: E402
+
+from structattn.models.parser import ParserConfig  # noqa: E402
+from structattn.errors import UserError  # noqa: E402
+from structattn.train import parsing as parsing_training  # noqa: E402
+from structattn.train.parsing import (  # noqa: E402
+    cached_spacy_tags, epoch_batches, make_optimizer, train_parser, warmup_factor)
+
+TEMPLATES = [
+    "( (S (NP-SBJ (DT the) (NN {n})) (VP (VBD {v}) (PP-LOC (IN on) (NP (DT the) (NN {m})))) (. .)) )",
+    "( (S (NP-SBJ-1 (NNP {p})) (VP (VBZ {v}) (S (NP-SBJ (-NONE- *-1)) (VP (TO to) (VP (VB {w}))))) (. .)) )",
+    "( (S (NP-SBJ (DT a) (JJ {a}) (NN {n})) (VP (MD will) (VP (VB {w}) (NP (NNS {m}s)))) (. .)) )",
+    "( (NP (NP (DT the) (NN {n})) (, ,) (NP (NNP {p})) (. .)) )",
+    "( (S (S (NP-SBJ (PRP it)) (VP (VBD {v}))) (CC and) (S (NP-SBJ (PRP they)) (VP (VBD {v}) (ADVP (RB {r})))) (. .)) )",
+]
+NOUNS = ["cat", "dog", "market", "bank", "price", "stock", "report", "plan"]
+VERBS = ["sat", "rose", "fell", "said", "likes", "sees"]
+NAMES = ["John", "Mary", "Sony", "Boeing"]
+
+
+def fake_sentence(k: int) -> str:
+    return TEMPLATES[k % len(TEMPLATES)].format(
+        n=NOUNS[k % 8], m=NOUNS[(k * 3 + 1) % 8], v=VERBS[k % 6], w=VERBS[(k + 2) % 6].rstrip("sd") or "go",
+        p=NAMES[k % 4], a=["big", "small", "new"][k % 3], r=["fast", "again"][k % 2])
+
+
+def write_fake_treebank(root: Path) -> Path:
+    """wsj_0001..wsj_0199.mrg with one tree each (two in the test files 0160-0169): returns the data folder."""
+    folder = root / "ptb_sample_nltk" / "treebank" / "combined"
+    folder.mkdir(parents=True)
+    for number in range(1, 200):
+        trees = [fake_sentence(number)] + ([fake_sentence(number * 7)] if 160 <= number < 170 else [])
+        (folder / f"wsj_{number:04d}.mrg").write_text("\n\n".join(trees) + "\n", encoding="utf-8")
+    return root
+
+
+@pytest.fixture
+def treebank(tmp_path, monkeypatch):
+    data = write_fake_treebank(tmp_path / "data")
+    monkeypatch.setenv("STRUCTATTN_DATA", str(data))
+    monkeypatch.setenv("STRUCTATTN_CACHE", str(tmp_path / "cache"))
+    return data
+
+
+def tiny(output_dir, **overrides) -> ParserConfig:
+    """A parser that trains in about a second: no pretrained encoder, d_model 16, 2 layers."""
+    base = dict(encoder="none", variant="bna", num_layers=2, d_model=16, heads=2, d_head=8, d_ff=32,
+                label_hidden=16, char_dim=8, word_dim=16, ngram=2, seed=3, epochs=2, batch_size=4,
+                learning_rate=1e-2, warmup_steps=2, max_train_trees=12, max_eval_trees=6, patience=0,
+                output_dir=str(output_dir))
+    base.update(overrides)
+    return ParserConfig(**base)
+
+
+def lines(path: Path) -> list[str]:
+    return path.read_text(encoding="utf-8").splitlines()
+
+
+def without_times(history: list[dict]) -> list[dict]:
+    return [{k: v for k, v in h.items() if "seconds" not in k} for h in history]
+
+
+# ---------------------------------------------------------------------------------------------- end to end
+def test_two_epochs_write_best_trees_and_summary(treebank, tmp_path):
+    torch.set_num_threads(1)
+    out = tmp_path / "run"
+    summary = train_parser(tiny(out, max_eval_trees=0), show_progress=False)
+    assert (out / "best").is_dir() and (out / "checkpoint").is_dir()
+    assert len(lines(out / "test.trees")) == 50 and len(lines(out / "dev.trees")) == 20  # every tree, in order
+    assert all(line.startswith("(") and line.endswith(")") for line in lines(out / "test.trees"))
+    on_disk = json.loads((out / "summary.json").read_text())
+    assert on_disk == json.loads(json.dumps(summary))
+    assert summary["steps"] == 6 and summary["epochs_completed"] == 2 and len(summary["history"]) == 2
+    assert len(summary["train_seconds_per_epoch"]) == 2
+    assert summary["config"]["d_model"] == 16 and summary["config"]["encoder"] == "none"
+    for split, n in (("dev", 20), ("test", 50)):
+        assert {"recall", "precision", "f1", "complete_match"} <= set(summary[split])
+        assert summary[split]["trees"] == summary[split]["of_trees"] == n
+    assert summary["best_dev_f1"] == max(h["f1"] for h in summary["history"])
+    assert all(h["train_loss"] > 0 for h in summary["history"])  # mean training loss since the last evaluation
+    assert summary["device"].startswith("cpu (") and summary["torch_threads"] == 1
+    assert summary["parameters"] > 0 and {"structattn_version", "git_commit"} <= set(summary["provenance"])
+
+
+def test_test_scores_are_those_of_the_raw_files(treebank, tmp_path):
+    """The summary's test figures are what EVALB gives for test.trees against the raw treebank files."""
+    from structattn.tasks.evalb import evalb_files
+    from structattn.tasks.ptb import split_files
+
+    out = tmp_path / "run"
+    summary = train_parser(tiny(out, epochs=1, max_eval_trees=0), show_progress=False)
+    again = evalb_files(split_files("test"), out / "test.trees").to_dict()
+    assert all(summary["test"][k] == again[k] for k in ("recall", "precision", "f1", "complete_match"))
+
+
+def test_limits_are_applied_and_printed(treebank, tmp_path, capsys):
+    out = tmp_path / "run"
+    summary = train_parser(tiny(out, epochs=1), show_progress=False)
+    printed = capsys.readouterr().out
+    assert "train: using 12 of 139 trees" in printed and "dev: using 6 of 20 trees" in printed
+    assert len(lines(out / "test.trees")) == 6 and summary["test"]["of_trees"] == 50
+
+
+@pytest.mark.data
+@needs("ptb_sample_nltk/treebank/combined")
+def test_real_treebank_sample(tmp_path, monkeypatch):
+    monkeypatch.setenv("STRUCTATTN_CACHE", str(tmp_path / "cache"))
+    torch.set_num_threads(1)
+    out = tmp_path / "run"
+    summary = train_parser(tiny(out, max_train_trees=8, max_eval_trees=4, batch_size=8), show_progress=False)
+    assert len(lines(out / "test.trees")) == 4 and summary["test"]["of_trees"] == 518
+    assert summary["dev"]["of_trees"] == 328 and (out / "best" / "config.json").is_file()
+
+
+# ---------------------------------------------------------------------------------------------- resume
+def test_resume_after_a_kill_ends_like_an_uninterrupted_run(treebank, tmp_path):
+    torch.set_num_threads(1)
+    whole = train_parser(tiny(tmp_path / "a", epochs=3), show_progress=False)
+    config = tiny(tmp_path / "b", epochs=3)
+    # 3 steps per epoch: killed in epoch 2, after its first step (lost: that step; kept: the epoch-1 checkpoint)
+    assert train_parser(config, show_progress=False, stop_after_steps=4) == {"stopped_at_step": 4}
+    saved = json.loads((tmp_path / "b" / "checkpoint" / "state.json").read_text())
+    assert saved["step"] == 3 and saved["epoch"] == 1
+    resumed = train_parser(config, show_progress=False)
+    assert resumed["best_dev_f1"] == whole["best_dev_f1"] and resumed["best_epoch"] == whole["best_epoch"]
+    assert all("train_loss" in h for h in whole["history"])  # the comparison below covers the training loss
+    assert without_times(resumed["history"]) == without_times(whole["history"])
+    assert lines(tmp_path / "b" / "test.trees") == lines(tmp_path / "a" / "test.trees")
+    a = torch.load(tmp_path / "a" / "checkpoint" / "tensors.pt", weights_only=True)
+    b = torch.load(tmp_path / "b" / "checkpoint" / "tensors.pt", weights_only=True)
+    assert a["model"].keys() == b["model"].keys()
+    assert all(torch.equal(a["model"][k], b["model"][k]) for k in a["model"])  # bit-identical weights
+
+
+def test_resume_from_a_checkpoint_inside_an_epoch(treebank, tmp_path):
+    """eval_every=2 with 3 steps per epoch: the checkpoint of step 4 sits one step into epoch 2."""
+    torch.set_num_threads(1)
+    whole = train_parser(tiny(tmp_path / "a", eval_every=2, max_eval_trees=3), show_progress=False)
+    config = tiny(tmp_path / "b", eval_every=2, max_eval_trees=3)
+    train_parser(config, show_progress=False, stop_after_steps=5)
+    saved = json.loads((tmp_path / "b" / "checkpoint" / "state.json").read_text())
+    assert (saved["step"], saved["epoch"], saved["step_in_epoch"]) == (4, 1, 1)
+    resumed = train_parser(config, show_progress=False)
+    assert without_times(resumed["history"]) == without_times(whole["history"])
+    a = torch.load(tmp_path / "a" / "checkpoint" / "tensors.pt", weights_only=True)["model"]
+    b = torch.load(tmp_path / "b" / "checkpoint" / "tensors.pt", weights_only=True)["model"]
+    assert all(torch.equal(a[k], b[k]) for k in a)
+    assert lines(tmp_path / "b" / "test.trees") == lines(tmp_path / "a" / "test.trees")
+
+
+def test_resume_without_restoring_rng_would_differ(treebank, tmp_path, monkeypatch):
+    """The resume test can fail: with dropout masks drawn from a fresh RNG the weights differ."""
+    torch.set_num_threads(1)
+    train_parser(tiny(tmp_path / "a", epochs=2, max_eval_trees=2), show_progress=False)
+    config = tiny(tmp_path / "b", epochs=2, max_eval_trees=2)
+    train_parser(config, show_progress=False, stop_after_steps=4)
+    monkeypatch.setattr(parsing_training, "_restore_rng", lambda state, rng: None)
+    train_parser(config, show_progress=False)
+    a = torch.load(tmp_path / "a" / "checkpoint" / "tensors.pt", weights_only=True)["model"]
+    b = torch.load(tmp_path / "b" / "checkpoint" / "tensors.pt", weights_only=True)["model"]
+    assert not all(torch.equal(a[k], b[k]) for k in a)
+
+
+def test_a_finished_run_is_not_trained_again(treebank, tmp_path):
+    config = tiny(tmp_path / "run", epochs=1)
+    first = train_parser(config, show_progress=False)
+    before = (tmp_path / "run" / "checkpoint" / "tensors.pt").stat().st_mtime_ns
+    second = train_parser(config, show_progress=False)
+    assert (tmp_path / "run" / "checkpoint" / "tensors.pt").stat().st_mtime_ns == before
+    assert second["test"] == first["test"] and second["steps"] == first["steps"]
+
+
+def test_resume_with_other_settings_is_refused(treebank, tmp_path):
+    train_parser(tiny(tmp_path / "run", epochs=2), show_progress=False, stop_after_steps=4)
+    with pytest.raises(UserError) as err:
+        train_parser(tiny(tmp_path / "run", epochs=2, learning_rate=5e-3, d_model=32), show_progress=False)
+    message = str(err.value)
+    assert "learning_rate: 0.01 -> 0.005" in message and "d_model: 16 -> 32" in message
+    assert "output-dir" in message and "seed" not in message
+
+
+def test_patience_stops_early(treebank, tmp_path, monkeypatch):
+    """Dev F1 never improves after the first evaluation: patience 1 stops after the second."""
+    scores = iter([50.0, 40.0])
+
+    class FixedResult:
+        def __init__(self, f1):
+            self.f1 = f1
+
+        def to_dict(self):
+            return {"recall": self.f1, "precision": self.f1, "f1": self.f1, "complete_match": 0.0}
+
+    import structattn.tasks.evalb as evalb_module
+    real = evalb_module.evalb
+    calls = {"n": 0}
+
+    def fake_evalb(gold, test):  # only the per-epoch dev evaluations are faked
+        calls["n"] += 1
+        return FixedResult(next(scores)) if calls["n"] <= 2 else real(gold, test)
+
+    monkeypatch.setattr(evalb_module, "evalb", fake_evalb)
+    summary = train_parser(tiny(tmp_path / "run", epochs=4, patience=1), show_progress=False)
+    assert [h["f1"] for h in summary["history"]] == [50.0, 40.0]
+    assert summary["best_epoch"] == 1 and summary["epochs_completed"] == 2 and summary["best_dev_f1"] == 50.0
+
+
+def test_eval_every_steps(treebank, tmp_path):
+    summary = train_parser(tiny(tmp_path / "run", epochs=2, eval_every=2, max_eval_trees=2), show_progress=False)
+    assert [h["step"] for h in summary["history"]] == [2, 4, 6]
+
+
+# ---------------------------------------------------------------------------------------------- pieces
+def test_warmup_is_linear_then_constant():
+    assert [warmup_factor(s, 4) for s in range(6)] == [0.25, 0.5, 0.75, 1.0, 1.0, 1.0]
+    assert warmup_factor(0, 0) == 1.0
+
+
+def test_epoch_batches_are_seeded_permutations():
+    a = epoch_batches(10, 4, seed=1, epoch=0)
+    assert [len(b) for b in a] == [4, 4, 2] and sorted(i for b in a for i in b) == list(range(10))
+    assert a == epoch_batches(10, 4, seed=1, epoch=0)
+    assert a != epoch_batches(10, 4, seed=1, epoch=1) and a != epoch_batches(10, 4, seed=2, epoch=0)
+
+
+def test_optimizer_groups_and_warmup_follow_the_config():
+    """Two groups (the pretrained encoder, the rest) at their own rates, both scaled by the warm-up factor."""
+
+    class Model(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.encoder, self.head = torch.nn.Linear(2, 2), torch.nn.Linear(2, 3)
+
+        def parameter_groups(self, learning_rate, encoder_learning_rate):
+            return [{"name": "encoder", "params": list(self.encoder.parameters()), "lr": encoder_learning_rate},
+                    {"name": "parser", "params": list(self.head.parameters()), "lr": learning_rate}]
+
+    optimizer, scheduler = make_optimizer(Model(), ParserConfig(learning_rate=1e-3, encoder_learning_rate=5e-5,
+                                                                warmup_steps=4))
+    rates = []
+    for _ in range(5):
+        rates.append([g["lr"] for g in optimizer.param_groups])
+        optimizer.step()
+        scheduler.step()
+    expected = [[5e-5 * f, 1e-3 * f] for f in (0.25, 0.5, 0.75, 1.0, 1.0)]
+    assert all(r == pytest.approx(e) for r, e in zip(rates, expected))
+
+
+def test_real_parser_has_one_group_without_pretrained_encoder(treebank):
+    from structattn.models.parser import ChartParser
+    from structattn.tasks.ptb import read_split
+
+    model = ChartParser.build(tiny("unused"), read_split("train")[:5])
+    optimizer, _ = make_optimizer(model, tiny("unused", warmup_steps=0))
+    assert [g["lr"] for g in optimizer.param_groups] == [1e-2]
+    assert sum(len(g["params"]) for g in optimizer.param_groups) == len(list(model.parameters()))
+
+
+def test_spacy_tags_are_cached_and_a_corrupt_cache_is_recomputed(tmp_path, monkeypatch, capsys):
+    monkeypatch.setenv("STRUCTATTN_CACHE", str(tmp_path / "cache"))
+    calls = []
+
+    def tagger(words):
+        calls.append(words)
+        return [["T" + str(len(w))] * len(w) for w in words]
+
+    words = [["a", "b"], ["c"]]
+    assert cached_spacy_tags(words, tagger=tagger) == [["T2", "T2"], ["T1"]]
+    assert cached_spacy_tags(words, tagger=tagger) == [["T2", "T2"], ["T1"]] and len(calls) == 1
+    files = list((tmp_path / "cache" / "ptb_tags").glob("*.json"))
+    assert len(files) == 1
+    files[0].write_text("{not json", encoding="utf-8")
+    assert cached_spacy_tags(words, tagger=tagger) == [["T2", "T2"], ["T1"]] and len(calls) == 2
+    assert "unreadable" in capsys.readouterr().out
+    files[0].write_text(json.dumps({"tags": [["X"]]}), encoding="utf-8")  # wrong shape
+    assert cached_spacy_tags(words, tagger=tagger) == [["T2", "T2"], ["T1"]] and len(calls) == 3
+    cached_spacy_tags([["a", "c"]], tagger=tagger)  # other words: another file
+    cached_spacy_tags(words, tagger=tagger, model_name="other_pipeline")  # other pipeline: another file
+    assert len(list((tmp_path / "cache" / "ptb_tags").glob("*.json"))) == 3 and len(calls) == 5
+
+
+def test_gold_tags_reach_the_model(treebank, tmp_path, monkeypatch):
+    from structattn.models.parser import ChartParser
+
+    seen = []
+    real_loss = ChartParser.loss
+
+    def spy(self, trees, tags=None):
+        seen.append((trees, tags))
+        return real_loss(self, trees, tags)
+
+    monkeypatch.setattr(ChartParser, "loss", spy)
+    train_parser(tiny(tmp_path / "run", epochs=1, pos="gold", max_eval_trees=2), show_progress=False)
+    assert seen and all(tags == [t.tags() for t in trees] for trees, tags in seen)
