@@ -36,7 +36,12 @@ generator through ``F.dropout``. (Xu et al.'s code never drops the local weights
 distribution separately; neither form is offered here.)
 
 Kernels a model may run (registry :data:`KERNELS`; names valid in ``MechanismConfig.kernel``: :data:`KERNEL_NAMES`):
-    auto        ``fused`` on CPU when the native kernel builds, else ``exact``
+    auto        on CPU ``fused`` when the native kernel builds, else ``exact``; on CUDA ``triton`` when it is
+                available (:func:`triton_available`: the package installed, compute capability >= 8.0, and a
+                first-use check of forward and gradients against ``reference`` on that GPU passed), else
+                ``exact``. ``flex`` is never chosen: its backward has not been checked against ``reference``
+                anywhere (FlexAttention has no CPU backward in torch 2.13 and no GPU was at hand), and where
+                ``triton`` is not available FlexAttention's compiled GPU path (itself Triton) usually is not either
     reference   plain: two softmaxes, explicit blend of probabilities, one P v (eager, autograd)
     exact       two passes of the stock kernel (SDPA by default), outputs mixed as
                 O_glb + g * (O_loc - O_glb): at g = 0 and for an all-True local mask it reproduces the stock
@@ -46,8 +51,14 @@ Kernels a model may run (registry :data:`KERNELS`; names valid in ``MechanismCon
     fused       native CPU kernel (:mod:`structattn.attention.native`): shared exponential in one pass per
                 row, flash-style recompute in backward (saves one log-normaliser per row, as SDPA does); float32
                 inside (float64 for float64 inputs, which gradient checks use)
-    flex        the GPU route: global part by SDPA (flash), local part by FlexAttention with a block mask
-                built from the structure mask, outputs mixed as in ``exact`` (CPU: forward only)
+    flex        global part by SDPA (flash), local part by FlexAttention with a block mask built from the
+                structure mask, outputs mixed as in ``exact`` (CPU: forward only)
+    triton      fused Triton kernels (:mod:`structattn.attention.triton_kernel`), FlashAttention-2 style: one sweep
+                over key tiles with running maxima and sums for both distributions (shared exponential, the
+                same underflow guard), key tiles without an allowed key and local halves without a local key
+                skipped, one log-normaliser per row saved, probabilities recomputed in the backward; the
+                ``fused`` kernel's dropout hash (the same seed draws the same mask). CUDA; on CPU only under
+                Triton's interpreter (``TRITON_INTERPRET=1``), which the tests use
 
 Benchmark-only kernels (the SLA authors' two-output form, ``torch.compile``d shared_exp) live in
 ``benchmarks/attention.py``; it registers them with :func:`register_private_kernel`, which makes them
@@ -61,7 +72,7 @@ import torch
 import torch.nn.functional as F
 
 from ..errors import UserError
-from . import native
+from . import native, triton_kernel
 
 Tensor = torch.Tensor
 
@@ -299,6 +310,16 @@ def _unit_last(t: Tensor) -> Tensor:
     return t if t.stride(-1) == 1 else t.contiguous()
 
 
+def _check_masks(q: Tensor, k: Tensor, local: Tensor, base: Optional[Tensor]) -> None:
+    """Raise a ValueError unless local and base (or None) are bool [b|1, h|1, n|1, m] for q [b, h, n, d], k [b, h, m, d]."""
+    b, h, n = q.shape[:3]
+    m = k.shape[2]
+    for name, mask in (("local", local), ("base", base)):
+        if mask is not None and (mask.dim() != 4 or mask.shape[0] not in (1, b) or mask.shape[1] not in (1, h)
+                                 or mask.shape[2] not in (1, n) or mask.shape[3] != m or mask.dtype != torch.bool):
+            raise ValueError(f"{name} mask must be bool [b|1, h|1, n|1, m], got {tuple(mask.shape)} {mask.dtype}")
+
+
 def fused_available() -> bool:
     """Whether the native kernel builds on this machine (builds it on the first call)."""
     return native.load() is not None
@@ -320,12 +341,7 @@ def fused_mixed_attention(q: Tensor, k: Tensor, v: Tensor, local: Tensor, gate: 
         raise UserError(f"kernel 'fused' is not available here ({native.failure()}); use kernel='auto' or 'exact'")
     dtype, ct = q.dtype, _compute_dtype(q)
     qf, kf, vf = (_unit_last(t.to(ct)) for t in (q, k, v))
-    h = q.shape[1]
-    b, n, m = q.shape[0], q.shape[2], k.shape[2]
-    for name, mask in (("local", local), ("base", base)):
-        if mask is not None and (mask.dim() != 4 or mask.shape[0] not in (1, b) or mask.shape[1] not in (1, h)
-                                 or mask.shape[2] not in (1, n) or mask.shape[3] != m or mask.dtype != torch.bool):
-            raise ValueError(f"{name} mask must be bool [b|1, h|1, n|1, m], got {tuple(mask.shape)} {mask.dtype}")
+    _check_masks(q, k, local, base)
     local = _unit_last(local)
     base = None if base is None else _unit_last(base)
     if dropout_p > 0.0 and seed is None:
@@ -419,6 +435,128 @@ def flex_mixed_attention(q: Tensor, k: Tensor, v: Tensor, local: Tensor, gate: T
                                     attend_local=flex_attend)
 
 
+# ---------------------------------------------------------------------------------------------- triton (GPU)
+
+_TRITON_DTYPES = (torch.float32, torch.bfloat16, torch.float16, torch.float64)
+
+
+def triton_mixed_attention(q: Tensor, k: Tensor, v: Tensor, local: Tensor, gate: Tensor,
+                           base: Optional[Tensor] = None, *, scale: Optional[float] = None, dropout_p: float = 0.0,
+                           seed: Optional[int] = None, block_m: Optional[int] = None,
+                           block_n: Optional[int] = None) -> Tensor:
+    """The fused Triton kernel (:mod:`structattn.attention.triton_kernel`): on CUDA, or on CPU tensors under
+    Triton's interpreter (``TRITON_INTERPRET=1`` set before the first call; slow, for tests).
+
+    float32, bfloat16 and float16 inputs run in their dtype with float32 accumulation (float64 inputs in float64,
+    for gradient checks); k and v are cast to q's dtype. Dropout uses the ``fused`` kernel's hash of ``seed``
+    and the element index (the same seed gives the same mask); ``seed`` defaults to a draw from torch's generator.
+    ``block_m`` / ``block_n``: query / key tile sizes, powers of two >= 16 (default 64 x 64; 64 x 32 for d > 64).
+    Returns out [b, h, n, d] in q's dtype (a view of a [b, n, h, d] buffer, so ``out.transpose(1, 2)`` is
+    contiguous).
+    """
+    reason = triton_kernel.unavailable_reason(q.device)
+    if reason is not None:
+        raise UserError(f"kernel 'triton' cannot run here: {reason}")
+    if q.dtype not in _TRITON_DTYPES:
+        raise UserError(f"kernel 'triton' takes float32, bfloat16, float16 or float64 inputs, got {q.dtype}")
+    _check_masks(q, k, local, base)
+    if not 0.0 <= dropout_p < 1.0:
+        raise ValueError(f"dropout_p must lie in [0, 1), got {dropout_p}")
+    b, h, n, d = q.shape
+    if b * h * n >= 2 ** 31:
+        raise ValueError(f"kernel 'triton' indexes rows in 32 bits: batch x heads x queries = {b * h * n} is too many")
+    default_m, default_n = triton_kernel.default_blocks(d)
+    block_m, block_n = block_m or default_m, block_n or default_n
+    for name, size in (("block_m", block_m), ("block_n", block_n)):
+        if size < 16 or size & (size - 1):
+            raise ValueError(f"{name} must be a power of two >= 16, got {size}")
+    if dropout_p > 0.0 and seed is None:
+        seed = int(torch.randint(0, 2 ** 62, ()).item())
+    return triton_kernel.mixed_attention(q, k.to(q.dtype), v.to(q.dtype), local, gate.to(_compute_dtype(q)), base,
+                                         scale=_scale(q, scale), dropout_p=float(dropout_p), seed=int(seed or 0),
+                                         block_m=block_m, block_n=block_n)
+
+
+# device -> None (the check passed) or why ``auto`` does not run ``triton`` there
+_triton_checked: dict[str, Optional[str]] = {}
+
+
+def triton_available(device: torch.device | str = "cuda") -> bool:
+    """Whether ``auto`` runs ``triton`` on ``device``: a CUDA device where the kernel can run
+    (:func:`triton_kernel.unavailable_reason`), Triton's interpreter is off, ``STRUCTATTN_NO_TRITON=1`` is not set,
+    and :func:`triton_self_check` passed on its first use there (once per device and process). A failed check
+    warns with its reason; ``auto`` then runs ``exact``."""
+    device = torch.device(device)
+    if device.type != "cuda":
+        return False
+    key = str(device)
+    if key not in _triton_checked:
+        reason = _triton_auto_reason(device)
+        if reason is None:
+            reason = triton_self_check(device)
+            if reason is not None:
+                import warnings
+
+                warnings.warn(f"structattn: the triton kernel failed its check on {device} ({reason}); kernel 'auto' "
+                              "uses 'exact' there", RuntimeWarning, stacklevel=2)
+        _triton_checked[key] = reason
+    return _triton_checked[key] is None
+
+
+def _triton_auto_reason(device: torch.device) -> Optional[str]:
+    """Why ``auto`` does not try ``triton`` on ``device`` before any check runs (None: try it)."""
+    import os
+
+    if os.environ.get("STRUCTATTN_NO_TRITON") == "1":
+        return "disabled by STRUCTATTN_NO_TRITON=1"
+    if triton_kernel.interpreted() or (triton_kernel.interpreted() is None and triton_kernel._interpret_requested()):
+        return "TRITON_INTERPRET=1: Triton's interpreter is far too slow for a model"
+    return triton_kernel.unavailable_reason(device)
+
+
+@torch.compiler.disable
+def triton_self_check(device: torch.device | str, atol: float = 2e-3) -> Optional[str]:
+    """Run ``triton`` on ``device`` against ``reference`` (forward and gradients of q, k, v and a per-head gate,
+    with padding, a fully padded example, lengths not a multiple of the tiles; float32, float32 with dropout
+    under the same keep mask, bfloat16 with a looser tolerance), compiling the kernels it runs. Returns None when
+    everything agrees within ``atol`` (relative 1e-2), else what differed or the error raised."""
+    device = torch.device(device)
+    g = torch.Generator().manual_seed(0)
+    b, h, n, m, d = 3, 2, 40, 37, 32
+    q, k, v = torch.randn(b, h, n, d, generator=g), torch.randn(b, h, m, d, generator=g), torch.randn(b, h, m, d, generator=g)
+    local = torch.rand(b, 1, n, m, generator=g) < 0.3
+    base = torch.ones(b, 1, n, m, dtype=torch.bool)
+    base[1, :, :, m - 9:] = False
+    base[2] = False
+    gate, weight = torch.rand(b, h, n, generator=g), torch.randn(b, h, n, d, generator=g)
+    cases = [(torch.float32, 0.0, atol), (torch.float32, 0.2, atol), (torch.bfloat16, 0.0, 10 * atol)]
+    try:
+        with torch.inference_mode(False), torch.enable_grad(), torch.autocast(device.type, enabled=False):
+            for dtype, p, tol in cases:
+                keep = triton_kernel.keep_mask(b, h, n, m, p, 7) if p else None
+                args = [t.to(device) for t in (q, k, v, local, gate, base, weight)]
+                got = _output_and_grads(lambda *a: triton_mixed_attention(*a, dropout_p=p, seed=7, block_m=16,
+                                                                          block_n=16), args, dtype)
+                want = _output_and_grads(lambda *a: reference_mixed_attention(
+                    *a, dropout_p=p, keep=None if keep is None else keep.to(device))[0], args, torch.float32)
+                for name, x, y in zip(("out", "dq", "dk", "dv", "dgate"), got, want):
+                    if not torch.allclose(x.float(), y, atol=tol, rtol=1e-2):
+                        return (f"{name} differs from the reference by up to {float((x.float() - y).abs().max()):.3g} "
+                                f"({dtype}, dropout {p})")
+    except Exception as exc:  # a compiler or driver error: the check failed
+        return f"{type(exc).__name__}: {str(exc).strip().splitlines()[-1] if str(exc).strip() else ''}"
+    return None
+
+
+def _output_and_grads(fn, args, dtype):
+    """(out, dq, dk, dv, dgate) of fn(q, k, v, local, gate, base) in ``dtype``, weighted by args[-1]."""
+    q, k, v, local, gate, base, weight = args
+    q, k, v, gate = (t.detach().to(dtype).requires_grad_() for t in (q, k, v, gate))
+    out = fn(q, k, v, local, gate, base)
+    (out.float() * weight).sum().backward()
+    return out.detach(), q.grad, k.grad, v.grad, gate.grad
+
+
 # ---------------------------------------------------------------------------------------------- registry
 
 
@@ -429,6 +567,7 @@ KERNELS: dict[str, Callable[..., Tensor]] = {
     "shared_exp": shared_exp_mixed_attention,
     "fused": fused_mixed_attention,
     "flex": flex_mixed_attention,
+    "triton": triton_mixed_attention,
 }
 KERNEL_NAMES: tuple[str, ...] = ("auto", *KERNELS)
 
@@ -449,10 +588,14 @@ def register_private_kernel(name: str, fn: Callable[..., Tensor]) -> None:
 
 
 def resolve_kernel_name(name: str, device: torch.device | str = "cpu") -> str:
-    """``auto`` -> ``fused`` on CPU when the native kernel builds, else ``exact``; other names unchanged."""
+    """``auto`` -> on CPU ``fused`` when the native kernel builds, on CUDA ``triton`` when
+    :func:`triton_available`, else ``exact`` (module docstring); other names unchanged."""
     if name == "auto":
-        if torch.device(device).type == "cpu" and fused_available():
+        device = torch.device(device)
+        if device.type == "cpu" and fused_available():
             return "fused"
+        if device.type == "cuda" and triton_available(device):
+            return "triton"
         return "exact"
     if name not in KERNELS and name not in _PRIVATE_KERNELS:
         raise UserError(f"unknown kernel {name!r}; valid kernels: {', '.join(KERNEL_NAMES)}")
@@ -480,4 +623,4 @@ __all__ = ["KERNELS", "KERNEL_NAMES", "UNDERFLOW_GAP", "dropout_keep_mask", "fin
            "flex_block_mask", "flex_mixed_attention", "fused_available",
            "fused_mixed_attention", "get_kernel", "local_pattern", "mixed_attention", "reference_mixed_attention",
            "register_private_kernel", "resolve_kernel_name", "sdpa_attend", "shared_exp_mixed_attention",
-           "two_pass_mixed_attention"]
+           "triton_available", "triton_mixed_attention", "triton_self_check", "two_pass_mixed_attention"]
