@@ -515,21 +515,22 @@ def _triton_auto_reason(device: torch.device) -> Optional[str]:
 
 
 @torch.compiler.disable
-def triton_self_check(device: torch.device | str, atol: float = 2e-3) -> Optional[str]:
+def triton_self_check(device: torch.device | str, rtol: float = 2e-3) -> Optional[str]:
     """Run ``triton`` on ``device`` against ``reference`` (forward and gradients of q, k, v and a per-head gate,
     with padding, a fully padded example, lengths not a multiple of the tiles; float32, float32 with dropout
-    under the same keep mask, bfloat16 with a looser tolerance), compiling the kernels it runs. Returns None when
-    everything agrees within ``atol`` (relative 1e-2), else what differed or the error raised."""
+    under the same keep mask, bfloat16), compiling the kernels it runs. Returns None when every result's error
+    norm is within ``rtol`` of the reference's norm (15 ``rtol`` for bfloat16), else what differed or the error
+    raised. (TF32 products give relative errors near 1e-3; a wrong kernel errs by far more.)"""
     device = torch.device(device)
     g = torch.Generator().manual_seed(0)
-    b, h, n, m, d = 3, 2, 40, 37, 32
+    b, h, n, m, d = 3, 2, 20, 19, 32
     q, k, v = torch.randn(b, h, n, d, generator=g), torch.randn(b, h, m, d, generator=g), torch.randn(b, h, m, d, generator=g)
     local = torch.rand(b, 1, n, m, generator=g) < 0.3
     base = torch.ones(b, 1, n, m, dtype=torch.bool)
-    base[1, :, :, m - 9:] = False
+    base[1, :, :, m - 5:] = False
     base[2] = False
     gate, weight = torch.rand(b, h, n, generator=g), torch.randn(b, h, n, d, generator=g)
-    cases = [(torch.float32, 0.0, atol), (torch.float32, 0.2, atol), (torch.bfloat16, 0.0, 10 * atol)]
+    cases = [(torch.float32, 0.0, rtol), (torch.float32, 0.2, rtol), (torch.bfloat16, 0.0, 15 * rtol)]
     try:
         with torch.inference_mode(False), torch.enable_grad(), torch.autocast(device.type, enabled=False):
             for dtype, p, tol in cases:
@@ -540,9 +541,9 @@ def triton_self_check(device: torch.device | str, atol: float = 2e-3) -> Optiona
                 want = _output_and_grads(lambda *a: reference_mixed_attention(
                     *a, dropout_p=p, keep=None if keep is None else keep.to(device))[0], args, torch.float32)
                 for name, x, y in zip(("out", "dq", "dk", "dv", "dgate"), got, want):
-                    if not torch.allclose(x.float(), y, atol=tol, rtol=1e-2):
-                        return (f"{name} differs from the reference by up to {float((x.float() - y).abs().max()):.3g} "
-                                f"({dtype}, dropout {p})")
+                    err = float((x.float() - y).norm() / y.norm().clamp_min(1e-6))
+                    if not err <= tol:
+                        return f"{name} differs from the reference by {err:.3g} of its norm ({dtype}, dropout {p})"
     except Exception as exc:  # a compiler or driver error: the check failed
         return f"{type(exc).__name__}: {str(exc).strip().splitlines()[-1] if str(exc).strip() else ''}"
     return None

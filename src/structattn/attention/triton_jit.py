@@ -97,12 +97,13 @@ def _local_exp(s, p, shift, target, local, GAP: tl.constexpr):
     shift, target [BM]; a row whose target is -inf has no local key. Where some row's shift lies more than GAP
     above its target, p may have underflowed on that row's local keys: the tile then takes its own exponential.
     """
-    gap = tl.where(target > NEG_INF, shift - target, 0.0)
+    has = target > NEG_INF
+    gap = shift - tl.where(has, target, shift)
     if tl.max(gap) > GAP:
-        e = tl.exp(s - target[:, None])
+        e = tl.exp(tl.where(local, s - tl.where(has, target, 0.0)[:, None], NEG_INF))
     else:
-        e = p * tl.exp(gap)[:, None]
-    return tl.where(local, e, 0.0)
+        e = tl.where(local, p * tl.exp(gap)[:, None], 0.0)
+    return e
 
 
 @triton.jit
