@@ -1,7 +1,8 @@
 """The FlexAttention route (kernel ``flex``, meant for CUDA) on the CPU, where torch 2.13 runs FlexAttention's
 forward: against the plain reference with padding, fully padded rows, empty local rows, per-head gates and
-masks, sparse multi-block masks, bf16; gate 0 is SDPA bit for bit; the block mask skips blocks; dropout keeps
-the one-mask semantics; a CPU call that needs gradients is refused with a clear message; inside a model."""
+masks, sparse multi-block masks, bf16 and float16; gate 0 is SDPA bit for bit; the block mask skips blocks;
+dropout keeps the one-mask semantics; a CPU call that needs gradients is refused with a clear message; inside a
+model."""
 from __future__ import annotations
 
 import pytest
@@ -60,12 +61,13 @@ def test_gate_zero_is_sdpa_bit_for_bit_and_all_true_local_is_global():
     assert torch.allclose(K.flex_mixed_attention(q, k, v, everything, gate, base), sdpa, atol=1e-5)
 
 
-def test_bf16_inputs_stay_bf16_and_agree():
+@pytest.mark.parametrize("dtype,atol", [(torch.bfloat16, 5e-2), (torch.float16, 5e-3)])
+def test_half_inputs_stay_in_their_dtype_and_agree(dtype, atol):
     q, k, v, local, base, gate = _inputs(b=2)
-    got = K.flex_mixed_attention(q.bfloat16(), k.bfloat16(), v.bfloat16(), local, gate, base)
+    got = K.flex_mixed_attention(q.to(dtype), k.to(dtype), v.to(dtype), local, gate, base)
     want = K.reference_mixed_attention(q, k, v, local, gate, base)[0]
-    assert got.dtype == torch.bfloat16
-    assert torch.allclose(got.float(), want, atol=5e-2)
+    assert got.dtype == dtype
+    assert torch.allclose(got.float(), want, atol=atol)
 
 
 def test_dropout_draws_one_mask_on_the_mixed_probabilities():

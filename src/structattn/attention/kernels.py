@@ -311,7 +311,8 @@ def _unit_last(t: Tensor) -> Tensor:
 
 
 def _check_masks(q: Tensor, k: Tensor, local: Tensor, base: Optional[Tensor]) -> None:
-    """Raise a ValueError unless local and base (or None) are bool [b|1, h|1, n|1, m] for q [b, h, n, d], k [b, h, m, d]."""
+    """Raise a ValueError unless local and base (or None) are bool [b|1, h|1, n|1, m] for q [b, h, n, d] and
+    k [b, h, m, d]."""
     b, h, n = q.shape[:3]
     m = k.shape[2]
     for name, mask in (("local", local), ("base", base)):
@@ -422,7 +423,8 @@ def flex_mixed_attention(q: Tensor, k: Tensor, v: Tensor, local: Tensor, gate: T
     through FlexAttention with a block mask built from :func:`local_pattern` (key blocks no query of a block may
     attend are skipped), mixed on the outputs: out = O_glb + g (O_loc - O_glb); g = 0 reproduces SDPA bit for bit.
 
-    bf16 / float16 inputs stay in their dtype (as SDPA and FlexAttention run them). With ``dropout_p > 0`` the
+    bf16 / float16 inputs stay in their dtype (as SDPA and FlexAttention run them; both are tested against
+    ``reference`` with torch 2.13's CPU FlexAttention, forward only). With ``dropout_p > 0`` the
     mixed probabilities are computed eagerly with one dropout mask, as :func:`two_pass_mixed_attention` does
     (FlexAttention has no dropout). On CPU, torch 2.13's FlexAttention has no backward: a CPU call that needs
     gradients is refused with a :class:`UserError` (train on CPU with ``fused``). Returns out [b, h, n, d].
@@ -509,9 +511,10 @@ def _triton_auto_reason(device: torch.device) -> Optional[str]:
 
     if os.environ.get("STRUCTATTN_NO_TRITON") == "1":
         return "disabled by STRUCTATTN_NO_TRITON=1"
-    if triton_kernel.interpreted() or (triton_kernel.interpreted() is None and triton_kernel._interpret_requested()):
+    reason = triton_kernel.unavailable_reason(device)
+    if reason is None and triton_kernel.interpreted():
         return "TRITON_INTERPRET=1: Triton's interpreter is far too slow for a model"
-    return triton_kernel.unavailable_reason(device)
+    return reason
 
 
 @torch.compiler.disable
@@ -524,7 +527,7 @@ def triton_self_check(device: torch.device | str, rtol: float = 2e-3) -> Optiona
     device = torch.device(device)
     g = torch.Generator().manual_seed(0)
     b, h, n, m, d = 3, 2, 20, 19, 32
-    q, k, v = torch.randn(b, h, n, d, generator=g), torch.randn(b, h, m, d, generator=g), torch.randn(b, h, m, d, generator=g)
+    q, k, v = (torch.randn(b, h, rows, d, generator=g) for rows in (n, m, m))
     local = torch.rand(b, 1, n, m, generator=g) < 0.3
     base = torch.ones(b, 1, n, m, dtype=torch.bool)
     base[1, :, :, m - 5:] = False

@@ -28,8 +28,10 @@ mask on either kernel and the backward regenerates it without storing it.
 
 Accumulation is in float32 (float64 for float64 inputs); probabilities are cast to the value dtype before P v and
 dS before dS k, dS^T q, as FlashAttention does. ``UPCAST`` (set under Triton's interpreter for bfloat16, whose
-``tl.dot`` the interpreter does not compute correctly) casts both operands of every product to float32 first,
-which gives the products of bfloat16 values exactly, as a tensor core does.
+``tl.dot`` the interpreter does not compute correctly: it multiplies the raw bits) loads q, k, v, dO as float32
+and rounds P and dS to bfloat16 and back before their products: the products of bfloat16 values, exactly, as a
+tensor core computes them. (Helper functions are few and small on purpose: the interpreter re-patches
+``triton.language`` on every call of one, which dominates its run time.)
 """
 from __future__ import annotations
 
@@ -59,17 +61,14 @@ def _keep(rows, offs_n, seed_key, thresh):
 
 
 @triton.jit
-def _dot(a, b, UPCAST: tl.constexpr, PRECISION: tl.constexpr):
+def _load_rows(ptr, offs, R, offs_d, D, s_r, s_d, UPCAST: tl.constexpr):
+    """Rows ``offs`` [BR] (< R) of a [R, D] matrix with strides (s_r, s_d): [BR, BD], 0 outside; float32 when
+    UPCAST. (Products cast their other operand with ``.to(x.dtype)`` of the loaded tile, a no-op unless UPCAST.)"""
+    x = tl.load(ptr + offs[:, None] * s_r + offs_d[None, :] * s_d,
+                mask=(offs[:, None] < R) & (offs_d[None, :] < D), other=0.0)
     if UPCAST:
-        return tl.dot(a.to(tl.float32), b.to(tl.float32), input_precision=PRECISION)
-    return tl.dot(a, b, input_precision=PRECISION)
-
-
-@triton.jit
-def _load_rows(ptr, offs, R, offs_d, D, s_r, s_d):
-    """Rows ``offs`` [BR] (< R) of a [R, D] matrix with strides (s_r, s_d): [BR, BD], 0 outside."""
-    return tl.load(ptr + offs[:, None] * s_r + offs_d[None, :] * s_d,
-                   mask=(offs[:, None] < R) & (offs_d[None, :] < D), other=0.0)
+        x = x.to(tl.float32)
+    return x
 
 
 @triton.jit
@@ -83,11 +82,6 @@ def _tile_masks(BASE, LOC, offs_m, offs_n, N, M, sbn, sbm, sln, slm, HAS_BASE: t
         allowed = valid
     local = allowed & (tl.load(LOC + offs_m[:, None] * sln + offs_n[None, :] * slm, mask=valid, other=0) != 0)
     return allowed, local
-
-
-@triton.jit
-def _any(mask):
-    return tl.max(mask.to(tl.int32)) > 0
 
 
 @triton.jit
@@ -107,21 +101,15 @@ def _local_exp(s, p, shift, target, local, GAP: tl.constexpr):
 
 
 @triton.jit
-def _safe(x):
-    """x where finite, else 0 (a shift for rows without keys)."""
-    return tl.where((x > NEG_INF) & (x < float("inf")), x, 0.0)
-
-
-@triton.jit
 def _probs(q, k, allowed, local, scale, lse_g, lse_l,
            UPCAST: tl.constexpr, PRECISION: tl.constexpr, ACC: tl.constexpr, GAP: tl.constexpr):
     """Recomputed (P_glb, P_loc) [BM, BN] of a tile from the row statistics lse_g (global log-normaliser) and lse_l
     (local one, +inf where the local part is unused)."""
-    s = tl.where(allowed, _dot(q, tl.trans(k), UPCAST, PRECISION).to(ACC) * scale, NEG_INF)
-    shift = _safe(lse_g)
+    s = tl.where(allowed, tl.dot(q, tl.trans(k), input_precision=PRECISION).to(ACC) * scale, NEG_INF)
+    shift = tl.where(lse_g > NEG_INF, lse_g, 0.0)
     p_g = tl.exp(s - shift[:, None])
     p_l = tl.zeros_like(p_g)
-    if _any(local):
+    if tl.max(local.to(tl.int32)) > 0:
         p_l = _local_exp(s, p_g, shift, lse_l, local, GAP)
     return p_g, p_l
 
@@ -146,7 +134,7 @@ def mixed_forward(Q, K, V, BASE, LOC, G, O, LSE,
     b, h = (bh // H).to(tl.int64), (bh % H).to(tl.int64)
     offs_m = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
     offs_d = tl.arange(0, BLOCK_D)
-    q = _load_rows(Q + b * sqb + h * sqh, offs_m, N, offs_d, D, sqn, sqd)
+    q = _load_rows(Q + b * sqb + h * sqh, offs_m, N, offs_d, D, sqn, sqd, UPCAST)
     K, V = K + b * skb + h * skh, V + b * svb + h * svh
     BASE, LOC = BASE + b * sbb + h * sbh, LOC + b * slb + h * slh
     rows = bh * N + offs_m
@@ -160,13 +148,13 @@ def mixed_forward(Q, K, V, BASE, LOC, G, O, LSE,
     for start_n in range(0, M, BLOCK_N):
         offs_n = start_n + tl.arange(0, BLOCK_N)
         allowed, local = _tile_masks(BASE, LOC, offs_m, offs_n, N, M, sbn, sbm, sln, slm, HAS_BASE)
-        if _any(allowed):
-            k = _load_rows(K, offs_n, M, offs_d, D, skn, skd)
-            v = _load_rows(V, offs_n, M, offs_d, D, svn, svd)
-            s = _dot(q, tl.trans(k), UPCAST, PRECISION).to(ACC) * scale
+        if tl.max(allowed.to(tl.int32)) > 0:
+            k = _load_rows(K, offs_n, M, offs_d, D, skn, skd, UPCAST)
+            v = _load_rows(V, offs_n, M, offs_d, D, svn, svd, UPCAST)
+            s = tl.dot(q, tl.trans(k), input_precision=PRECISION).to(ACC) * scale
             s = tl.where(allowed, s, NEG_INF)
             m_new = tl.maximum(m_g, tl.max(s, 1))
-            shift = _safe(m_new)
+            shift = tl.where(m_new > NEG_INF, m_new, 0.0)
             alpha = tl.exp(m_g - shift)
             p = tl.exp(s - shift[:, None])
             l_g = l_g * alpha + tl.sum(p, 1)
@@ -175,16 +163,18 @@ def mixed_forward(Q, K, V, BASE, LOC, G, O, LSE,
                 p_v = tl.where(keep, p * keep_scale, 0.0)
             else:
                 p_v = p
-            acc_g = acc_g * alpha[:, None] + _dot(p_v.to(V.dtype.element_ty), v, UPCAST, PRECISION).to(ACC)
+            pv = tl.dot(p_v.to(V.dtype.element_ty).to(v.dtype), v, input_precision=PRECISION)
+            acc_g = acc_g * alpha[:, None] + pv.to(ACC)
             m_g = m_new
-            if _any(local):
+            if tl.max(local.to(tl.int32)) > 0:
                 ml_new = tl.maximum(m_l, tl.max(tl.where(local, s, NEG_INF), 1))
-                alpha_l = tl.exp(m_l - _safe(ml_new))
+                alpha_l = tl.exp(m_l - tl.where(ml_new > NEG_INF, ml_new, 0.0))
                 e = _local_exp(s, p, shift, ml_new, local, GAP)
                 l_l = l_l * alpha_l + tl.sum(e, 1)
                 if DROPOUT:
                     e = tl.where(keep, e * keep_scale, 0.0)
-                acc_l = acc_l * alpha_l[:, None] + _dot(e.to(V.dtype.element_ty), v, UPCAST, PRECISION).to(ACC)
+                pv = tl.dot(e.to(V.dtype.element_ty).to(v.dtype), v, input_precision=PRECISION)
+                acc_l = acc_l * alpha_l[:, None] + pv.to(ACC)
                 m_l = ml_new
 
     has_g = m_g > NEG_INF
@@ -216,13 +206,13 @@ def backward_rows(Q, K, V, BASE, LOC, G, DO, LSE, LSE_L, DLT_G, DLT_L, GEFF, DG,
     offs_m = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
     offs_d = tl.arange(0, BLOCK_D)
     row_ok = offs_m < N
-    q = _load_rows(Q + b * sqb + h * sqh, offs_m, N, offs_d, D, sqn, sqd)
-    do = _load_rows(DO + b * sdb + h * sdh, offs_m, N, offs_d, D, sdn, sdd)
+    q = _load_rows(Q + b * sqb + h * sqh, offs_m, N, offs_d, D, sqn, sqd, UPCAST)
+    do = _load_rows(DO + b * sdb + h * sdh, offs_m, N, offs_d, D, sdn, sdd, UPCAST)
     K, V = K + b * skb + h * skh, V + b * svb + h * svh
     BASE, LOC = BASE + b * sbb + h * sbh, LOC + b * slb + h * slh
     rows = bh * N + offs_m
     lse_g = tl.load(LSE + rows, mask=row_ok, other=NEG_INF).to(ACC)
-    shift = _safe(lse_g)
+    shift = tl.where(lse_g > NEG_INF, lse_g, 0.0)
 
     # sweep 1: delta_glb directly (lse_g known); the local normaliser and delta_loc online, as a forward does
     dlt_g = tl.zeros([BLOCK_M], ACC)
@@ -232,18 +222,18 @@ def backward_rows(Q, K, V, BASE, LOC, G, DO, LSE, LSE_L, DLT_G, DLT_L, GEFF, DG,
     for start_n in range(0, M, BLOCK_N):
         offs_n = start_n + tl.arange(0, BLOCK_N)
         allowed, local = _tile_masks(BASE, LOC, offs_m, offs_n, N, M, sbn, sbm, sln, slm, HAS_BASE)
-        if _any(allowed):
-            k = _load_rows(K, offs_n, M, offs_d, D, skn, skd)
-            v = _load_rows(V, offs_n, M, offs_d, D, svn, svd)
-            s = tl.where(allowed, _dot(q, tl.trans(k), UPCAST, PRECISION).to(ACC) * scale, NEG_INF)
+        if tl.max(allowed.to(tl.int32)) > 0:
+            k = _load_rows(K, offs_n, M, offs_d, D, skn, skd, UPCAST)
+            v = _load_rows(V, offs_n, M, offs_d, D, svn, svd, UPCAST)
+            s = tl.where(allowed, tl.dot(q, tl.trans(k), input_precision=PRECISION).to(ACC) * scale, NEG_INF)
             p = tl.exp(s - shift[:, None])
-            dp = _dot(do, tl.trans(v), UPCAST, PRECISION).to(ACC)
+            dp = tl.dot(do, tl.trans(v), input_precision=PRECISION).to(ACC)
             if DROPOUT:
                 dp = tl.where(_keep(rows, offs_n, seed_key, thresh), dp * keep_scale, 0.0)
             dlt_g += tl.sum(p * dp, 1)
-            if _any(local):
+            if tl.max(local.to(tl.int32)) > 0:
                 ml_new = tl.maximum(m_l, tl.max(tl.where(local, s, NEG_INF), 1))
-                alpha_l = tl.exp(m_l - _safe(ml_new))
+                alpha_l = tl.exp(m_l - tl.where(ml_new > NEG_INF, ml_new, 0.0))
                 e = _local_exp(s, p, shift, ml_new, local, GAP)
                 l_l = l_l * alpha_l + tl.sum(e, 1)
                 t_l = t_l * alpha_l + tl.sum(e * dp, 1)
@@ -265,15 +255,15 @@ def backward_rows(Q, K, V, BASE, LOC, G, DO, LSE, LSE_L, DLT_G, DLT_L, GEFF, DG,
     for start_n in range(0, M, BLOCK_N):
         offs_n = start_n + tl.arange(0, BLOCK_N)
         allowed, local = _tile_masks(BASE, LOC, offs_m, offs_n, N, M, sbn, sbm, sln, slm, HAS_BASE)
-        if _any(allowed):
-            k = _load_rows(K, offs_n, M, offs_d, D, skn, skd)
-            v = _load_rows(V, offs_n, M, offs_d, D, svn, svd)
+        if tl.max(allowed.to(tl.int32)) > 0:
+            k = _load_rows(K, offs_n, M, offs_d, D, skn, skd, UPCAST)
+            v = _load_rows(V, offs_n, M, offs_d, D, svn, svd, UPCAST)
             p_g, p_l = _probs(q, k, allowed, local, scale, lse_g, lse_l, UPCAST, PRECISION, ACC, GAP)
-            dp = _dot(do, tl.trans(v), UPCAST, PRECISION).to(ACC)
+            dp = tl.dot(do, tl.trans(v), input_precision=PRECISION).to(ACC)
             if DROPOUT:
                 dp = tl.where(_keep(rows, offs_n, seed_key, thresh), dp * keep_scale, 0.0)
             ds = _dscores(p_g, p_l, dp, dlt_g, dlt_l, g)
-            dq += _dot(ds.to(K.dtype.element_ty), k, UPCAST, PRECISION).to(ACC)
+            dq += tl.dot(ds.to(K.dtype.element_ty).to(k.dtype), k, input_precision=PRECISION).to(ACC)
     tl.store(DQ + b * sxb + h * sxh + offs_m[:, None] * sxn + offs_d[None, :] * sxd,
              (dq * scale).to(DQ.dtype.element_ty), mask=row_ok[:, None] & (offs_d[None, :] < D))
 
@@ -293,8 +283,8 @@ def backward_keys(Q, K, V, BASE, LOC, DO, LSE, LSE_L, DLT_G, DLT_L, GEFF, DK, DV
     b, h = (bh // H).to(tl.int64), (bh % H).to(tl.int64)
     offs_n = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
     offs_d = tl.arange(0, BLOCK_D)
-    k = _load_rows(K + b * skb + h * skh, offs_n, M, offs_d, D, skn, skd)
-    v = _load_rows(V + b * svb + h * svh, offs_n, M, offs_d, D, svn, svd)
+    k = _load_rows(K + b * skb + h * skh, offs_n, M, offs_d, D, skn, skd, UPCAST)
+    v = _load_rows(V + b * svb + h * svh, offs_n, M, offs_d, D, svn, svd, UPCAST)
     Q, DO = Q + b * sqb + h * sqh, DO + b * sdb + h * sdh
     BASE, LOC = BASE + b * sbb + h * sbh, LOC + b * slb + h * slh
     dk = tl.zeros([BLOCK_N, BLOCK_D], ACC)
@@ -302,11 +292,11 @@ def backward_keys(Q, K, V, BASE, LOC, DO, LSE, LSE_L, DLT_G, DLT_L, GEFF, DK, DV
     for start_m in range(0, N, BLOCK_M):
         offs_m = start_m + tl.arange(0, BLOCK_M)
         allowed, local = _tile_masks(BASE, LOC, offs_m, offs_n, N, M, sbn, sbm, sln, slm, HAS_BASE)
-        if _any(allowed):
+        if tl.max(allowed.to(tl.int32)) > 0:
             row_ok = offs_m < N
             rows = bh * N + offs_m
-            q = _load_rows(Q, offs_m, N, offs_d, D, sqn, sqd)
-            do = _load_rows(DO, offs_m, N, offs_d, D, sdn, sdd)
+            q = _load_rows(Q, offs_m, N, offs_d, D, sqn, sqd, UPCAST)
+            do = _load_rows(DO, offs_m, N, offs_d, D, sdn, sdd, UPCAST)
             lse_g = tl.load(LSE + rows, mask=row_ok, other=NEG_INF).to(ACC)
             lse_l = tl.load(LSE_L + rows, mask=row_ok, other=float("inf"))
             dlt_g = tl.load(DLT_G + rows, mask=row_ok, other=0.0)
@@ -314,14 +304,14 @@ def backward_keys(Q, K, V, BASE, LOC, DO, LSE, LSE_L, DLT_G, DLT_L, GEFF, DK, DV
             g = tl.load(GEFF + rows, mask=row_ok, other=0.0)
             p_g, p_l = _probs(q, k, allowed, local, scale, lse_g, lse_l, UPCAST, PRECISION, ACC, GAP)
             p = (1.0 - g)[:, None] * p_g + g[:, None] * p_l
-            dp = _dot(do, tl.trans(v), UPCAST, PRECISION).to(ACC)
+            dp = tl.dot(do, tl.trans(v), input_precision=PRECISION).to(ACC)
             if DROPOUT:
                 keep = _keep(rows, offs_n, seed_key, thresh)
                 p = tl.where(keep, p * keep_scale, 0.0)
                 dp = tl.where(keep, dp * keep_scale, 0.0)
-            dv += _dot(tl.trans(p.to(DO.dtype.element_ty)), do, UPCAST, PRECISION).to(ACC)
+            dv += tl.dot(tl.trans(p.to(DO.dtype.element_ty).to(do.dtype)), do, input_precision=PRECISION).to(ACC)
             ds = _dscores(p_g, p_l, dp, dlt_g, dlt_l, g)
-            dk += _dot(tl.trans(ds.to(Q.dtype.element_ty)), q, UPCAST, PRECISION).to(ACC)
+            dk += tl.dot(tl.trans(ds.to(Q.dtype.element_ty).to(q.dtype)), q, input_precision=PRECISION).to(ACC)
     mask = (offs_n[:, None] < M) & (offs_d[None, :] < D)
     tl.store(DK + b * sxb + h * sxh + offs_n[:, None] * sxn + offs_d[None, :] * sxd,
              (dk * scale).to(DK.dtype.element_ty), mask=mask)

@@ -6,10 +6,12 @@ every kernel in :mod:`structattn.attention.kernels` (its module docstring); the 
 :func:`structattn.attention.kernels.triton_mixed_attention`, which validates inputs and calls
 :func:`mixed_attention` here.
 
-``triton`` is an optional dependency (``pip install "structattn[gpu]"``) imported only when this kernel runs.
-On CUDA the kernels are compiled for the GPU. On CPU tensors they run only under Triton's interpreter, which
-Triton selects when a kernel is defined, i.e. when :mod:`.triton_jit` is first imported: ``TRITON_INTERPRET=1``
-must be set before that (the tests do; it is slow and meant for checking the kernel without a GPU).
+``triton`` is an optional dependency (``pip install "structattn[gpu]"``); the kernels (:mod:`.triton_jit`) are
+defined when this kernel first runs. On CUDA they are compiled for the GPU. On CPU tensors they run only under
+Triton's interpreter, which Triton selects while it defines kernels, those of ``triton.language`` included:
+``TRITON_INTERPRET=1`` must be in the environment before triton is first imported, which torch itself does
+early (``torch._dynamo``, ``torch.library``), so in practice before Python starts (the tests' conftest sets it).
+The interpreter is slow: it is meant for checking the kernel without a GPU.
 """
 from __future__ import annotations
 
@@ -36,7 +38,7 @@ NUM_WARPS = 4
 NUM_STAGES = 2
 _MASK32 = 0xFFFFFFFF
 
-_jit_module = None
+_jit_module = None   # triton_jit, once imported
 
 
 def installed() -> bool:
@@ -44,14 +46,12 @@ def installed() -> bool:
     return importlib.util.find_spec("triton") is not None
 
 
-def interpreted() -> Optional[bool]:
-    """Whether the kernels run under Triton's interpreter: fixed when they are first defined (None before), by
-    ``TRITON_INTERPRET`` at that moment."""
-    return None if _jit_module is None else _jit_module.INTERPRETED
+def interpreted() -> bool:
+    """Whether Triton runs kernels under its interpreter in this process (``triton.language`` was defined with
+    ``TRITON_INTERPRET=1``); imports triton."""
+    import triton.language as tl
 
-
-def _interpret_requested() -> bool:
-    return os.environ.get("TRITON_INTERPRET", "0").lower() in ("1", "true", "on", "yes")
+    return type(tl.zeros).__name__ == "InterpretedFunction"
 
 
 def unavailable_reason(device: torch.device | str) -> Optional[str]:
@@ -61,10 +61,9 @@ def unavailable_reason(device: torch.device | str) -> Optional[str]:
     if not installed():
         return "the triton package is not installed (pip install 'structattn[gpu]')"
     if device.type == "cpu":
-        mode = interpreted()
-        if mode is False or (mode is None and not _interpret_requested()):
-            return ("on CPU tensors Triton kernels run only under Triton's interpreter, and TRITON_INTERPRET=1 was not "
-                    "set before the first call (it is slow: meant for tests; on CPU use kernel='fused' or 'auto')")
+        if not interpreted():
+            return ("on CPU tensors Triton kernels run only under Triton's interpreter: set TRITON_INTERPRET=1 in the "
+                    "environment before Python starts (it is slow, meant for tests; on CPU use kernel='fused' or 'auto')")
         return None
     if device.type == "cuda":
         if not torch.cuda.is_available():
@@ -82,6 +81,11 @@ def _jit():
     if _jit_module is None:
         from . import triton_jit
 
+        if triton_jit.INTERPRETED != interpreted():
+            from ..errors import UserError
+
+            raise UserError("TRITON_INTERPRET changed after triton was imported: set it (or not) in the environment "
+                            "before Python starts")
         _jit_module = triton_jit
     return _jit_module
 
