@@ -9,12 +9,13 @@ STAMP := $(VENV)/.installed
 $(BIN)/python:
 	$(PY) -m venv $(VENV) || python3 -m venv $(VENV)
 
-# torch is installed first and pinned, so nothing later can resolve a newer (CUDA) build.
+# torch is installed first and pinned, so nothing later can resolve a newer (CUDA) build. The gpu extra (triton)
+# installs on CPU machines too: the tests run the Triton kernel under its interpreter.
 $(STAMP): $(BIN)/python pyproject.toml
 	$(BIN)/python -m pip install -q --upgrade pip
 	$(BIN)/python -m pip install -q torch==2.13.0
 	echo "torch==2.13.0" > $(VENV)/constraints.txt
-	$(BIN)/python -m pip install -q -c $(VENV)/constraints.txt -e ".[models,dev]"
+	$(BIN)/python -m pip install -q -c $(VENV)/constraints.txt -e ".[models,dev,gpu]"
 	touch $(STAMP)
 
 install: $(STAMP)

@@ -9,7 +9,8 @@ real tokens, example lengths spread between T/2 and T (``attention.make_batch``)
 
 * train step: forward + backward + AdamW step, with attention dropout 0.1 and with attention dropout 0;
 * inference: forward in ``torch.inference_mode``;
-* peak memory: ``torch.cuda.max_memory_allocated`` during one step, above the allocation at its start.
+* peak memory: ``torch.cuda.max_memory_allocated`` during one step, above the allocation at its start (not
+  measured by ``--smoke``).
 
 Variants run interleaved with the stock model (S V1 S V2 S ..., variant order rotated every repetition); each
 ratio is the median over repetitions of (variant time / mean of the two stock runs around it). A variant that
@@ -61,7 +62,7 @@ def build_stock(model: str, smoke: bool):
                                                                   attn_implementation="sdpa")
     config = BertConfig(num_labels=2)  # bert-base sized, randomly initialised
     if smoke:
-        config = BertConfig(hidden_size=32, num_hidden_layers=2, num_attention_heads=2, intermediate_size=64,
+        config = BertConfig(hidden_size=32, num_hidden_layers=1, num_attention_heads=2, intermediate_size=64,
                             num_labels=2)
     return AutoModelForSequenceClassification.from_config(config, attn_implementation="sdpa")
 
@@ -117,14 +118,9 @@ def timed(fn, device) -> float:
 
 
 def peak(fn, device) -> int:
-    """Peak bytes allocated during ``fn`` above the allocation at its start (CUDA caching allocator; on CPU the
-    profiler's trace, ``machine.peak_bytes``)."""
+    """Peak bytes allocated during ``fn`` on ``device`` (CUDA) above the allocation at its start."""
     import torch
 
-    if device.type != "cuda":
-        from machine import peak_bytes
-
-        return peak_bytes(fn)
     _sync(device)
     torch.cuda.reset_peak_memory_stats(device)
     start = torch.cuda.memory_allocated(device)
@@ -184,9 +180,10 @@ def table_rows(model: str, seq: int, batch: int, runners: dict, times: dict, rat
                 if len(r) >= 4:
                     q1, _, q3 = statistics.quantiles(r, n=4)
                     spread = f" [{q1:.2f}-{q3:.2f}]"
-                cells.append(f"{statistics.median(times[n][w]) * 1000:.1f} ms (**{statistics.median(r):.2f}x**{spread})")
+                median = statistics.median(times[n][w]) * 1000
+                cells.append(f"{median:.1f} ms (**{statistics.median(r):.2f}x**{spread})")
         for w in WORKLOADS:
-            if runner.failed.get(w):
+            if mem[n][w] is None:
                 cells.append("n/a")
             else:
                 cells.append(f"{mem[n][w] / 2 ** 20:.1f} MB ({mem[n][w] / max(mem[STOCK][w], 1):.2f}x)")
@@ -207,8 +204,8 @@ def device_line(device) -> str:
                 f"Python {platform.python_version()}")
     if device.type == "cuda":
         props = torch.cuda.get_device_properties(device)
-        return (f"{props.name} (compute capability {props.major}.{props.minor}, {props.total_memory / 2 ** 30:.0f} GiB, "
-                f"{props.multi_processor_count} SMs), CUDA {torch.version.cuda}, {versions}")
+        return (f"{props.name} (compute capability {props.major}.{props.minor}, {props.total_memory / 2 ** 30:.0f} "
+                f"GiB, {props.multi_processor_count} SMs), CUDA {torch.version.cuda}, {versions}")
     from machine import cpu_description
 
     return f"CPU (smoke run, Triton's interpreter): {cpu_description()}; {versions}"
@@ -241,8 +238,8 @@ def run(args, device) -> tuple[list[str], list[str]]:
             print(f"[{model_name} seq {seq}] warmed up {len(names)} variants; measuring {args.reps} repetitions ...",
                   flush=True)
             times, ratios = measure(runners, args.reps, device)
-            mem = {n: {w: 0 if r.failed.get(w) else peak(lambda: r.run(w), device) for w in WORKLOADS}
-                   for n, r in runners.items()}
+            mem = {n: {w: None if r.failed.get(w) or args.smoke else peak(lambda: r.run(w), device)
+                       for w in WORKLOADS} for n, r in runners.items()}
             rows += table_rows(model_name, seq, args.batch, runners, times, ratios, mem)
             del runners
             if device.type == "cuda":
@@ -260,13 +257,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--warmup", type=int, default=3, help="warm-up steps per workload (Triton compiles here)")
     parser.add_argument("--variants", nargs="*", default=None, help="subset of: " + "; ".join(VARIANTS))
     parser.add_argument("--smoke", action="store_true",
-                        help="one tiny shape (tiny BERT, batch 2, seq 16) on CPU, Triton under its interpreter")
+                        help="one tiny shape (1-layer BERT, batch 2, seq 16, 1 repetition, no peak memory) on CPU, "
+                             "Triton under its interpreter: checks that the script runs")
     parser.add_argument("--out", default=None, help="write the markdown report here")
     args = parser.parse_args(argv)
     if args.smoke:
         # before the first Triton kernel is defined (structattn defines them on first use)
         os.environ["TRITON_INTERPRET"] = "1"
-        args.models, args.seqs, args.batch, args.reps, args.warmup = ["tiny"], [16], 2, 2, 1
+        args.models, args.seqs, args.batch, args.reps, args.warmup = ["tiny"], [16], 2, 1, 1
 
     import torch
 

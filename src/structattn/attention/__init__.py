@@ -1,7 +1,7 @@
 """Structure-aware attention inside the encoder: kernels, mechanisms, gates and their transformers integration.
 
 * :mod:`.kernels` — pure functions over q, k, v, masks and gates (reference, exact, shared exponential,
-  fused native), all with the same semantics and shapes.
+  fused native, FlexAttention, fused Triton), all with the same semantics and shapes.
 * :mod:`.mechanisms` — :class:`MechanismConfig` and the registry :data:`MECHANISMS`
   (``sla``, ``wla``, ``hybrid``, ``sdoi``, ``global``).
 * :mod:`.gate` — :class:`StructureGate`, g = sigmoid(W h + b).

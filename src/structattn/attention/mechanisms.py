@@ -62,8 +62,9 @@ class MechanismConfig:
             value starts from the pretrained model's behaviour).
         gate_has_bias: whether the gate has a bias (Xu et al.: g = sigmoid(W h), no bias).
         gate_init_std: std of the initial gate weights W (None = the model's ``initializer_range``).
-        kernel: ``auto`` (fused native kernel when it builds, else ``exact``), ``fused``, ``exact`` (two
-            passes of the stock kernel, outputs mixed: bit-exact at g = 0), ``shared_exp``, ``reference``
+        kernel: ``auto`` (on CPU the fused native kernel when it builds, on CUDA ``triton`` when it passes its
+            check, else ``exact``), ``fused``, ``exact`` (two passes of the stock kernel, outputs mixed: bit-exact
+            at g = 0), ``shared_exp``, ``reference``, ``flex``, ``triton``
             (:data:`structattn.attention.kernels.KERNEL_NAMES`).
         base: the stock kernel the global part reproduces and whose mask format is used: ``sdpa`` or ``eager``.
         mix: how a mechanism layer combines its patterns (Xu et al. 2019, Table 1): ``gate`` =
