@@ -337,6 +337,19 @@ class Runner:
             self.model(**self.kw)
 
 
+def time_cell(times: list[float], ratios: list[float] | None, digits: int = 0) -> str:
+    """A table cell: median time in ms and the median ratio to stock, with the 25th-75th percentile of the
+    ratios when there are 4 or more (``ratios`` None: the stock row, 1.00x)."""
+    med = statistics.median(times) * 1000
+    if ratios is None:
+        return f"{med:.{digits}f} ms (1.00x)"
+    spread = ""
+    if len(ratios) >= 4:
+        q1, _, q3 = statistics.quantiles(ratios, n=4)
+        spread = f" [{q1:.2f}-{q3:.2f}]"
+    return f"{med:.{digits}f} ms (**{statistics.median(ratios):.2f}x**{spread})"
+
+
 def timed(fn) -> float:
     t0 = time.perf_counter()
     fn()
@@ -405,18 +418,8 @@ def run(args):
         raw[seq] = {"times": times, "mem": mem, "local_density": density, "batch": batch, "masks": source}
         raw[seq]["ratios"] = ratios
         for n in names:
-            cells = []
-            for key in ("train", "train0", "infer"):
-                med = statistics.median(times[n][key])
-                if n == base:
-                    cells.append(f"{med * 1000:.0f} ms (1.00x)")
-                else:
-                    r = ratios[n][key]
-                    spread = ""
-                    if len(r) >= 4:
-                        q1, _, q3 = statistics.quantiles(r, n=4)
-                        spread = f" [{q1:.2f}-{q3:.2f}]"
-                    cells.append(f"{med * 1000:.0f} ms (**{statistics.median(r):.2f}x**{spread})")
+            cells = [time_cell(times[n][key], None if n == base else ratios[n][key])
+                     for key in ("train", "train0", "infer")]
             for i in range(3):
                 mb = mem[n][i] / 2 ** 20
                 cells.append(f"{mb:.0f} MB ({mem[n][i] / mem[base][i]:.2f}x)")

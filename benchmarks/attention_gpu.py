@@ -28,7 +28,6 @@ import copy
 import os
 import platform
 import shlex
-import statistics
 import sys
 import time
 from contextlib import nullcontext
@@ -166,22 +165,12 @@ def warm_up(runner: Runner, steps: int) -> None:
 
 
 def table_rows(model: str, seq: int, batch: int, runners: dict, times: dict, ratios: dict, mem: dict) -> list[str]:
+    from attention import time_cell
+
     rows = []
     for n, runner in runners.items():
-        cells = []
-        for w in WORKLOADS:
-            if runner.failed.get(w):
-                cells.append("n/a")
-            elif n == STOCK:
-                cells.append(f"{statistics.median(times[n][w]) * 1000:.1f} ms (1.00x)")
-            else:
-                r = ratios[n][w]
-                spread = ""
-                if len(r) >= 4:
-                    q1, _, q3 = statistics.quantiles(r, n=4)
-                    spread = f" [{q1:.2f}-{q3:.2f}]"
-                median = statistics.median(times[n][w]) * 1000
-                cells.append(f"{median:.1f} ms (**{statistics.median(r):.2f}x**{spread})")
+        cells = ["n/a" if runner.failed.get(w) else time_cell(times[n][w], None if n == STOCK else ratios[n][w], 1)
+                 for w in WORKLOADS]
         for w in WORKLOADS:
             if mem[n][w] is None:
                 cells.append("n/a")

@@ -86,6 +86,27 @@ def require_fused() -> None:
         pytest.skip(f"the fused native kernel is unavailable: {kernels.native.failure()}")
 
 
+def kernel_inputs(b=3, h=4, n=11, m=None, d=8, gate_heads=1, seed=0, scale_qk=1.0, layout="bhnd", mask_heads=1):
+    """q, k, v [b, h, n|m, d] (as transposed views of [b, n, h, d] when layout='bnhd', like HF),
+    local [b, mask_heads, n, m], base [b, 1, n, m] (example 1 padded, example 2 fully padded), gate [b, G, n]."""
+    m = n if m is None else m
+    g = torch.Generator().manual_seed(seed)
+
+    def rnd(rows, s=1.0):
+        if layout == "bnhd":
+            return (torch.randn(b, rows, h, d, generator=g) * s).transpose(1, 2)
+        return torch.randn(b, h, rows, d, generator=g) * s
+
+    q, k, v = rnd(n, scale_qk), rnd(m, scale_qk), rnd(m)
+    local = torch.rand(b, mask_heads, n, m, generator=g) < 0.3
+    base = torch.ones(b, 1, n, m, dtype=torch.bool)
+    base[1, :, :, m - 3:] = False
+    if b > 2:
+        base[2] = False
+    gate = torch.rand(b, gate_heads, n, generator=g)
+    return q, k, v, local, base, gate
+
+
 def kernel_grads(fn, q, k, v, local, gate, base, seed=1):
     """(out, dq, dk, dv, dgate) of ``fn(q, k, v, local, gate, base)`` under a fixed random output weighting."""
     q, k, v, gate = (t.detach().clone().requires_grad_() for t in (q, k, v, gate))

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 import torch
 import torch.nn.functional as F
-from attn_helpers import kernel_grads, require_fused
+from attn_helpers import kernel_grads, kernel_inputs, require_fused
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -36,25 +36,7 @@ def _benchmark_module():
 BENCH = _benchmark_module()
 
 
-def _inputs(b=3, h=4, n=11, m=None, d=8, gate_heads=1, seed=0, scale_qk=1.0, layout="bhnd"):
-    """q, k, v [b, h, n|m, d] (as transposed views of [b, n, h, d] when layout='bnhd', like HF),
-    local [b, 1, n, m], base [b, 1, n, m] (example 1 padded, example 2 fully padded), gate [b, G, n]."""
-    m = n if m is None else m
-    g = torch.Generator().manual_seed(seed)
-
-    def rnd(rows, s=1.0):
-        if layout == "bnhd":
-            return (torch.randn(b, rows, h, d, generator=g) * s).transpose(1, 2)
-        return torch.randn(b, h, rows, d, generator=g) * s
-
-    q, k, v = rnd(n, scale_qk), rnd(m, scale_qk), rnd(m)
-    local = torch.rand(b, 1, n, m, generator=g) < 0.3
-    base = torch.ones(b, 1, n, m, dtype=torch.bool)
-    base[1, :, :, m - 3:] = False
-    if b > 2:
-        base[2] = False
-    gate = torch.rand(b, gate_heads, n, generator=g)
-    return q, k, v, local, base, gate
+_inputs = kernel_inputs
 
 
 def _real_rows(base):

@@ -14,7 +14,7 @@ from __future__ import annotations
 import pytest
 import torch
 import torch.nn.functional as F
-from attn_helpers import kernel_grads, random_batch, require_fused, tiny_model
+from attn_helpers import kernel_grads, kernel_inputs, random_batch, require_fused, tiny_model
 
 from structattn.attention import kernels as K
 from structattn.attention import triton_kernel as TK
@@ -36,26 +36,11 @@ def _ref(q, k, v, local, gate, base, **kw):
     return K.reference_mixed_attention(q, k, v, local, gate, base, **kw)[0]
 
 
-def _inputs(b=3, h=2, n=11, m=None, d=8, gate_heads=1, mask_heads=1, seed=0, scale_qk=1.0, layout="bhnd"):
-    """q, k, v [b, h, n|m, d] (transposed views of [b, n, h, d] when layout='bnhd', as HF passes them), local
-    [b, mask_heads, n, m] with one empty row, base [b, 1, n, m] (example 1 padded, example 2 fully padded when
-    b > 2), gate [b, gate_heads, n]."""
-    m = n if m is None else m
-    g = torch.Generator().manual_seed(seed)
-
-    def rnd(rows, s=1.0):
-        if layout == "bnhd":
-            return (torch.randn(b, rows, h, d, generator=g) * s).transpose(1, 2)
-        return torch.randn(b, h, rows, d, generator=g) * s
-
-    q, k, v = rnd(n, scale_qk), rnd(m, scale_qk), rnd(m)
-    local = torch.rand(b, mask_heads, n, m, generator=g) < 0.3
-    local[0, :, min(2, n - 1)] = False
-    base = torch.ones(b, 1, n, m, dtype=torch.bool)
-    base[1, :, :, max(1, m - 3):] = False
-    if b > 2:
-        base[2] = False
-    return q, k, v, local, base, torch.rand(b, gate_heads, n, generator=g)
+def _inputs(b=3, h=2, **kw):
+    """:func:`attn_helpers.kernel_inputs` with 2 heads and an empty local row (example 0, query 2)."""
+    q, k, v, local, base, gate = kernel_inputs(b=b, h=h, **kw)
+    local[0, :, min(2, local.shape[2] - 1)] = False
+    return q, k, v, local, base, gate
 
 
 def _assert_close(got, want, atol=1e-5, rtol=1e-4):
@@ -233,12 +218,12 @@ def test_underflow_gap_is_the_libraries_one():
 
 
 def test_self_check_passes_here_and_catches_a_wrong_kernel(monkeypatch):
-    assert K.triton_self_check("cpu") is None
+    assert K.triton_self_check("cpu", **TILE) is None
     real = TK.mixed_attention
     monkeypatch.setattr(TK, "mixed_attention", lambda *a, **kw: real(*a, **kw) * 1.01)
-    assert K.triton_self_check("cpu").startswith("out differs from the reference by 0.01")
+    assert K.triton_self_check("cpu", **TILE).startswith("out differs from the reference by 0.01")
     monkeypatch.setattr(TK, "mixed_attention", lambda *a, **kw: (_ for _ in ()).throw(RuntimeError("no PTX")))
-    assert K.triton_self_check("cpu") == "RuntimeError: no PTX"
+    assert K.triton_self_check("cpu", **TILE) == "RuntimeError: no PTX"
 
 
 @pytest.fixture

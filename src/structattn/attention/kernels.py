@@ -518,15 +518,20 @@ def _triton_auto_reason(device: torch.device) -> Optional[str]:
 
 
 @torch.compiler.disable
-def triton_self_check(device: torch.device | str, rtol: float = 2e-3) -> Optional[str]:
+def triton_self_check(device: torch.device | str, rtol: float = 2e-3, block_m: Optional[int] = None,
+                      block_n: Optional[int] = None) -> Optional[str]:
     """Run ``triton`` on ``device`` against ``reference`` (forward and gradients of q, k, v and a per-head gate,
-    with padding, a fully padded example, lengths not a multiple of the tiles; float32, float32 with dropout
-    under the same keep mask, bfloat16), compiling the kernels it runs. Returns None when every result's error
-    norm is within ``rtol`` of the reference's norm (15 ``rtol`` for bfloat16), else what differed or the error
-    raised. (TF32 products give relative errors near 1e-3; a wrong kernel errs by far more.)"""
+    head size 64, with padding, a fully padded example, two tiles of queries and of keys, the second partial;
+    float32, float32 with dropout under the same keep mask, bfloat16), compiling the kernels it runs with the
+    given tile sizes (default: the kernel's). Returns None when every result's error norm is within ``rtol`` of
+    the reference's norm (15 ``rtol`` for bfloat16), else what differed or the error raised. (TF32 products give
+    relative errors near 1e-3; a wrong kernel errs by far more.)"""
     device = torch.device(device)
     g = torch.Generator().manual_seed(0)
-    b, h, n, m, d = 3, 2, 20, 19, 32
+    d = 64
+    default_m, default_n = triton_kernel.default_blocks(d)
+    block_m, block_n = block_m or default_m, block_n or default_n
+    b, h, n, m = 3, 2, block_m + block_m // 4, block_n + 3
     q, k, v = (torch.randn(b, h, rows, d, generator=g) for rows in (n, m, m))
     local = torch.rand(b, 1, n, m, generator=g) < 0.3
     base = torch.ones(b, 1, n, m, dtype=torch.bool)
@@ -539,8 +544,8 @@ def triton_self_check(device: torch.device | str, rtol: float = 2e-3) -> Optiona
             for dtype, p, tol in cases:
                 keep = triton_kernel.keep_mask(b, h, n, m, p, 7) if p else None
                 args = [t.to(device) for t in (q, k, v, local, gate, base, weight)]
-                got = _output_and_grads(lambda *a: triton_mixed_attention(*a, dropout_p=p, seed=7, block_m=16,
-                                                                          block_n=16), args, dtype)
+                got = _output_and_grads(lambda *a: triton_mixed_attention(*a, dropout_p=p, seed=7, block_m=block_m,
+                                                                          block_n=block_n), args, dtype)
                 want = _output_and_grads(lambda *a: reference_mixed_attention(
                     *a, dropout_p=p, keep=None if keep is None else keep.to(device))[0], args, torch.float32)
                 for name, x, y in zip(("out", "dq", "dk", "dv", "dgate"), got, want):

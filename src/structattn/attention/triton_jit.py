@@ -101,11 +101,20 @@ def _local_exp(s, p, shift, target, local, GAP: tl.constexpr):
 
 
 @triton.jit
-def _probs(q, k, allowed, local, scale, lse_g, lse_l,
-           UPCAST: tl.constexpr, PRECISION: tl.constexpr, ACC: tl.constexpr, GAP: tl.constexpr):
-    """Recomputed (P_glb, P_loc) [BM, BN] of a tile from the row statistics lse_g (global log-normaliser) and lse_l
-    (local one, +inf where the local part is unused)."""
+def _kv_scores(q, K, V, offs_n, M, offs_d, D, skn, skd, svn, svd, allowed, scale,
+               UPCAST: tl.constexpr, PRECISION: tl.constexpr, ACC: tl.constexpr):
+    """The key tile k, v [BN, BD] at rows ``offs_n`` and the scores s = scale q k^T [BM, BN], -inf where not
+    allowed."""
+    k = _load_rows(K, offs_n, M, offs_d, D, skn, skd, UPCAST)
+    v = _load_rows(V, offs_n, M, offs_d, D, svn, svd, UPCAST)
     s = tl.where(allowed, tl.dot(q, tl.trans(k), input_precision=PRECISION).to(ACC) * scale, NEG_INF)
+    return k, v, s
+
+
+@triton.jit
+def _probs(s, local, lse_g, lse_l, GAP: tl.constexpr):
+    """Recomputed (P_glb, P_loc) [BM, BN] of a tile with scores s from the row statistics lse_g (global
+    log-normaliser) and lse_l (local one, +inf where the local part is unused)."""
     shift = tl.where(lse_g > NEG_INF, lse_g, 0.0)
     p_g = tl.exp(s - shift[:, None])
     p_l = tl.zeros_like(p_g)
@@ -149,10 +158,8 @@ def mixed_forward(Q, K, V, BASE, LOC, G, O, LSE,
         offs_n = start_n + tl.arange(0, BLOCK_N)
         allowed, local = _tile_masks(BASE, LOC, offs_m, offs_n, N, M, sbn, sbm, sln, slm, HAS_BASE)
         if tl.max(allowed.to(tl.int32)) > 0:
-            k = _load_rows(K, offs_n, M, offs_d, D, skn, skd, UPCAST)
-            v = _load_rows(V, offs_n, M, offs_d, D, svn, svd, UPCAST)
-            s = tl.dot(q, tl.trans(k), input_precision=PRECISION).to(ACC) * scale
-            s = tl.where(allowed, s, NEG_INF)
+            k, v, s = _kv_scores(q, K, V, offs_n, M, offs_d, D, skn, skd, svn, svd, allowed, scale, UPCAST, PRECISION,
+                                 ACC)
             m_new = tl.maximum(m_g, tl.max(s, 1))
             shift = tl.where(m_new > NEG_INF, m_new, 0.0)
             alpha = tl.exp(m_g - shift)
@@ -223,9 +230,8 @@ def backward_rows(Q, K, V, BASE, LOC, G, DO, LSE, LSE_L, DLT_G, DLT_L, GEFF, DG,
         offs_n = start_n + tl.arange(0, BLOCK_N)
         allowed, local = _tile_masks(BASE, LOC, offs_m, offs_n, N, M, sbn, sbm, sln, slm, HAS_BASE)
         if tl.max(allowed.to(tl.int32)) > 0:
-            k = _load_rows(K, offs_n, M, offs_d, D, skn, skd, UPCAST)
-            v = _load_rows(V, offs_n, M, offs_d, D, svn, svd, UPCAST)
-            s = tl.where(allowed, tl.dot(q, tl.trans(k), input_precision=PRECISION).to(ACC) * scale, NEG_INF)
+            k, v, s = _kv_scores(q, K, V, offs_n, M, offs_d, D, skn, skd, svn, svd, allowed, scale, UPCAST, PRECISION,
+                                 ACC)
             p = tl.exp(s - shift[:, None])
             dp = tl.dot(do, tl.trans(v), input_precision=PRECISION).to(ACC)
             if DROPOUT:
@@ -256,9 +262,9 @@ def backward_rows(Q, K, V, BASE, LOC, G, DO, LSE, LSE_L, DLT_G, DLT_L, GEFF, DG,
         offs_n = start_n + tl.arange(0, BLOCK_N)
         allowed, local = _tile_masks(BASE, LOC, offs_m, offs_n, N, M, sbn, sbm, sln, slm, HAS_BASE)
         if tl.max(allowed.to(tl.int32)) > 0:
-            k = _load_rows(K, offs_n, M, offs_d, D, skn, skd, UPCAST)
-            v = _load_rows(V, offs_n, M, offs_d, D, svn, svd, UPCAST)
-            p_g, p_l = _probs(q, k, allowed, local, scale, lse_g, lse_l, UPCAST, PRECISION, ACC, GAP)
+            k, v, s = _kv_scores(q, K, V, offs_n, M, offs_d, D, skn, skd, svn, svd, allowed, scale, UPCAST, PRECISION,
+                                 ACC)
+            p_g, p_l = _probs(s, local, lse_g, lse_l, GAP)
             dp = tl.dot(do, tl.trans(v), input_precision=PRECISION).to(ACC)
             if DROPOUT:
                 dp = tl.where(_keep(rows, offs_n, seed_key, thresh), dp * keep_scale, 0.0)
@@ -302,7 +308,8 @@ def backward_keys(Q, K, V, BASE, LOC, DO, LSE, LSE_L, DLT_G, DLT_L, GEFF, DK, DV
             dlt_g = tl.load(DLT_G + rows, mask=row_ok, other=0.0)
             dlt_l = tl.load(DLT_L + rows, mask=row_ok, other=0.0)
             g = tl.load(GEFF + rows, mask=row_ok, other=0.0)
-            p_g, p_l = _probs(q, k, allowed, local, scale, lse_g, lse_l, UPCAST, PRECISION, ACC, GAP)
+            s = tl.where(allowed, tl.dot(q, tl.trans(k), input_precision=PRECISION).to(ACC) * scale, NEG_INF)
+            p_g, p_l = _probs(s, local, lse_g, lse_l, GAP)
             p = (1.0 - g)[:, None] * p_g + g[:, None] * p_l
             dp = tl.dot(do, tl.trans(v), input_precision=PRECISION).to(ACC)
             if DROPOUT:

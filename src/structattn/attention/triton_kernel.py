@@ -63,7 +63,8 @@ def unavailable_reason(device: torch.device | str) -> Optional[str]:
     if device.type == "cpu":
         if not interpreted():
             return ("on CPU tensors Triton kernels run only under Triton's interpreter: set TRITON_INTERPRET=1 in the "
-                    "environment before Python starts (it is slow, meant for tests; on CPU use kernel='fused' or 'auto')")
+                    "environment before Python starts (it is slow, meant for tests; on CPU use kernel='fused' or "
+                    "'auto')")
         return None
     if device.type == "cuda":
         if not torch.cuda.is_available():
