@@ -15,8 +15,6 @@ The interpreter is slow: it is meant for checking the kernel without a GPU.
 """
 from __future__ import annotations
 
-import importlib.util
-import os
 from typing import Optional
 
 import torch
@@ -42,8 +40,12 @@ _jit_module = None   # triton_jit, once imported
 
 
 def installed() -> bool:
-    """Whether the ``triton`` package is importable."""
-    return importlib.util.find_spec("triton") is not None
+    """Whether the ``triton`` package is importable (torch imports it anyway when it is)."""
+    try:
+        import triton  # noqa: F401
+    except ImportError:
+        return False
+    return True
 
 
 def interpreted() -> bool:
