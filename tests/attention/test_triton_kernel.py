@@ -168,7 +168,7 @@ def test_torch_compile_traces_the_custom_op():
 
 
 def test_inside_a_model_training_step_matches_the_reference_kernel():
-    from structattn.modeling import apply_mechanism
+    from structattn.models.encoder import apply_mechanism
 
     ids, att, structure = random_batch(b=2, t=10)
     grads = {}
