@@ -447,7 +447,7 @@ def triton_mixed_attention(q: Tensor, k: Tensor, v: Tensor, local: Tensor, gate:
                            seed: Optional[int] = None, block_m: Optional[int] = None,
                            block_n: Optional[int] = None) -> Tensor:
     """The fused Triton kernel (:mod:`structattn.attention.triton_kernel`): on CUDA, or on CPU tensors under
-    Triton's interpreter (``TRITON_INTERPRET=1`` set before the first call; slow, for tests).
+    Triton's interpreter (``TRITON_INTERPRET=1`` in the environment before Python starts; slow, for tests).
 
     float32, bfloat16 and float16 inputs run in their dtype with float32 accumulation (float64 inputs in float64,
     for gradient checks); k and v are cast to q's dtype. Dropout uses the ``fused`` kernel's hash of ``seed``
