@@ -11,14 +11,17 @@ NEG = ["bad", "awful", "dull", "boring", "poor", "weak"]
 FILL = ["the", "film", "is", "a", "story", "very", "quite", "and", "plot", "acting"]
 
 
-def make_tiny_model(folder: Path) -> Path:
+def make_tiny_model(folder: Path, dropout: float = 0.1) -> Path:
+    """A tiny random BERT saved in ``folder`` (``dropout``: its hidden and attention dropout, BERT's 0.1 unless
+    told; the overfitting tests take 0)."""
     from transformers import AutoTokenizer, BertConfig, BertModel
 
     from structattn.settings import default_encoder
 
     tok = AutoTokenizer.from_pretrained(default_encoder())
     cfg = BertConfig(vocab_size=tok.vocab_size, hidden_size=32, num_hidden_layers=2, num_attention_heads=4,
-                     intermediate_size=64, max_position_embeddings=128)
+                     intermediate_size=64, max_position_embeddings=128, hidden_dropout_prob=dropout,
+                     attention_probs_dropout_prob=dropout)
     import torch
     torch.manual_seed(0)
     BertModel(cfg).save_pretrained(folder)  # a bare encoder, like a pretrained checkpoint
