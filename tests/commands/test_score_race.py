@@ -1,12 +1,11 @@
 """``structattn score race``: accuracy as the RACE papers count it, worked by hand on a tiny RACE folder."""
 from __future__ import annotations
 
-import argparse
 import json
 
 import pytest
 
-from structattn.commands import score
+from structattn.cli import main
 from structattn.errors import UserError
 from structattn.tasks.race import read_race, score_race
 
@@ -33,10 +32,8 @@ def race_data(tmp_path, monkeypatch):
 
 
 def run(argv, capsys):
-    parser = argparse.ArgumentParser(prog="structattn")
-    score.add_parser(parser.add_subparsers(dest="command"))
-    args = parser.parse_args(argv)
-    code = args.func(args)
+    """The command line as users call it: (exit code, stdout, stderr)."""
+    code = main(argv)
     out = capsys.readouterr()
     return code, out.out, out.err
 
@@ -75,22 +72,23 @@ def test_split_and_level_task(race_data, capsys):
 
 def test_unknown_ids_are_an_error_naming_them(race_data, capsys):
     pred = predictions(race_data, {"middle1.txt:0": "A", "high1.txt:0": "D", "middle9.txt:0": "A"})
-    with pytest.raises(UserError, match=r"2 predicted question id\(s\) are not questions of race_m/test "
-                                        r"\(first: 'high1.txt:0', 'middle9.txt:0'\)"):
-        run(["score", "race", "--task", "race_m", "--predictions", pred], capsys)
+    code, out, err = run(["score", "race", "--task", "race_m", "--predictions", pred], capsys)
+    assert code == 2 and out == ""
+    assert ("structattn score: error: 2 predicted question id(s) are not questions of race_m/test (first: "
+            "'high1.txt:0', 'middle9.txt:0')") in err
 
 
 @pytest.mark.parametrize("value", ["E", "a", 1, None, "AB"])
 def test_a_value_that_is_not_an_option_letter_is_an_error(race_data, capsys, value):
     pred = predictions(race_data, {"middle1.txt:0": value})
-    with pytest.raises(UserError, match=r"question 'middle1.txt:0': prediction .* is not an option letter \(A, B, C, D\)"):
-        run(["score", "race", "--predictions", pred], capsys)
+    code, _, err = run(["score", "race", "--predictions", pred], capsys)
+    assert code == 2 and f"question 'middle1.txt:0': prediction {value!r} is not an option letter (A, B, C, D)" in err
 
 
 def test_the_prediction_file_must_be_an_object(race_data, capsys):
     pred = predictions(race_data, ["A", "B"])
-    with pytest.raises(UserError, match="expected a JSON object mapping question id -> option letter, got list"):
-        run(["score", "race", "--predictions", pred], capsys)
+    code, _, err = run(["score", "race", "--predictions", pred], capsys)
+    assert code == 2 and "expected a JSON object mapping question id -> option letter, got list" in err
 
 
 def test_score_race_function_without_any_prediction(race_data):

@@ -94,3 +94,17 @@ def tiny_race(root: Path, seed: int = 0) -> Path:
                    "answers": [rng.choice("ABCD") for _ in range(2)], "id": f"middle{n}.txt"}
             (folder / f"{n}.txt").write_text(json.dumps(doc), encoding="utf-8")
     return root
+
+
+def label_logits(features, value: float = 10.0):
+    """Start and end logits that read span-QA labels back: per window ``[T]`` arrays, ``value`` at the labelled
+    start (end) position and 0 elsewhere (so a window labelled null scores ``2 * value`` for no answer)."""
+    import numpy as np
+
+    starts, ends = [], []
+    for f in features:
+        st, en = np.zeros(len(f["input_ids"])), np.zeros(len(f["input_ids"]))
+        st[f["start_positions"]] = en[f["end_positions"]] = value
+        starts.append(st)
+        ends.append(en)
+    return starts, ends

@@ -11,6 +11,7 @@ from functools import lru_cache
 import numpy as np
 import pytest
 
+from fixtures import label_logits
 from structattn.heads.span_qa import predict_answers
 from structattn.settings import data_dir_candidate
 from structattn.tasks.squad import SQUAD2_FILE, SQUAD11_TRAIN_FILE, answer_word_span, get_qa_task, read_squad
@@ -102,12 +103,7 @@ def test_training_labels_decode_to_the_gold_answers(task, file, max_length, stri
 
     # The labels as logits (10 at the labelled start and end, 0 elsewhere) decode to the gold answers: the null
     # score of a question is its lowest over windows, so a question with an answer window is answered.
-    starts, ends = [], []
-    for f in built.features:
-        st, en = np.zeros(len(f["input_ids"])), np.zeros(len(f["input_ids"]))
-        st[f["start_positions"]] = en[f["end_positions"]] = 10.0
-        starts.append(st)
-        ends.append(en)
+    starts, ends = label_logits(built.features)
     preds, _, _ = predict_answers(built.contexts, built.features, starts, ends, threshold=0.0)
     scores = evaluate(dataset, preds)
     assert all(preds[q.qid] == "" for q in questions if q.is_impossible)

@@ -65,7 +65,8 @@ def question_option_words(question: str, option: str) -> list[str]:
 
 
 def question_option_span(question: str, option: str) -> tuple[list[str], int, int]:
-    """(segment 1's words, first, stop): the option's words are ``words[first:stop]`` (:func:`question_option_words`)."""
+    """(segment 1's words, first, stop): the option's words are ``words[first:stop]``
+    (:func:`question_option_words`)."""
     blank = _BLANK.search(question)
     before, after = (question, "") if blank is None else (question[:blank.start()], question[blank.end():])
     head, middle = words_of(before), words_of(option)
