@@ -11,14 +11,17 @@ NEG = ["bad", "awful", "dull", "boring", "poor", "weak"]
 FILL = ["the", "film", "is", "a", "story", "very", "quite", "and", "plot", "acting"]
 
 
-def make_tiny_model(folder: Path) -> Path:
+def make_tiny_model(folder: Path, dropout: float = 0.1) -> Path:
+    """A tiny random BERT saved in ``folder`` (``dropout``: its hidden and attention dropout, BERT's 0.1 unless
+    told; the overfitting tests take 0)."""
     from transformers import AutoTokenizer, BertConfig, BertModel
 
     from structattn.settings import default_encoder
 
     tok = AutoTokenizer.from_pretrained(default_encoder())
     cfg = BertConfig(vocab_size=tok.vocab_size, hidden_size=32, num_hidden_layers=2, num_attention_heads=4,
-                     intermediate_size=64, max_position_embeddings=128)
+                     intermediate_size=64, max_position_embeddings=128, hidden_dropout_prob=dropout,
+                     attention_probs_dropout_prob=dropout)
     import torch
     torch.manual_seed(0)
     BertModel(cfg).save_pretrained(folder)  # a bare encoder, like a pretrained checkpoint
@@ -91,3 +94,17 @@ def tiny_race(root: Path, seed: int = 0) -> Path:
                    "answers": [rng.choice("ABCD") for _ in range(2)], "id": f"middle{n}.txt"}
             (folder / f"{n}.txt").write_text(json.dumps(doc), encoding="utf-8")
     return root
+
+
+def label_logits(features, value: float = 10.0):
+    """Start and end logits that read span-QA labels back: per window ``[T]`` arrays, ``value`` at the labelled
+    start (end) position and 0 elsewhere (so a window labelled null scores ``2 * value`` for no answer)."""
+    import numpy as np
+
+    starts, ends = [], []
+    for f in features:
+        st, en = np.zeros(len(f["input_ids"])), np.zeros(len(f["input_ids"]))
+        st[f["start_positions"]] = en[f["end_positions"]] = value
+        starts.append(st)
+        ends.append(en)
+    return starts, ends

@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 import torch
 
+from fixtures import label_logits
 from structattn.heads.span_qa import predict_answers
 from structattn.parsing import Parse
 from structattn.settings import DEFAULT_SPACY_MODEL, data_dir_candidate
@@ -144,12 +145,7 @@ def test_gold_logits_decode_to_the_answers():
     qs = [question("a", ctx1, answer=(3, 5)), question("b", ctx1, answer=(35, 35)), question("n", ctx1),
           question("c", ctx2, answer=(0, 1), paragraph=1)]
     out = build_qa_features(qs, tokenizer(), max_length=40, stride=12, show_progress=False)
-    starts, ends = [], []
-    for f in out.features:  # logits that put all mass on the labels
-        st, en = np.zeros(len(f["input_ids"])), np.zeros(len(f["input_ids"]))
-        st[f["start_positions"]] = en[f["end_positions"]] = 10.0
-        starts.append(st)
-        ends.append(en)
+    starts, ends = label_logits(out.features)  # logits that put all mass on the labels
     preds, na, _ = predict_answers(out.contexts, out.features, starts, ends)
     assert preds == {"a": qs[0].answers[0][0], "b": qs[1].answers[0][0], "n": "", "c": qs[3].answers[0][0]}
     assert na["n"] == 20.0 and na["a"] == -20.0
@@ -274,11 +270,6 @@ def test_squad2_first_questions_decode_from_gold_labels():
     qs = read_squad(dataset)
     out = build_qa_features(qs, tokenizer(), max_length=128, stride=32, training=True, show_progress=False)
     assert out.counts.unaligned == 0 and out.counts.long > 0
-    starts, ends = [], []
-    for f in out.features:
-        st, en = np.zeros(len(f["input_ids"])), np.zeros(len(f["input_ids"]))
-        st[f["start_positions"]] = en[f["end_positions"]] = 10.0
-        starts.append(st)
-        ends.append(en)
+    starts, ends = label_logits(out.features)
     preds, _, _ = predict_answers(out.contexts, out.features, starts, ends)
     assert evaluate(dataset, preds)["exact"] == 100.0

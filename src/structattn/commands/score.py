@@ -10,6 +10,8 @@ Examples::
     structattn score squad --task squad2 --split test --predictions results/squad2/RUN.json
     structattn score bleu --split test2016 --hypotheses results/nmt/RUN.test2016.de
     structattn score bleu --references REF.de --hypotheses HYP.de
+    structattn score race --predictions race_test.json                   # RACE test, middle + high
+    structattn score race --task race_m --split dev --predictions dev.json
 
 ``score evalb`` is EVALB with COLLINS.prm (see :mod:`structattn.tasks.evalb` for the rules): GOLD is a tree
 file, a folder (its ``*.mrg`` files in sorted order) or a quoted glob (matches in sorted order), the gold
@@ -22,6 +24,14 @@ maps every id to a no-answer probability or score and adds the best-threshold sw
 official script prints (same keys, same order, percentages); ``--out`` also writes it to a file. A question
 without a prediction is an error (the official script crashes); predictions for ids not in DATA are ignored, as
 there, and counted on stderr.
+
+``score race`` is accuracy as the RACE papers count it (Lai et al. 2017; see :func:`structattn.tasks.race.score_race`):
+PRED is a JSON object mapping every question id of the split (``middle1.txt:0``: passage id, question number
+from 0) to the letter of the chosen option (``"A"`` .. ``"D"``); the score is correct / all questions of the split,
+in percent, overall (RACE: middle and high pooled) and per level (``accuracy_middle`` = RACE-M, ``accuracy_high`` =
+RACE-H). A question without a prediction counts as wrong (the denominator stays every question) and the count
+is printed on stderr and kept as ``missing``; an id that is not a question of the split, or a value that is not
+an option letter, is an error.
 
 ``score bleu`` is sacreBLEU's corpus BLEU (detokenised, case-sensitive, 13a; see :mod:`structattn.tasks.bleu`) of
 a hypothesis file (one line per reference line) against a Multi30k split's German references or a reference file;
@@ -39,12 +49,44 @@ from ..errors import UserError
 
 def add_parser(sub) -> None:
     p = sub.add_parser("score", help="score predictions against gold files (evalb: constituency trees; "
-                                     "squad: span QA)",
+                                     "squad: span QA; race: multiple choice; bleu: translation)",
                        description=__doc__.split("\n")[0])
     scorers = p.add_subparsers(dest="scorer", metavar="SCORER", required=True)
     _add_evalb(scorers)
     _add_squad(scorers)
     _add_bleu(scorers)
+    _add_race(scorers)
+
+
+def _add_race(scorers) -> None:
+    r = scorers.add_parser("race", help="RACE accuracy (overall, RACE-M, RACE-H) of predicted option letters",
+                           description="Accuracy of PRED on a RACE split as the RACE papers count it: correct / all "
+                                       "questions, overall and per level, in percent. A question without a "
+                                       "prediction counts as wrong (counted on stderr); an unknown id or a value "
+                                       "that is not an option letter is an error.")
+    r.add_argument("--predictions", required=True, metavar="PRED.json",
+                   help='JSON object: question id (e.g. "middle1.txt:0") -> option letter "A".."D"')
+    r.add_argument("--split", default="test", help="train | dev | test (default test)")
+    r.add_argument("--task", default="race", choices=("race", "race_m", "race_h"),
+                   help="race = both levels (default), race_m = middle only, race_h = high only")
+    r.add_argument("--out", metavar="eval.json", help="also write the JSON to this file")
+    r.set_defaults(func=run_race)
+
+
+def run_race(args) -> int:
+    from ..tasks.multiple_choice import get_mc_task
+    from ..tasks.race import score_race
+    from ..io import atomic_write_text
+
+    source = f"{args.task}/{args.split}"
+    questions = get_mc_task(args.task).read(args.split)
+    predictions = _json_object(args.predictions, "option letter")
+    result = score_race(questions, predictions, source)
+    _note_missing([q.qid for q in questions if q.qid not in predictions], source)
+    if args.out:
+        atomic_write_text(Path(args.out), json.dumps(result) + "\n")
+    print(json.dumps(result, indent=2))
+    return 0
 
 
 def _add_bleu(scorers) -> None:
@@ -128,6 +170,14 @@ def _json_object(path: str, what: str) -> dict:
     return value
 
 
+def _note_missing(missing: list[str], source: str) -> None:
+    """On stderr: how many questions of ``source`` have no prediction (they count as wrong), and the first ids."""
+    if missing:
+        shown = ", ".join(repr(q) for q in missing[:5]) + (", ..." if len(missing) > 5 else "")
+        print(f"note: {len(missing)} question(s) of {source} have no prediction and count as wrong (first: {shown})",
+              file=sys.stderr)
+
+
 def run_squad(args) -> int:
     from ..tasks.squad import load_squad
     from ..tasks.squad_eval import evaluate, has_answer, missing_predictions
@@ -143,11 +193,8 @@ def run_squad(args) -> int:
     predictions = _json_object(args.predictions, "answer text")
     na_probs = _json_object(args.na_prob, "no-answer probability") if args.na_prob else None
     result = evaluate(dataset, predictions, na_probs, args.na_prob_thresh)
-    missing = missing_predictions(dataset, predictions)
-    if missing:  # the official script prints "Missing prediction for <id>" per question; we count them as wrong
-        shown = ", ".join(repr(q) for q in missing[:5]) + (", ..." if len(missing) > 5 else "")
-        print(f"note: {len(missing)} question(s) of {source} have no prediction and count as wrong (first: {shown})",
-              file=sys.stderr)
+    # the official script prints "Missing prediction for <id>" per question; we count them as wrong
+    _note_missing(missing_predictions(dataset, predictions), source)
     extra = len(set(predictions) - set(has_answer(dataset)))
     if extra:  # ignored as by the official script, but never silently
         print(f"note: {extra} prediction(s) for question ids not in {source} were ignored", file=sys.stderr)

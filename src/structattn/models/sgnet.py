@@ -53,7 +53,7 @@ Tensor = torch.Tensor
 
 AGGREGATION_NAMES = ("none",) + tuple(AGGREGATIONS)
 HEADS = ("span_qa", "multiple_choice", "classification", "tagging")
-POOLS = ("first", "mean")
+POOLS = ("first", "mean", "option")
 CONFIG_KEY = "structattn_sgnet"
 
 
@@ -76,7 +76,10 @@ class SGNetConfig(JsonConfig):
             ([CLS], the paper and transformers), ``mean`` = the mean of h̄ over the real tokens. One SG layer
             cannot bring syntax to position 0: [CLS] is no word of any parse, so its SG output is either left
             out (the paper's footnote 9) or an unmasked re-reading of the encoder output; ``mean`` reads the
-            words' aggregated outputs, where the SG layer's output is.
+            words' aggregated outputs, where the SG layer's output is. ``option`` (multiple choice only) = the
+            mean of h̄ over the option's own tokens (``pool_mask``): the one pool whose C vectors differ from the
+            start (a mean over a whole input of hundreds of tokens barely moves when a few option tokens change),
+            and words, so the SG layer's output reaches it.
     """
 
     aggregation: str = "dual"
@@ -100,6 +103,9 @@ class SGNetConfig(JsonConfig):
             raise UserError(f"SG-Net: alpha={self.alpha} must lie in [0, 1], or be null for learned weights")
         if isinstance(self.num_labels, bool) or not isinstance(self.num_labels, int) or self.num_labels < 1:
             raise UserError(f"SG-Net: num_labels={self.num_labels!r} must be a positive integer")
+        if self.pool == "option" and self.head != "multiple_choice":
+            raise UserError(f"SG-Net: pool 'option' reads the tokens of a multiple-choice option; the {self.head} "
+                            "head has none (use pool 'first' or 'mean')")
         if self.dropout is not None and not 0.0 <= float(self.dropout) < 1.0:
             raise UserError(f"SG-Net: dropout={self.dropout} must lie in [0, 1)")
 
@@ -273,11 +279,12 @@ class SGNetModel(nn.Module):
     def forward(self, input_ids: Tensor, attention_mask: Tensor | None = None, token_type_ids: Tensor | None = None,
                 structure_mask: Tensor | None = None, sg_mask: Tensor | None = None, sg_tokens: Tensor | None = None,
                 labels: Tensor | None = None, start_positions: Tensor | None = None,
-                end_positions: Tensor | None = None, **encoder_kwargs: Any):
+                end_positions: Tensor | None = None, pool_mask: Tensor | None = None, **encoder_kwargs: Any):
         """Logits (and the loss when labels are given) of the configured head.
 
         Shapes: input_ids, attention_mask, token_type_ids [b, T] ([b, C, T] for multiple choice); structure_mask,
-        sg_mask [b, T, T] ([b, C, T, T]); sg_tokens [b, T] ([b, C, T]).
+        sg_mask [b, T, T] ([b, C, T, T]); sg_tokens [b, T] ([b, C, T]); pool_mask [b, C, T] bool, the option's
+        tokens (needed by ``pool="option"``, ignored otherwise).
 
         Labels and outputs (transformers' output classes; ``gates`` added when the encoder returns them):
             span_qa: start_positions, end_positions [b] -> start_logits, end_logits [b, T]; loss = mean of the
@@ -302,8 +309,14 @@ class SGNetModel(nn.Module):
             ("input_ids", input_ids, 1), ("attention_mask", attention_mask, 1), ("token_type_ids", token_type_ids, 1),
             ("structure_mask", structure_mask, 2), ("sg_mask", sg_mask, 2), ("sg_tokens", sg_tokens, 1))}
         self._check_cls(flat["sg_tokens"])
+        pooled = flat["attention_mask"]
+        if self.config.pool == "option":
+            if pool_mask is None:
+                raise UserError("pool 'option' needs pool_mask [batch, choices, T] (True on the option's tokens; "
+                                "MultipleChoiceCollator(..., option_mask=True) builds it)")
+            pooled = self._flatten("pool_mask", pool_mask, 1, b, choices)
         hbar, enc = self.sequence_output(**flat, **encoder_kwargs)
-        out = self._head(hbar, flat["attention_mask"], b, choices, labels, start_positions, end_positions)
+        out = self._head(hbar, pooled, b, choices, labels, start_positions, end_positions)
         gates = enc.get("gates") if hasattr(enc, "get") else None
         if gates is not None:
             out["gates"] = gates
@@ -323,8 +336,9 @@ class SGNetModel(nn.Module):
 
     def _pool(self, hbar: Tensor, attention_mask: Tensor | None) -> Tensor:
         """h̄ [b, T, d], attention_mask [b, T] (None = all real) -> [b, d]: tanh(dense(x)), x = h̄ at position 0
-        (``pool="first"``) or the mean of h̄ over the real tokens (``"mean"``); the encoder's pooler when it has one."""
-        if self.config.pool == "mean":
+        (``pool="first"``) or the mean of h̄ over the tokens of ``attention_mask`` (``"mean"``: the real tokens;
+        ``"option"``: the caller passes the option's tokens); the encoder's pooler when it has one."""
+        if self.config.pool in ("mean", "option"):
             real = (torch.ones(hbar.shape[:2], device=hbar.device) if attention_mask is None
                     else (attention_mask != 0).to(hbar.dtype)).unsqueeze(-1)
             x = (hbar * real).sum(1) / real.sum(1).clamp_min(1.0)
@@ -335,7 +349,7 @@ class SGNetModel(nn.Module):
             return self.pooler(x)
         return torch.tanh(dense(x))
 
-    def _head(self, hbar: Tensor, attention_mask: Tensor | None, b: int, choices: int | None, labels: Tensor | None,
+    def _head(self, hbar: Tensor, pool_tokens: Tensor | None, b: int, choices: int | None, labels: Tensor | None,
               start_positions: Tensor | None, end_positions: Tensor | None):
         head = self.config.head
         outputs = _output_classes()[head]
@@ -357,7 +371,7 @@ class SGNetModel(nn.Module):
                 lab = torch.as_tensor(labels, device=logits.device)
                 loss = F.cross_entropy(logits.reshape(-1, logits.shape[-1]), lab.reshape(-1).long(), ignore_index=-100)
             return outputs(loss=loss, logits=logits)
-        logits = self.classifier(self.dropout(self._pool(hbar, attention_mask)))
+        logits = self.classifier(self.dropout(self._pool(hbar, pool_tokens)))
         if head == "multiple_choice":
             logits = logits.view(b, choices)
         loss = None

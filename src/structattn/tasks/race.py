@@ -109,3 +109,54 @@ def read_race(root: str | Path, split: str, levels: tuple[str, ...] | list[str] 
             if 0 < limit <= len(out):
                 return out[:limit]
     return out
+
+
+# ------------------------------------------------------------------------------------------- scoring
+def score_race(questions: list[MCQuestion], predictions: dict, source: str = "the split") -> dict:
+    """Accuracy of predicted option letters as the RACE papers count it (Lai et al. 2017, Table 4): correct answers
+    over *all* questions, overall (RACE: the middle and high questions pooled, not the mean of the two levels) and
+    per level present (RACE-M, RACE-H); percentages.
+
+    Args:
+        questions: the gold questions of a split (every one labelled; :func:`read_race`).
+        predictions: question id -> option letter (``"A"`` .. ``"D"``).
+        source: names the split in errors.
+    Returns:
+        ``{"accuracy", "correct", "total", "missing"}`` and, per level, ``accuracy_<level>``, ``correct_<level>``,
+        ``total_<level>`` (levels in the order of first appearance). A question without a prediction counts as
+        wrong (the denominator is every question, as in the papers); ``missing`` says how many.
+    Raises:
+        UserError: an id that is not a question of ``questions`` (naming the first ones), a value that is not an
+            option letter (naming its id), a question without a gold answer, or no questions.
+    """
+    if not questions:
+        raise UserError(f"{source}: no questions to score")
+    gold = {q.qid: q for q in questions}
+    unknown = [qid for qid in predictions if qid not in gold]
+    if unknown:
+        shown = ", ".join(repr(q) for q in unknown[:5]) + (", ..." if len(unknown) > 5 else "")
+        raise UserError(f"{len(unknown)} predicted question id(s) are not questions of {source} (first: {shown}); "
+                        "predict this split's questions (ids <passage id>:<question number>, e.g. middle1.txt:0), "
+                        "or score against the split they come from (--split, --task)")
+    picked = {}
+    for qid, letter in predictions.items():
+        letters = [chr(ord("A") + i) for i in range(len(gold[qid].options))]
+        if not isinstance(letter, str) or letter.strip() not in letters:
+            raise UserError(f"question {qid!r}: prediction {letter!r} is not an option letter ({', '.join(letters)}); "
+                            "the prediction file maps question id -> letter of the chosen option")
+        picked[qid] = letters.index(letter.strip())
+    counts: dict[str, list[int]] = {}  # level -> [correct, total]
+    for q in questions:
+        if q.label is None:
+            raise UserError(f"{source}: question {q.qid!r} has no gold answer; this split cannot be scored")
+        hit = int(picked.get(q.qid) == q.label)
+        for key in ("", q.group):
+            counts.setdefault(key, [0, 0])
+            counts[key][0] += hit
+            counts[key][1] += 1
+    correct, total = counts.pop("")
+    out: dict = {"accuracy": 100.0 * correct / total, "correct": correct, "total": total,
+                 "missing": sum(1 for q in questions if q.qid not in picked)}
+    for level, (hit, seen) in counts.items():
+        out.update({f"accuracy_{level}": 100.0 * hit / seen, f"correct_{level}": hit, f"total_{level}": seen})
+    return out

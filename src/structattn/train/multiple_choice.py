@@ -75,7 +75,7 @@ class MultipleChoiceTrainer(Trainer):
         from .multiple_choice_data import MultipleChoiceCollator
 
         rules = self.structure.rules if self.structure.relation is not None else None
-        base = MultipleChoiceCollator(self.tokenizer.pad_token_id, rules)
+        base = MultipleChoiceCollator(self.tokenizer.pad_token_id, rules, option_mask=self.cfg.pool == "option")
         sg = self._sg_spec()
         if sg is None:
             return base

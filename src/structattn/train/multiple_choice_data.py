@@ -61,10 +61,16 @@ _ENCODE_CHUNK = 256  # questions per batched tokenizer call
 
 def question_option_words(question: str, option: str) -> list[str]:
     """The words of segment 1: the option in the question's first blank, else the question then the option."""
+    return question_option_span(question, option)[0]
+
+
+def question_option_span(question: str, option: str) -> tuple[list[str], int, int]:
+    """(segment 1's words, first, stop): the option's words are ``words[first:stop]``
+    (:func:`question_option_words`)."""
     blank = _BLANK.search(question)
-    if blank is None:
-        return words_of(question) + words_of(option)
-    return words_of(question[:blank.start()]) + words_of(option) + words_of(question[blank.end():])
+    before, after = (question, "") if blank is None else (question[:blank.start()], question[blank.end():])
+    head, middle = words_of(before), words_of(option)
+    return head + middle + words_of(after), len(head), len(head) + len(middle)
 
 
 def join_structures(passage: WordStructure, second: WordStructure) -> WordStructure:
@@ -232,7 +238,8 @@ def build_mc_features(questions: Sequence["MCQuestion"], tokenizer, structure: "
     Each dict: ``options`` (C feature dicts as :class:`StructureCollator` takes them: ``input_ids``,
     ``attention_mask``, ``token_type_ids`` (None for models without them), ``token_word`` ``[T_c]`` (numpy
     arrays, see :func:`encode_pairs`: small dtypes, RACE's train split holds 350k inputs), ``structure``
-    (:class:`WordStructure`, or None without a word relation)),
+    (:class:`WordStructure`, or None without a word relation), ``option_words`` (global indices ``(first, stop)`` of
+    the option's words in ``token_word``: what ``pool="option"`` reads)),
     ``label`` (option index or None), ``example_index`` (position in ``questions``), ``qid`` and
     ``passage_words_dropped`` (per option, passage words cut to fit ``max_length``).
 
@@ -253,7 +260,8 @@ def build_mc_features(questions: Sequence["MCQuestion"], tokenizer, structure: "
             if not words:
                 raise UserError(f"{q.qid}: the passage has no words")
             passage_words.append(words)
-    second_words = [[question_option_words(q.question, o) for o in q.options] for q in questions]
+    spans = [[question_option_span(q.question, o) for o in q.options] for q in questions]
+    second_words = [[words for words, _, _ in per_option] for per_option in spans]
     for q, per_option in zip(questions, second_words):
         for c, words in enumerate(per_option):
             if not words:
@@ -309,6 +317,8 @@ def build_mc_features(questions: Sequence["MCQuestion"], tokenizer, structure: "
                 _check_length(feat, max_length, f"{q.qid} option {c}")
                 st_b = second_st[i][c]
                 feat["structure"] = None if st_b is None else join_structures(passage_st[p], st_b)
+                _, first, stop = spans[i][c]
+                feat["option_words"] = (len(passage_tok[p]) + first, len(passage_tok[p]) + stop)
                 options.append(feat)
             features.append({"options": options, "label": q.label, "example_index": i, "qid": q.qid,
                              "passage_words_dropped": [len(passage_tok[p]) - k for k in keeps[i]]})
@@ -343,17 +353,20 @@ class MultipleChoiceCollator:
     to ``pad_to_multiple_of``). Output: ``input_ids``, ``attention_mask`` and (when the tokenizer has
     them) ``token_type_ids`` ``[B, C, T]`` long; ``structure_mask`` ``[B, C, T, T]`` bool (True = may
     attend; padding rows see the real tokens, so no row is all False) when ``rules`` is given;
-    ``labels`` ``[B]`` long when every question is labelled.
+    ``labels`` ``[B]`` long when every question is labelled; ``pool_mask`` ``[B, C, T]`` bool (True on the
+    option's tokens) when ``option_mask``.
 
     Args:
         pad_token_id: the tokenizer's padding id.
         rules: how special tokens, segments and sentences are treated in the mask
             (``ExpansionRules.for_relation("sdoi")`` for SG-Net); None = no ``structure_mask``.
+        option_mask: add ``pool_mask`` (the tokens ``pool="option"`` averages).
     """
 
     def __init__(self, pad_token_id: int, rules: ExpansionRules | None = None, *,
-                 pad_to_multiple_of: int | None = None):
+                 pad_to_multiple_of: int | None = None, option_mask: bool = False):
         self.rules = rules
+        self.option_mask = option_mask
         self._flat = StructureCollator(pad_token_id, rules, with_structure=rules is not None,
                                        pad_to_multiple_of=pad_to_multiple_of)
 
@@ -369,6 +382,8 @@ class MultipleChoiceCollator:
                             "build them with build_mc_features(..., structure=StructureSpec(...)) or pass rules=None")
         batch = self._flat(flat)  # [B * C, T] (+ [B * C, T, T])
         out = {name: value.view(B, C, *value.shape[1:]) for name, value in batch.items()}
+        if self.option_mask:
+            out["pool_mask"] = option_token_mask(features, out["input_ids"].shape[-1])
         labels = [f["label"] for f in features]
         if all(label is not None for label in labels):
             out["labels"] = torch.tensor(labels, dtype=torch.long)
@@ -378,5 +393,21 @@ class MultipleChoiceCollator:
         return out
 
 
-__all__ = ["question_option_words", "join_structures", "token_counts", "repair_words", "passage_words_kept",
-           "encode_pairs", "encode_option", "build_mc_features", "truncation_summary", "MultipleChoiceCollator"]
+def option_token_mask(features: Sequence[dict[str, Any]], T: int) -> torch.Tensor:
+    """``[B, C, T]`` bool: True on the tokens of each input's option words (``option_words``), padding False."""
+    B, C = len(features), len(features[0]["options"])
+    mask = np.zeros((B, C, T), dtype=bool)
+    for b, f in enumerate(features):
+        for c, option in enumerate(f["options"]):
+            first, stop = option["option_words"]
+            tw = np.asarray(option["token_word"])
+            mask[b, c, :len(tw)] = (tw >= first) & (tw < stop)
+            if not mask[b, c].any():
+                raise UserError(f"{f.get('qid', b)} option {c}: the option has no word to pool (pool 'option'); "
+                                "give it text, or use pool 'first'")
+    return torch.from_numpy(mask)
+
+
+__all__ = ["question_option_words", "question_option_span", "join_structures", "token_counts", "repair_words",
+           "passage_words_kept", "encode_pairs", "encode_option", "build_mc_features", "truncation_summary",
+           "MultipleChoiceCollator", "option_token_mask"]

@@ -5,22 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from ..errors import UserError
-
-
-def task_family(name: str) -> str:
-    """``"sentence"``, ``"span_qa"`` or ``"multiple_choice"`` for a registered task name."""
-    from ..tasks import TASKS
-    from ..tasks.multiple_choice import MC_TASKS
-    from ..tasks.squad import QA_TASKS
-
-    if name in TASKS:
-        return "sentence"
-    if name in QA_TASKS:
-        return "span_qa"
-    if name in MC_TASKS:
-        return "multiple_choice"
-    valid = sorted([*TASKS, *QA_TASKS, *MC_TASKS])
-    raise UserError(f"unknown task {name!r}; valid tasks: {', '.join(valid)}")
+from .config import task_family  # noqa: F401  (re-exported: callers ask trainers which family a task is)
 
 
 def trainer_for(cfg, **kwargs):

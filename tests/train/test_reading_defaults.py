@@ -1,0 +1,59 @@
+"""The reading tasks' defaults (what learns with the default encoder) apply where neither a flag nor --config
+sets a field; the sentence tasks keep the field defaults."""
+from __future__ import annotations
+
+import argparse
+import json
+
+import pytest
+
+from structattn.errors import UserError
+from structattn.train.config import READING_DEFAULTS, TrainConfig, add_config_arguments, config_from_args
+
+
+def _args(argv):
+    p = argparse.ArgumentParser()
+    add_config_arguments(p)
+    return p.parse_args(argv)
+
+
+@pytest.mark.parametrize("task, family", [("squad2", "span_qa"), ("squad11", "span_qa"), ("race", "multiple_choice"),
+                                          ("mctest500", "multiple_choice")])
+def test_reading_tasks_get_their_family_defaults(task, family):
+    cfg = config_from_args(_args(["--task", task]))
+    for name, value in READING_DEFAULTS[family].items():
+        assert getattr(cfg, name) == value
+    assert cfg == TrainConfig.for_task(task)
+
+
+def test_the_defaults_learn_with_the_default_encoder():
+    span, mc = READING_DEFAULTS["span_qa"], READING_DEFAULTS["multiple_choice"]
+    assert (span["max_length"], span["stride"], span["learning_rate"]) == (384, 128, 1e-4)
+    assert (mc["max_length"], mc["pool"], mc["learning_rate"]) == (384, "option", 1e-4)
+
+
+def test_flags_and_config_file_win_over_the_family_defaults(tmp_path):
+    cfg = config_from_args(_args(["--task", "squad2", "--max-length", "256", "--learning-rate", "3e-5"]))
+    assert (cfg.max_length, cfg.learning_rate, cfg.stride) == (256, 3e-5, 128)
+    (tmp_path / "c.json").write_text(json.dumps({"task": "race_m", "pool": "first"}))
+    cfg = config_from_args(_args(["--config", str(tmp_path / "c.json")]))
+    assert (cfg.pool, cfg.max_length) == ("first", 384)
+    assert TrainConfig.for_task("race_m", pool="mean").pool == "mean"
+
+
+def test_sentence_tasks_keep_the_field_defaults():
+    assert config_from_args(_args(["--task", "cola"])) == TrainConfig(task="cola")
+    assert config_from_args(_args([])) == TrainConfig()
+
+
+def test_an_unknown_task_still_fails_naming_the_valid_ones():
+    with pytest.raises(UserError, match="unknown task 'squad3'"):
+        config_from_args(_args(["--task", "squad3"]))
+
+
+def test_help_names_each_family_default(capsys):
+    p = argparse.ArgumentParser()
+    add_config_arguments(p)
+    text = " ".join(p.format_help().split())
+    assert "--max-length MAX_LENGTH (default 128; span QA 384; multiple choice 384)" in text
+    assert "(default 'first'; multiple choice 'option')" in text and "stayed at ln 4" in text
