@@ -111,6 +111,6 @@ def kernel_grads(fn, q, k, v, local, gate, base, seed=1):
     """(out, dq, dk, dv, dgate) of ``fn(q, k, v, local, gate, base)`` under a fixed random output weighting."""
     q, k, v, gate = (t.detach().clone().requires_grad_() for t in (q, k, v, gate))
     out = fn(q, k, v, local, gate, base)
-    w = torch.randn(out.shape, generator=torch.Generator().manual_seed(seed))
+    w = torch.randn(out.shape, generator=torch.Generator().manual_seed(seed)).to(out.device)
     (out * w).sum().backward()
     return out.detach(), q.grad, k.grad, v.grad, gate.grad

@@ -7,7 +7,9 @@ one mask on the mixed probabilities, its rate); torch.compile; inside a model; e
 
 Skipped, with the reason, when the optional ``triton`` package is not installed (``pip install -e ".[gpu]"``).
 tests/conftest.py sets TRITON_INTERPRET=1 before triton is imported. Shapes are tiny and tiles 16 x 16: the
-interpreter runs every program in Python.
+interpreter runs every program in Python. On a GPU machine the same tests run the compiled kernel on CUDA
+tensors: ``TRITON_INTERPRET=0 pytest tests/attention/test_triton_kernel.py`` (``DEVICE`` below; the tests that
+are about the interpreter or the CPU are skipped there).
 """
 from __future__ import annotations
 
@@ -21,9 +23,12 @@ from structattn.attention import triton_kernel as TK
 from structattn.errors import UserError
 
 pytest.importorskip("triton", reason="the optional triton package is not installed (pip install -e '.[gpu]')")
-if not TK.interpreted():
+# Where the kernel runs: CPU tensors under the interpreter, else (TRITON_INTERPRET=0 on a GPU machine) CUDA tensors.
+DEVICE = "cpu" if TK.interpreted() else "cuda" if torch.cuda.is_available() else None
+if DEVICE is None:
     pytest.skip("triton was imported without TRITON_INTERPRET=1 (tests/conftest.py sets it unless it is set "
-                "otherwise): the kernel cannot run on CPU", allow_module_level=True)
+                "otherwise) and there is no GPU: the kernel cannot run here", allow_module_level=True)
+on_cpu_only = pytest.mark.skipif(DEVICE != "cpu", reason="about the CPU or the interpreter; this run is on CUDA")
 
 TILE = dict(block_m=16, block_n=16)
 
@@ -40,7 +45,7 @@ def _inputs(b=3, h=2, **kw):
     """:func:`attn_helpers.kernel_inputs` with 2 heads and an empty local row (example 0, query 2)."""
     q, k, v, local, base, gate = kernel_inputs(b=b, h=h, **kw)
     local[0, :, min(2, local.shape[2] - 1)] = False
-    return q, k, v, local, base, gate
+    return tuple(t.to(DEVICE) for t in (q, k, v, local, base, gate))
 
 
 def _assert_close(got, want, atol=1e-5, rtol=1e-4):
@@ -115,6 +120,7 @@ def test_large_variance_logits_take_the_underflow_guard():
                   atol=1e-3, rtol=1e-3)
 
 
+@on_cpu_only
 def test_float64_runs_in_float64():
     q, k, v, local, base, gate = (t.double() if t.is_floating_point() else t for t in _inputs(b=2, scale_qk=3.0))
     _assert_close(kernel_grads(_triton, q, k, v, local, gate, base), kernel_grads(_ref, q, k, v, local, gate, base),
@@ -130,9 +136,11 @@ def test_dropout_mask_is_the_fused_kernels_and_gradients_match_the_reference_und
     keep = TK.keep_mask(2, 2, 18, 17, p, seed)
     assert 0.6 < keep.float().mean() < 0.9
     got = kernel_grads(lambda *a: _triton(*a, dropout_p=p, seed=seed), q, k, v, local, gate, base)
+    keep = keep.to(DEVICE)
     _assert_close(got, kernel_grads(lambda *a: _ref(*a, dropout_p=p, keep=keep), q, k, v, local, gate, base))
 
 
+@on_cpu_only
 def test_keep_mask_equals_the_fused_kernels():
     require_fused()
     seed = 2 ** 40 + 17   # both halves of the seed count
@@ -144,9 +152,9 @@ def test_dropout_draws_one_mask_on_the_mixed_probabilities_at_rate_p():
     # per distribution, would also give (1-g) P_glb / (1 - p) or g P_loc / (1 - p))
     b, h, n, m, p = 2, 2, 10, 16, 0.4
     q, k, _, local, base, gate = _inputs(b=b, h=h, n=n, m=m, d=m, seed=5)
-    local |= torch.eye(n, m, dtype=torch.bool)
+    local |= torch.eye(n, m, dtype=torch.bool, device=DEVICE)
     gate = 0.2 + 0.6 * gate
-    v = torch.eye(m).expand(b, h, m, m).clone()
+    v = torch.eye(m, device=DEVICE).expand(b, h, m, m).clone()
     torch.manual_seed(11)
     out = _triton(q, k, v, local, gate, base, dropout_p=p)
     probs = K.reference_mixed_attention(q, k, v, local, gate, base)[1]
@@ -170,10 +178,10 @@ def test_torch_compile_traces_the_custom_op():
 def test_inside_a_model_training_step_matches_the_reference_kernel():
     from structattn.models.encoder import apply_mechanism
 
-    ids, att, structure = random_batch(b=2, t=10)
+    ids, att, structure = (t.to(DEVICE) for t in random_batch(b=2, t=10))
     grads = {}
     for kernel in ("reference", "triton"):
-        model = tiny_model()
+        model = tiny_model().to(DEVICE)
         apply_mechanism(model, "sla", kernel=kernel)
         model.train()
         model.config.attention_probs_dropout_prob = 0.0
@@ -203,9 +211,19 @@ def test_user_errors_say_what_is_wrong():
         _triton(q.int(), k.int(), v.int(), local, gate, base)
 
 
+def test_float64_off_the_interpreter_is_a_user_error():
+    q, k, v, local, base, gate = (t.double() if t.is_floating_point() else t for t in kernel_inputs(b=2))
+    if DEVICE == "cuda":
+        q, k, v, local, base, gate = (t.to(DEVICE) for t in (q, k, v, local, base, gate))
+    else:   # a tensor on a device that is not the CPU: a meta tensor stops before any kernel runs
+        q = q.to("meta")
+    with pytest.raises(UserError, match="float64 only on CPU under Triton's interpreter"):
+        K.triton_mixed_attention(q, k, v, local, gate, base)
+
+
 def test_cpu_without_the_interpreter_is_a_user_error(monkeypatch):
     monkeypatch.setattr(TK, "interpreted", lambda: False)   # as in a process started without TRITON_INTERPRET=1
-    q, k, v, local, base, gate = _inputs(b=2)
+    q, k, v, local, base, gate = kernel_inputs(b=2)         # CPU tensors wherever the others run
     with pytest.raises(UserError, match="cannot run here: on CPU tensors Triton kernels run only under Triton"):
         K.get_kernel("triton")(q, k, v, local, gate, base)
 
@@ -218,12 +236,12 @@ def test_underflow_gap_is_the_libraries_one():
 
 
 def test_self_check_passes_here_and_catches_a_wrong_kernel(monkeypatch):
-    assert K.triton_self_check("cpu", **TILE) is None
+    assert K.triton_self_check(DEVICE, **TILE) is None
     real = TK.mixed_attention
     monkeypatch.setattr(TK, "mixed_attention", lambda *a, **kw: real(*a, **kw) * 1.01)
-    assert K.triton_self_check("cpu", **TILE).startswith("out differs from the reference by 0.01")
+    assert K.triton_self_check(DEVICE, **TILE).startswith("out differs from the reference by 0.01")
     monkeypatch.setattr(TK, "mixed_attention", lambda *a, **kw: (_ for _ in ()).throw(RuntimeError("no PTX")))
-    assert K.triton_self_check("cpu", **TILE) == "RuntimeError: no PTX"
+    assert K.triton_self_check(DEVICE, **TILE) == "RuntimeError: no PTX"
 
 
 @pytest.fixture
@@ -274,6 +292,7 @@ def test_without_a_gpu_cuda_is_reported_unavailable():
 # ---------------------------------------------------------------------------------------------- GPU benchmark
 
 
+@on_cpu_only
 def test_gpu_benchmark_smoke_mode_runs_on_cpu():
     import subprocess
     import sys

@@ -450,17 +450,22 @@ def triton_mixed_attention(q: Tensor, k: Tensor, v: Tensor, local: Tensor, gate:
     Triton's interpreter (``TRITON_INTERPRET=1`` in the environment before Python starts; slow, for tests).
 
     float32, bfloat16 and float16 inputs run in their dtype with float32 accumulation (float64 inputs in float64,
-    for gradient checks); k and v are cast to q's dtype. Dropout uses the ``fused`` kernel's hash of ``seed``
+    for gradient checks, under the interpreter only: Triton does not compile float64 products for a GPU); k and v
+    are cast to q's dtype. Dropout uses the ``fused`` kernel's hash of ``seed``
     and the element index (the same seed gives the same mask); ``seed`` defaults to a draw from torch's generator.
     ``block_m`` / ``block_n``: query / key tile sizes, powers of two >= 16 (default 64 x 64; 64 x 32 for d > 64).
     Returns out [b, h, n, d] in q's dtype (a view of a [b, n, h, d] buffer, so ``out.transpose(1, 2)`` is
     contiguous).
     """
+    if q.dtype not in _TRITON_DTYPES:
+        raise UserError(f"kernel 'triton' takes float32, bfloat16, float16 or float64 inputs, got {q.dtype}")
+    if q.dtype == torch.float64 and q.device.type != "cpu":
+        # seen on an H100 with triton 3.6: the compiler aborts ("fp64 don't support largeK MMA")
+        raise UserError("kernel 'triton' runs float64 only on CPU under Triton's interpreter (Triton cannot compile "
+                        "its float64 products for a GPU); use kernel='reference' for float64 checks on CUDA")
     reason = triton_kernel.unavailable_reason(q.device)
     if reason is not None:
         raise UserError(f"kernel 'triton' cannot run here: {reason}")
-    if q.dtype not in _TRITON_DTYPES:
-        raise UserError(f"kernel 'triton' takes float32, bfloat16, float16 or float64 inputs, got {q.dtype}")
     _check_masks(q, k, local, base)
     if not 0.0 <= dropout_p < 1.0:
         raise ValueError(f"dropout_p must lie in [0, 1), got {dropout_p}")

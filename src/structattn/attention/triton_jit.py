@@ -38,7 +38,7 @@ from __future__ import annotations
 import triton
 import triton.language as tl
 
-NEG_INF = float("-inf")
+NEG_INF = tl.constexpr(float("-inf"))  # a constexpr: compiled kernels may read no other global
 INTERPRETED = bool(triton.knobs.runtime.interpret)  # how the kernels below are defined (TRITON_INTERPRET=1)
 
 
