@@ -98,6 +98,21 @@ def test_round_trip_every_aggregation(tmp_path, aggregation, alpha):
     assert saved["structattn_sgnet"]["aggregation"] == aggregation and saved["model_type"] == "bert"
 
 
+@pytest.mark.parametrize("aggregation", ["none", "dual"])
+def test_an_encoder_stored_in_bfloat16_loads_and_reloads_in_float32(tmp_path, aggregation):
+    # transformers v5 keeps a checkpoint's stored dtype: a bfloat16 encoder under a float32 head failed in the head
+    bert().to(torch.bfloat16).save_pretrained(tmp_path / "encoder")
+    m = SGNetModel.from_encoder(str(tmp_path / "encoder"), SGNetConfig(aggregation=aggregation))
+    assert {p.dtype for p in m.parameters()} == {torch.float32}
+    with torch.no_grad():
+        want = m.eval()(**batch()).start_logits
+    m.save_pretrained(tmp_path / "run")
+    loaded = SGNetModel.from_pretrained(tmp_path / "run")
+    assert {p.dtype for p in loaded.parameters()} == {torch.float32}
+    with torch.no_grad():
+        assert torch.equal(loaded(**batch()).start_logits, want)
+
+
 @pytest.mark.parametrize("head,lead", [("multiple_choice", (B, 3)), ("classification", (B,)), ("tagging", (B,))])
 def test_round_trip_every_head(tmp_path, head, lead):
     m = model(aggregation="dual", alpha=None, head=head, num_labels=3)

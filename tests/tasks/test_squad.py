@@ -197,9 +197,9 @@ def test_bad_split_file(tmp_path, split, pattern):
 
 # ---------------------------------------------------------------------------------------------- registry
 def test_registry_names():
-    assert set(squad.QA_TASKS) == {"squad2", "squad11"}
+    assert set(squad.QA_TASKS) == {"squad2", "squad11", "squad2_plus11"}
     assert squad.get_qa_task("squad2").no_answer and not squad.get_qa_task("squad11").no_answer
-    with pytest.raises(UserError, match=r"unknown QA task 'squad3'; valid QA tasks: squad11, squad2"):
+    with pytest.raises(UserError, match=r"unknown QA task 'squad3'; valid QA tasks: squad11, squad2, squad2_plus11"):
         squad.get_qa_task("squad3")
     with pytest.raises(UserError, match=r"unknown split 'valid'; valid splits: train, dev, test"):
         squad.get_qa_task("squad11").path("valid", "/nowhere")
@@ -240,6 +240,29 @@ def test_squad11_splits(tmp_path):
     assert [q.qid for q in train.questions] == ["T-0-0", "T-0-1"]
     assert [q.qid for q in dev.questions] == ["D-0-0", "D-1-0", "D-1-1"] and [q.paragraph for q in dev.questions] == [0, 1, 1]
     assert test.dataset == dev.dataset and test.source == dev.source
+
+
+def test_squad2_plus11_trains_on_both_and_evaluates_on_the_squad2_parts(tmp_path):
+    data = many_articles()
+    write(tmp_path, squad.SQUAD2_FILE, json.dumps(data))
+    split_file = write(tmp_path, "split.json", json.dumps(squad.article_split(data)))
+    write(tmp_path, squad.SQUAD11_TRAIN_FILE, json.dumps(dataset(article("Eleven", [2, 1]))))
+    plus, two = squad.get_qa_task("squad2_plus11"), squad.get_qa_task("squad2")
+    train = plus.read("train", tmp_path, split_file=split_file)
+    own = two.read("train", tmp_path, split_file=split_file)
+    assert [q.qid for q in train.questions] == [q.qid for q in own.questions] + ["Eleven-0-0", "Eleven-0-1",
+                                                                                 "Eleven-1-0"]
+    assert train.questions[-1].paragraph == own.questions[-1].paragraph + 2   # paragraph indices stay distinct
+    squad.validate_squad(train.dataset)
+    for split in ("dev", "test"):
+        assert plus.read(split, tmp_path, split_file=split_file).dataset == two.read(split, tmp_path,
+                                                                                      split_file=split_file).dataset
+
+
+def test_combined_files_must_not_share_question_ids():
+    data = dataset(article("T", [1]))
+    with pytest.raises(UserError, match=r"question id 'T-0-0' occurs in more than one of the combined SQuAD files"):
+        squad.combine(data, copy.deepcopy(data))
 
 
 def test_missing_data_file_says_where(tmp_path):
@@ -295,6 +318,13 @@ def test_squad2_task_on_the_real_file():
     assert not (ids[0] & ids[1] or ids[0] & ids[2] or ids[1] & ids[2])
     assert 0.15 <= counts["dev"] / (counts["train"] + counts["dev"]) < 0.25  # whole articles: about 15 %
     assert sum(q.is_impossible for p in parts.values() for q in p.questions) == 5945
+
+
+@needs(squad.SQUAD2_FILE, squad.SQUAD11_TRAIN_FILE)
+def test_squad2_plus11_on_the_real_files():
+    train = squad.get_qa_task("squad2_plus11").read("train")
+    assert len(train.questions) == 6305 + 87599 and sum(q.is_impossible for q in train.questions) == 3021
+    assert len({q.qid for q in train.questions}) == len(train.questions)
 
 
 @needs(squad.SQUAD11_TRAIN_FILE, squad.SQUAD11_DEV_FILE)

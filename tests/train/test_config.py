@@ -42,3 +42,18 @@ def test_flags_override_file(tmp_path):
                                   "--deterministic", "true"]))
     assert (cfg.task, cfg.seed, cfg.m, cfg.deterministic) == ("cola", 3, 4, True)
     assert config_from_args(_args(["--m", "none"])).m is None
+
+
+def test_precision_is_checked_and_left_out_of_the_key_of_earlier_runs():
+    from structattn.errors import UserError
+    from structattn.train.config import check_precision, config_key, result_fields
+
+    assert "precision" not in result_fields(TrainConfig())      # fp32: the key every earlier run had
+    assert result_fields(TrainConfig(precision="bf16"))["precision"] == "bf16"
+    assert config_key(TrainConfig(precision="bf16")) != config_key(TrainConfig())
+    check_precision("bf16", on_cuda=False)
+    check_precision("fp16", on_cuda=True)
+    with pytest.raises(UserError, match="unknown precision 'fp8'; valid: fp32, bf16, fp16"):
+        check_precision("fp8", on_cuda=True)
+    with pytest.raises(UserError, match="fp16 needs a CUDA GPU"):
+        check_precision("fp16", on_cuda=False)

@@ -273,3 +273,38 @@ def test_squad2_first_questions_decode_from_gold_labels():
     starts, ends = label_logits(out.features)
     preds, _, _ = predict_answers(out.contexts, out.features, starts, ends)
     assert evaluate(dataset, preds)["exact"] == 100.0
+
+
+# ------------------------------------------------------------------------------------------ worker processes
+def test_worker_processes_build_the_same_features_as_one(tmp_path, monkeypatch):
+    from structattn.train.reading_data import _chunks, build_qa_features_parallel
+
+    monkeypatch.setenv("STRUCTATTN_CACHE", str(tmp_path))
+    rng = random.Random(3)
+    qs = []
+    for p in range(7):   # paragraphs of 1-3 questions, long enough for several windows, some unanswerable
+        ctx = passage(rng, rng.randint(2, 6))
+        for j in range(rng.randint(1, 3)):
+            n = len(words_with_offsets(ctx)[0])
+            first = rng.randrange(n - 1)
+            qs.append(question(f"q{p}-{j}", ctx, answer=(first, first + 1) if j != 1 else None, paragraph=p))
+    bounds = _chunks(qs, 4)
+    assert bounds[0][0] == 0 and bounds[-1][1] == len(qs)
+    assert all(qs[start].paragraph != qs[start - 1].paragraph for start, _ in bounds[1:])   # whole paragraphs
+    window = StructureSpec(relation="window", options={"k": 2}, rules=ExpansionRules.for_relation("window"))
+    for training in (False, True):
+        one = build_qa_features(qs, tokenizer(), window, max_length=40, stride=12, training=training,
+                                show_progress=False)
+        many = build_qa_features_parallel(qs, tokenizer(), window, workers=2, max_length=40, stride=12,
+                                          training=training, show_progress=False)
+        assert one.counts == many.counts and one.counts.windows > len(qs)
+        assert one.contexts == many.contexts and one.answers == many.answers
+        assert len(one.features) == len(many.features)
+        for a, b in zip(one.features, many.features):
+            assert a.keys() == b.keys()
+            for key in a:
+                if key == "structure":
+                    assert a[key].segments == b[key].segments
+                    assert all(np.array_equal(x, y) for x, y in zip(a[key].blocks, b[key].blocks, strict=True))
+                else:
+                    assert np.array_equal(np.asarray(a[key]), np.asarray(b[key])), key

@@ -154,3 +154,30 @@ def test_sentence_runner_sgnet_variant_trains(tmp_path, monkeypatch):
     assert "accuracy" in summary["best_metrics"]
     assert json.loads((tmp_path / "run" / "best" / "config.json").read_text())["structattn_sgnet"]["head"] == \
         "classification"
+
+
+def test_span_qa_trains_in_bf16_and_refuses_fp16_on_cpu(env):
+    import torch
+
+    from structattn.errors import UserError
+
+    summary = trainer_for(config(env, "squad11", "qa-bf16", precision="bf16"), show_progress=False).train()
+    assert summary["steps"] == 3 and math.isfinite(summary["best"])
+    if not torch.cuda.is_available():
+        with pytest.raises(UserError, match="--precision fp16 needs a CUDA GPU.*use --precision bf16"):
+            trainer_for(config(env, "squad11", "qa-fp16", precision="fp16"), show_progress=False)
+
+
+def test_predict_na_threshold(env, capsys):
+    cfg = config(env, "squad11", "qa-threshold")
+    trainer_for(cfg, show_progress=False).train()
+    best = str(Path(cfg.output_dir) / "best")
+    out = env["root"] / "threshold.json"
+    for value, empty in (("never", 0), ("-1e9", 12)):   # never "no answer"; "no answer" whatever the scores
+        assert cli_main(["predict", best, "--task", "squad11", "--split", "dev", f"--na-threshold={value}",
+                         "--output", str(out)]) == 0
+        assert sum(text == "" for text in json.loads(out.read_text()).values()) == empty
+    assert cli_main(["predict", best, "--task", "squad11", "--split", "dev", "--output", str(out)]) == 0
+    assert "squad11 has no unanswerable questions: every question gets an answer" in capsys.readouterr().err
+    assert cli_main(["predict", best, "--na-threshold", "high", "--output", str(out)]) == 2
+    assert "--na-threshold takes a number or 'never', not 'high'" in capsys.readouterr().err

@@ -4,7 +4,9 @@ Sentence and token tasks: JSON lines (labels mapped back to words). Span QA (``-
 the files users of SQuAD expect — ``--output PRED.json`` {qid: answer text, "" for no answer}, and beside it
 ``PRED.na_prob.json`` {qid: σ(null score − best span score)} (the official scorer's ``--na-prob-file``) and
 ``PRED.nbest.json`` {qid: the n best answers with their logits and probabilities}; the no-answer threshold is
-the one saved with the model. Multiple choice: JSON lines {qid, prediction (option index), scores}.
+the one saved with the model, except on a task whose questions are all answerable (``--task squad11``: never
+"no answer"), and ``--na-threshold`` overrides both. Multiple choice: JSON lines {qid, prediction (option
+index), scores}.
 
     structattn predict runs/squad/best --task squad2 --split test --output test_pred.json
     structattn predict runs/squad/best --data my_questions.json --output pred.json   # any SQuAD-format file
@@ -25,6 +27,10 @@ def add_parser(sub) -> None:
     p.add_argument("--split", default="test")
     p.add_argument("--data", default=None, help="span QA: a SQuAD-format JSON file to answer instead of a split")
     p.add_argument("--limit", type=int, default=0)
+    p.add_argument("--na-threshold", default=None, metavar="T",
+                   help="span QA: answer '' when the null score exceeds the best span's by more than T; 'never' "
+                        "always answers (default: the threshold saved with the model, or 'never' for a task "
+                        "without unanswerable questions such as squad11)")
     p.add_argument("--output", default="-", help="JSON lines file (default stdout); span QA: the predictions "
                                                  "JSON (required), with .na_prob.json and .nbest.json beside it")
     p.set_defaults(func=run)
@@ -82,12 +88,11 @@ def _predict_span_qa(trainer, args) -> int:
     from ..heads.span_qa import na_probabilities
     from ..tasks.squad import load_squad, read_squad
     from ..io import atomic_write_json
-    from ..train.reading import saved_threshold
 
     if args.output == "-":
         raise UserError("span QA writes three files: give --output PRED.json (PRED.na_prob.json and "
                         "PRED.nbest.json are written beside it)")
-    threshold = saved_threshold(args.model_dir)
+    threshold = _na_threshold(args, trainer)
     if args.data is not None:
         dataset = load_squad(args.data)
         data, feats = trainer.features_of(read_squad(dataset), dataset, args.limit, source=str(args.data))
@@ -100,9 +105,30 @@ def _predict_span_qa(trainer, args) -> int:
     atomic_write_json(na_file, na_probabilities(na_scores))
     atomic_write_json(nbest_file, nbest)
     empty = sum(1 for text in preds.values() if text == "")
-    print(f"{len(preds):,} questions of {data.source} ({empty:,} answered with no answer at the saved threshold "
+    print(f"{len(preds):,} questions of {data.source} ({empty:,} answered with no answer at threshold "
           f"{threshold:g}): wrote {output}, {na_file.name} and {nbest_file.name}", file=sys.stderr)
     return 0
+
+
+def _na_threshold(args, trainer) -> float:
+    """The no-answer threshold of a span-QA prediction: ``--na-threshold``, else never on a task split whose
+    questions are all answerable, else the one saved with the model."""
+    import math
+
+    from ..train.reading import saved_threshold
+
+    if args.na_threshold is not None:
+        if args.na_threshold == "never":
+            return math.inf
+        try:
+            return float(args.na_threshold)
+        except ValueError:
+            raise UserError(f"--na-threshold takes a number or 'never', not {args.na_threshold!r}") from None
+    if args.data is None and not trainer.task.no_answer:
+        print(f"{trainer.task.name} has no unanswerable questions: every question gets an answer (the saved "
+              "threshold is not used; --na-threshold sets one)", file=sys.stderr)
+        return math.inf
+    return saved_threshold(args.model_dir)
 
 
 def _predict_multiple_choice(trainer, args) -> int:

@@ -220,6 +220,9 @@ class SGNetModel(nn.Module):
         (mechanism options and transformers' ``from_pretrained`` keywords).
         """
         config.validate()
+        # the SG layer and head are created in float32: load the encoder in float32 too, whatever dtype its
+        # checkpoint was stored in (transformers v5 keeps the stored dtype, which would mix dtypes in the head)
+        options.setdefault("dtype", torch.float32)
         if mechanism is not None:
             from .encoder import from_pretrained
 
@@ -436,10 +439,10 @@ class SGNetModel(nn.Module):
             from ..attention.mechanisms import MechanismConfig
 
             mech = MechanismConfig.from_dict(mechanism)
-            encoder = AutoModel.from_config(hf, attn_implementation=mech.base)
+            encoder = AutoModel.from_config(hf, attn_implementation=mech.base, dtype=torch.float32)
             install(encoder, mech)
         else:
-            encoder = AutoModel.from_config(hf)
+            encoder = AutoModel.from_config(hf, dtype=torch.float32)   # float32 like the head, as from_encoder
         # The weights come from the file: a fresh extra layer avoids copying from the random encoder.
         model = cls(encoder, dataclasses.replace(sg_config, init="fresh"))
         model.config = sg_config

@@ -13,6 +13,8 @@ the official ones, some ``answer_start`` values are inferred):
 * ``squad11/{train,dev}-v1.1.reconstructed-from-explorer.json``: SQuAD 1.1 (87,599 / 10,570 questions, every
   question answerable). Task ``squad11``: ``train`` = train file, ``dev`` = ``test`` = dev file (the official test
   set is hidden, so the dev file is the reported test, as in the papers).
+* task ``squad2_plus11``: ``squad2``'s dev and test parts, and for training its train part followed by all of
+  SQuAD 1.1 train (the reader a user would train: 93,904 questions, 3,021 of them unanswerable).
 
 Format (the official one)::
 
@@ -327,6 +329,7 @@ class QATask:
         article_split: True for squad2 (the splits are articles of one file; see the module docstring).
         no_answer: whether questions may be unanswerable (predict "" and tune a no-answer threshold).
         note: caveats of the data.
+        train_also: other QA tasks whose ``train`` split is added after this task's own train questions.
     """
 
     name: str
@@ -334,6 +337,7 @@ class QATask:
     article_split: bool
     no_answer: bool
     note: str
+    train_also: tuple[str, ...] = ()
 
     @property
     def splits(self) -> tuple[str, ...]:
@@ -362,7 +366,25 @@ class QATask:
         dataset = load_squad(path)
         if self.article_split:
             dataset = subset(dataset, self.titles(split, dataset, split_file))
+        if split == "train" and self.train_also:
+            dataset = combine(dataset, *(get_qa_task(name).read("train", data_dir).dataset
+                                         for name in self.train_also))
         return QASplit(self.name, split, read_squad(dataset), dataset, path)
+
+
+def combine(*datasets: dict) -> dict:
+    """One SQuAD JSON object holding the articles of ``datasets`` in order (version of the first); question ids
+    must stay unique (a prediction file is keyed by them)."""
+    seen: set[str] = set()
+    for dataset in datasets:
+        for article in dataset["data"]:
+            for para in article["paragraphs"]:
+                for qa in para["qas"]:
+                    if qa["id"] in seen:
+                        raise UserError(f"question id {qa['id']!r} occurs in more than one of the combined SQuAD "
+                                        "files; ids must be unique to key predictions")
+                    seen.add(qa["id"])
+    return {**datasets[0], "data": [article for dataset in datasets for article in dataset["data"]]}
 
 
 SQUAD2 = QATask(
@@ -375,7 +397,12 @@ SQUAD11 = QATask(
     article_split=False, no_answer=False,
     note="dev and test are both the official dev file (the official test set is hidden); train ids are synthetic.")
 
-QA_TASKS: dict[str, QATask] = {task.name: task for task in (SQUAD2, SQUAD11)}
+SQUAD2_PLUS11 = QATask(
+    name="squad2_plus11", files=SQUAD2.files, article_split=True, no_answer=True, train_also=("squad11",),
+    note="squad2's dev and test parts; its train part followed by all of SQuAD 1.1 train (87,599 answerable "
+         "questions): the 2.0 split alone has 6,305 training questions, too few for a reader to learn from.")
+
+QA_TASKS: dict[str, QATask] = {task.name: task for task in (SQUAD2, SQUAD11, SQUAD2_PLUS11)}
 
 
 def get_qa_task(name: str) -> QATask:

@@ -61,6 +61,8 @@ class TrainConfig(JsonConfig):
     max_eval_examples: int = 0  # 0 = all
     eval_split: str = "dev"
     deterministic: bool = False
+    preprocess_workers: int = 0  # processes that build span-QA features; 0 = one per core, up to 16; 1 = none
+    precision: str = "fp32"  # fp32 | bf16 (autocast; CPUs with avx512_bf16/AMX, GPUs) | fp16 (CUDA only, loss scaling)
     save_checkpoints: bool = True  # keep a resumable checkpoint at every evaluation
     keep_best_model: bool = True  # write best/ (Hugging Face format) when the metric improves
     log_every: int = 50
@@ -98,7 +100,7 @@ def task_defaults(task: str) -> dict[str, Any]:
 # Fields that never change a run's results (where it writes, how often it logs, how it batches evaluation,
 # what it keeps on disk, free-form notes). Every other field does, and is part of the run's key.
 RESULT_NEUTRAL_FIELDS = frozenset({"output_dir", "log_every", "eval_batch_size", "save_checkpoints",
-                                   "keep_best_model", "extra", "n_best"})
+                                   "keep_best_model", "extra", "n_best", "preprocess_workers"})
 
 
 def mechanism_options(mechanism: str, m: int | None = None, k: int | None = None,
@@ -111,11 +113,31 @@ def mechanism_options(mechanism: str, m: int | None = None, k: int | None = None
     return {"m": mech.m, "k": mech.k, "gate_bias": float(mech.gate_bias)}
 
 
+#: Fields added after runs were recorded, with the value every earlier run had: left out of a run's key at that
+#: value, so the keys of recorded runs (sweeps, reports, resume checks) stay what they were.
+LATER_FIELDS = {"precision": "fp32"}
+
+PRECISIONS = ("fp32", "bf16", "fp16")
+
+
+def check_precision(precision: str, on_cuda: bool) -> None:
+    """A clear error for a precision this machine cannot train in (fp16 needs a CUDA GPU's loss scaling)."""
+    if precision not in PRECISIONS:
+        raise UserError(f"unknown precision {precision!r}; valid: {', '.join(PRECISIONS)}")
+    if precision == "fp16" and not on_cuda:
+        raise UserError("--precision fp16 needs a CUDA GPU (float16 training scales the loss, which only CUDA "
+                        "supports here); on a CPU use --precision bf16 (CPUs with avx512_bf16 or AMX run it "
+                        "fast) or fp32")
+
+
 def result_fields(cfg: TrainConfig) -> dict[str, Any]:
     """The fields that change a run's results, typed as the config types them, with the mechanism's
     options as the run uses them (an ``sla`` run with m=None is the same run as one with m=3)."""
     data = dataclasses.asdict(TrainConfig.from_dict(dataclasses.asdict(cfg)))
     data.update(mechanism_options(cfg.mechanism, cfg.m, cfg.k, cfg.gate_bias))
+    for name, old in LATER_FIELDS.items():
+        if data.get(name) == old:
+            del data[name]
     return {name: value for name, value in data.items() if name not in RESULT_NEUTRAL_FIELDS}
 
 

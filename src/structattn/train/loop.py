@@ -33,7 +33,7 @@ from ..errors import UserError
 from ..tasks import get_task
 from ..io import atomic_write_json
 from .checkpoint import AtomicDir, latest_checkpoint, recover_atomic_dirs
-from .config import RESULT_NEUTRAL_FIELDS, TrainConfig
+from .config import RESULT_NEUTRAL_FIELDS, TrainConfig, check_precision
 from .data import StructureSpec, aggregate_predictions, build_features
 from .model_loading import load_model_and_tokenizer
 from .running_mean import RunningMean
@@ -125,6 +125,17 @@ def structure_spec_for(model, cfg: TrainConfig) -> StructureSpec:
     return StructureSpec.for_mechanism(mechanism_of(model), need_parents=cfg.lisa_weight > 0)
 
 
+def _allow_precision(mixed: str) -> None:
+    """Let this process's next Accelerator use ``mixed`` precision. Accelerate keeps one state per process and
+    refuses another precision once it is set (a second run in one Python session, e.g. fp32 then bf16): forget
+    that state then, keeping the process group (PartialState) of a distributed launch."""
+    from accelerate.state import AcceleratorState
+
+    known = AcceleratorState._shared_state.get("_mixed_precision")
+    if known is not None and known != mixed:
+        AcceleratorState._reset_state(reset_partial_state=False)
+
+
 class Trainer:
     """Fine-tunes one configuration; see module docstring."""
 
@@ -138,8 +149,13 @@ class Trainer:
         self.out = Path(cfg.output_dir)
         # Without an accelerator device, Accelerate joins the processes of a launch (torchrun, accelerate
         # launch) into one gloo group only when told cpu=True; otherwise every process trains alone.
-        self.accelerator = Accelerator(gradient_accumulation_steps=cfg.grad_accum,
-                                       cpu=not torch.accelerator.is_available())
+        on_gpu = torch.accelerator.is_available()
+        check_precision(cfg.precision, on_cuda=on_gpu and torch.cuda.is_available())
+        # bf16/fp16: Accelerate runs forward and loss under autocast (fp32 master weights; fp16 adds loss scaling)
+        mixed = "no" if cfg.precision == "fp32" else cfg.precision
+        _allow_precision(mixed)
+        self.accelerator = Accelerator(gradient_accumulation_steps=cfg.grad_accum, cpu=not on_gpu,
+                                       mixed_precision=mixed)
         set_seed(cfg.seed, deterministic=cfg.deterministic)
         if cfg.deterministic:
             torch.use_deterministic_algorithms(True, warn_only=True)

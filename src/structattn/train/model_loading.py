@@ -2,6 +2,8 @@
 tokenizer that takes pre-split words (shared by the sentence, reading and multiple-choice trainers)."""
 from __future__ import annotations
 
+import torch
+
 from ..errors import UserError
 
 
@@ -32,8 +34,10 @@ def load_model_and_tokenizer(cfg, task, model_path: str | None = None):
         if task.label_list:
             kwargs["id2label"] = dict(enumerate(task.label_list))
             kwargs["label2id"] = {lab: i for i, lab in enumerate(task.label_list)}
+    # float32 weights whatever dtype the checkpoint was stored in (transformers v5 keeps the stored one): the
+    # optimiser updates them, and --precision decides what the products run in
     model = from_pretrained(name, task=model_task_name(task.kind), mechanism=cfg.mechanism,
-                            **mechanism_overrides(cfg), **kwargs)
+                            **mechanism_overrides(cfg), dtype=torch.float32, **kwargs)
     return model, load_tokenizer(name, model.config.model_type)
 
 

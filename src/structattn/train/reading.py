@@ -102,7 +102,7 @@ class SpanQATrainer(Trainer):
     def features_of(self, questions: list, dataset: dict, limit: int = 0, training: bool = False,
                     source: str = "questions"):
         """``(QAEvalSet, features)`` of questions read from any SQuAD-format data."""
-        from .reading_data import build_qa_features
+        from .reading_data import build_qa_features_parallel
 
         if limit:
             questions = questions[:limit]
@@ -110,11 +110,20 @@ class SpanQATrainer(Trainer):
         if not questions:
             raise UserError(f"{source}: no questions to read")
         structure = self.structure if self.structure.relation is not None else None
-        built = build_qa_features(questions, self.tokenizer, structure, sg_structure=self._sg_spec(),
-                                  max_length=self.cfg.max_length, stride=self.cfg.stride,
-                                  parser_name=self.cfg.parser, training=training, split=source,
-                                  show_progress=self.show_progress and self.accelerator.is_main_process)
+        built = build_qa_features_parallel(questions, self.tokenizer, structure, sg_structure=self._sg_spec(),
+                                           max_length=self.cfg.max_length, stride=self.cfg.stride,
+                                           parser_name=self.cfg.parser, training=training, split=source,
+                                           workers=self._preprocess_workers(),
+                                           show_progress=self.show_progress and self.accelerator.is_main_process)
         return QAEvalSet(questions, dataset, built.contexts, source), built.features
+
+    def _preprocess_workers(self) -> int:
+        """``--preprocess-workers``, 0 = one per core this process may use (at most 16)."""
+        if self.cfg.preprocess_workers > 0:
+            return self.cfg.preprocess_workers
+        import os
+
+        return min(16, len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1)
 
     def collator(self):
         from .reading_data import SpanQACollator
