@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import io
+import re
 
 import pytest
 import torch
@@ -78,8 +79,51 @@ def test_bad_arguments(model_dir, tmp_path):
         run(["--model", str(model_dir), "--batch-size", "0"])
     bad = tmp_path / "latin1.txt"
     bad.write_bytes("caf\xe9\n".encode("latin-1"))
-    with pytest.raises(UserError, match="not UTF-8"):
+    with pytest.raises(UserError, match=rf"{re.escape(str(bad))}:1: not valid UTF-8"):
         run(["--model", str(model_dir), "--input", str(bad), "--pretokenized"])
+
+
+def _bytes_stdin(monkeypatch, data: bytes) -> None:
+    """Standard input as a terminal or a pipe gives it: bytes under a UTF-8 text layer."""
+    monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO(data), encoding="utf-8"))
+
+
+LATIN1_LINES = "The cat sat .\nIt caf\xe9 purred\n".encode("latin-1")
+
+
+@pytest.mark.parametrize("mode", [[], ["--pretokenized", "--tags", "none"], ["--pretokenized"]])
+def test_non_utf8_input_names_source_and_line_and_exits_2(model_dir, tmp_path, monkeypatch, capsys, mode):
+    """Through the real CLI: one error line (no traceback) naming <stdin> or the file, the line and the fix; the
+    bytes are refused before spaCy or the parser see them."""
+    from structattn import cli
+
+    _bytes_stdin(monkeypatch, LATIN1_LINES)
+    assert cli.main(["parse", "--model", str(model_dir), *mode]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("structattn parse: error: <stdin>:2: not valid UTF-8 (byte 0xe9 at byte 7 of the line)")
+    assert "re-save the file as UTF-8" in err and "Traceback" not in err
+    src = tmp_path / "in.txt"
+    src.write_bytes(LATIN1_LINES)
+    assert cli.main(["parse", "--model", str(model_dir), "--input", str(src), *mode]) == 2
+    assert capsys.readouterr().err.startswith(f"structattn parse: error: {src}:2: not valid UTF-8")
+
+
+def test_byte_order_mark_is_not_part_of_the_first_word(model_dir, tmp_path, monkeypatch, capsys):
+    _bytes_stdin(monkeypatch, b"\xef\xbb\xbfThe cat sat .\n")
+    assert run(["--model", str(model_dir), "--pretokenized", "--tags", "none"]) == 0
+    assert parse_trees(capsys.readouterr().out)[0].leaves() == ["The", "cat", "sat", "."]
+    src = tmp_path / "bom.txt"
+    src.write_bytes(b"\xef\xbb\xbfThe cat sat .\n")
+    assert run(["--model", str(model_dir), "--input", str(src), "--pretokenized", "--tags", "none"]) == 0
+    assert parse_trees(capsys.readouterr().out)[0].leaves() == ["The", "cat", "sat", "."]
+
+
+@needs_pipeline
+def test_byte_order_mark_before_raw_text(model_dir, monkeypatch, capsys):
+    _bytes_stdin(monkeypatch, b"\xef\xbb\xbfThe cat sat.\n")
+    assert run(["--model", str(model_dir)]) == 0
+    tree = parse_trees(capsys.readouterr().out)[0]
+    assert tree.leaves() == ["The", "cat", "sat", "."] and tree.tags()[0] == "DT"
 
 
 @needs_pipeline

@@ -109,6 +109,45 @@ def test_malformed_prediction_names_file_and_line(files, capsys):
         run(["score", "evalb", str(gold), str(pred)], capsys)
 
 
+def _stdin(monkeypatch, data: bytes) -> None:
+    import io
+    import sys
+
+    monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO(data), encoding="utf-8"))
+
+
+def test_dash_reads_the_predictions_from_standard_input(files, capsys, monkeypatch):
+    gold, pred = files
+    _, from_file, _ = run(["score", "evalb", str(gold), str(pred), "--json"], capsys)
+    _stdin(monkeypatch, PRED.encode("utf-8"))
+    code, from_stdin, _ = run(["score", "evalb", str(gold), "-", "--json"], capsys)
+    assert code == 0
+    assert {**json.loads(from_stdin), "pred": None} == {**json.loads(from_file), "pred": None}
+    assert json.loads(from_stdin)["pred"] == "<stdin>" and json.loads(from_stdin)["f1"] == 87.5
+    _stdin(monkeypatch, PRED.encode("utf-8"))
+    code, out, _ = run(["score", "evalb", str(gold), "-"], capsys)
+    assert code == 0 and "pred: <stdin>" in out and "Bracketing FMeasure       =  87.50" in out
+
+
+@pytest.mark.parametrize("data, pattern", [
+    (b"", r"^<stdin>: no bracketed tree on standard input; pipe in the predicted trees"),
+    (b"(S (NN a))\n(S (NN b)\n", r"^<stdin>:2: '\(' never closed"),
+    (b"(S (NN a))\n(S (NN caf\xe9))\n", r"^<stdin>:2: not valid UTF-8"),
+    (b"(S (NN a))\n", r"^3 gold trees in 2 files .* but 1 trees in <stdin>; the test file must hold one tree per gold tree"),
+])
+def test_bad_standard_input_is_named(files, capsys, monkeypatch, data, pattern):
+    gold, _ = files
+    _stdin(monkeypatch, data)
+    with pytest.raises(UserError, match=pattern):
+        run(["score", "evalb", str(gold), "-"], capsys)
+
+
+def test_gold_cannot_be_standard_input(files, capsys):
+    _, pred = files
+    with pytest.raises(UserError, match=r"GOLD cannot be standard input \('-'\): give the gold tree file"):
+        run(["score", "evalb", "-", str(pred)], capsys)
+
+
 def test_score_needs_a_scorer(capsys):
     parser = argparse.ArgumentParser(prog="structattn")
     score.add_parser(parser.add_subparsers(dest="command"))

@@ -85,3 +85,39 @@ def test_run_trains_and_prints_the_summary(tmp_path, monkeypatch, capsys):
     assert summary["config"]["d_model"] == 16 and summary["command"] == args.argv
     assert summary["test"]["trees"] == 4 and (out / "test.trees").is_file() and (out / "best").is_dir()
     assert "history" not in summary and "history" in json.loads((out / "summary.json").read_text())
+
+
+TINY_FLAGS = ["--encoder", "none", "--d-model", "16", "--heads", "2", "--d-head", "8", "--d-ff", "32",
+              "--num-layers", "2", "--label-hidden", "16", "--char-dim", "8", "--word-dim", "16", "--epochs", "1",
+              "--batch-size", "2", "--no-progress"]
+
+
+def test_own_train_and_dev_files(tmp_path, monkeypatch, capsys):
+    """--train/--dev: the README's tiny-treebank example; the sample is not needed (STRUCTATTN_DATA is empty)."""
+    import torch
+
+    torch.set_num_threads(1)
+    (tmp_path / "empty").mkdir()
+    monkeypatch.setenv("STRUCTATTN_DATA", str(tmp_path / "empty"))
+    monkeypatch.setenv("STRUCTATTN_CACHE", str(tmp_path / "cache"))
+    train, dev = tmp_path / "train.txt", tmp_path / "dev.txt"
+    train.write_text("(S (NP (DT The) (NN cat)) (VP (VBD sat)) (. .))\n(S (NP (PRP It)) (VP (VBD purred)) (. .))\n"
+                     "(S (NP (DT A) (NN dog)) (VP (VBD ran) (PP (IN to) (NP (DT the) (NN mat)))) (. .))\n")
+    dev.write_text("(S (NP (DT The) (NN dog)) (VP (VBD sat)) (. .))\n")
+    out = tmp_path / "run"
+    args = parse("--train", str(train), "--dev", str(dev), "--output-dir", str(out), *TINY_FLAGS)
+    assert command.run(args) == 0
+    printed = capsys.readouterr().out
+    assert "train: using 3 of 3 trees" in printed and "dev: using 1 of 1 trees" in printed
+    summary = json.loads(printed[printed.index("{\n"):])
+    assert summary["test"] is None and summary["steps"] == 2
+    assert summary["data"]["train"]["path"] == str(train.resolve()) and set(summary["data"]) == {"train", "dev"}
+    assert (out / "dev.trees").is_file() and not (out / "test.trees").exists()
+
+
+def test_test_file_without_train_is_refused_through_the_cli(tmp_path, capsys):
+    from structattn import cli
+
+    assert cli.main(["train-parser", "--test", str(tmp_path / "t.txt"), "--output-dir", str(tmp_path / "r")]) == 2
+    err = capsys.readouterr().err
+    assert "give --train FILE and --dev FILE (and optionally --test FILE)" in err and "Traceback" not in err

@@ -77,3 +77,27 @@ def test_rejects_empty_sentence_odd_size_and_bad_order():
         NgramSpanAttention(7, HEADS, E)
     with pytest.raises(ValueError, match=">= 1"):
         NgramSpanAttention(D, HEADS, E, n=0)
+
+
+def test_attention_grows_with_n_times_L_squared(monkeypatch):
+    """The span matrix is linear in L, the attention is not: every one of the T = L + 2 words attends over all
+    S ~ n * L spans, so the score matrix is [b, H, T, S] (the docstring's cost statement)."""
+    import structattn.layers.nsa as nsa_module
+
+    seen = []
+    real = nsa_module.attend
+
+    def spy(q, k, v, mask, *args):
+        seen.append((q.shape[-2], k.shape[-2]))
+        return real(q, k, v, mask, *args)
+
+    monkeypatch.setattr(nsa_module, "attend", spy)
+    n = 4
+    attn = NgramSpanAttention(D, HEADS, E, n=n).eval()
+    for L in (10, 40):
+        attn(torch.randn(1, L + 2, D), torch.tensor([L]))
+    spans = [sum(L + 1 - g for g in range(1, n + 1)) for L in (10, 40)]
+    assert seen == [(12, spans[0]), (42, spans[1])]
+    scores = [t * s for t, s in seen]
+    assert scores[1] / scores[0] > 15  # 4x the length: ~16x the scores (quadratic), not 4x (linear)
+    assert scores[1] > 3 * 42 * 42  # about n times self-attention's T x T at the same length

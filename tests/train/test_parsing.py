@@ -7,6 +7,7 @@ function tags, traces and the outer empty bracket) pointed to by $STRUCTATTN_DAT
 from __future__ import annotations
 
 import json
+import re
 import sys
 from pathlib import Path
 
@@ -20,7 +21,7 @@ from structattn.models.parser import ParserConfig  # noqa: E402
 from structattn.errors import UserError  # noqa: E402
 from structattn.train import parsing as parsing_training  # noqa: E402
 from structattn.train.parsing import (  # noqa: E402
-    cached_spacy_tags, epoch_batches, make_optimizer, train_parser, warmup_factor)
+    TreebankFiles, cached_spacy_tags, epoch_batches, make_optimizer, train_parser, warmup_factor)
 
 TEMPLATES = [
     "( (S (NP-SBJ (DT the) (NN {n})) (VP (VBD {v}) (PP-LOC (IN on) (NP (DT the) (NN {m})))) (. .)) )",
@@ -307,3 +308,104 @@ def test_gold_tags_reach_the_model(treebank, tmp_path, monkeypatch):
     monkeypatch.setattr(ChartParser, "loss", spy)
     train_parser(tiny(tmp_path / "run", epochs=1, pos="gold", max_eval_trees=2), show_progress=False)
     assert seen and all(tags == [t.tags() for t in trees] for trees, tags in seen)
+
+
+# ---------------------------------------------------------------------------------------------- own treebank files
+OWN_TRAIN = """( (S (NP-SBJ (DT The) (NN cat))
+     (VP (VBD sat)
+       (PP-LOC (IN on) (NP (DT the) (NN mat))))
+     (. .)) )
+( (FRAG (NP (DT A) (NN dog)) (. !)) )
+( (S (NP-SBJ-1 (NNP Mary)) (VP (VBZ likes) (S (NP-SBJ (-NONE- *-1)) (VP (TO to) (VP (VB run))))) (. .)) )
+( (S (NP-SBJ (PRP It)) (VP (VBD purred)) (. .)) )
+"""  # the PTB's multi-line layout, traces and function tags; FRAG occurs in no other test treebank
+OWN_DEV = "(S (NP (DT The) (NN dog)) (VP (VBD ran)) (. .))\n(FRAG (NP (DT A) (NN cat)) (. !))\n"  # one per line
+OWN_TEST = "(S (NP (PRP It)) (VP (VBD sat)) (. .))\n(S (NP (NNP Mary)) (VP (VBD purred)) (. .))\n" \
+           "(S (NP (DT The) (NN mat)) (VP (VBZ likes) (NP (DT the) (NN cat))) (. .))\n"
+
+
+@pytest.fixture
+def own_files(tmp_path, monkeypatch):
+    """Own train/dev/test files; $STRUCTATTN_DATA points at an empty folder, so the WSJ sample cannot be read."""
+    (tmp_path / "no_data").mkdir()
+    monkeypatch.setenv("STRUCTATTN_DATA", str(tmp_path / "no_data"))
+    monkeypatch.setenv("STRUCTATTN_CACHE", str(tmp_path / "cache"))
+    paths = {}
+    for split, text in (("train", OWN_TRAIN), ("dev", OWN_DEV), ("test", OWN_TEST)):
+        paths[split] = tmp_path / f"{split}.mrg"
+        paths[split].write_text(text, encoding="utf-8")
+    return paths
+
+
+def own(**overrides) -> dict:
+    return dict(max_train_trees=0, max_eval_trees=0, epochs=1, batch_size=2, **overrides)
+
+
+def test_own_treebank_files_are_the_ones_trained_parsed_and_scored(own_files, tmp_path, capsys):
+    from structattn.models.parser import ChartParser
+    from structattn.tasks.evalb import evalb_files
+
+    torch.set_num_threads(1)
+    out = tmp_path / "run"
+    data = TreebankFiles(**{k: str(v) for k, v in own_files.items()})
+    summary = train_parser(tiny(out, **own()), show_progress=False, data=data)
+    printed = capsys.readouterr().out
+    assert "train: using 4 of 4 trees" in printed and "dev: using 2 of 2 trees" in printed
+    assert summary["steps"] == 2  # 4 trees, batch 2, one epoch
+    assert "FRAG" in ChartParser.from_pretrained(out / "best").labels  # learnt from the train file
+    assert len(lines(out / "dev.trees")) == 2 and len(lines(out / "test.trees")) == 3
+    assert summary["test"]["trees"] == summary["test"]["of_trees"] == 3
+    again = evalb_files([own_files["test"]], out / "test.trees").to_dict()
+    assert all(summary["test"][k] == again[k] for k in ("recall", "precision", "f1", "complete_match"))
+    assert {split: entry["path"] for split, entry in summary["data"].items()} == {
+        split: str(path.resolve()) for split, path in own_files.items()}
+    assert json.loads((out / "checkpoint" / "data.json").read_text()) == summary["data"]
+
+
+def test_without_a_test_file_there_is_no_test_parse(own_files, tmp_path):
+    torch.set_num_threads(1)
+    out = tmp_path / "run"
+    data = TreebankFiles(train=str(own_files["train"]), dev=str(own_files["dev"]))
+    summary = train_parser(tiny(out, **own()), show_progress=False, data=data)
+    assert summary["test"] is None and not (out / "test.trees").exists()
+    assert set(summary["data"]) == {"train", "dev"} and len(lines(out / "dev.trees")) == 2
+
+
+def test_resume_on_other_files_is_refused(own_files, tmp_path):
+    torch.set_num_threads(1)
+    out = tmp_path / "run"
+    data = TreebankFiles(train=str(own_files["train"]), dev=str(own_files["dev"]))
+    train_parser(tiny(out, **own()), show_progress=False, data=data)
+    own_files["train"].write_text(OWN_TRAIN.replace("Mary", "John"), encoding="utf-8")  # same path, other trees
+    with pytest.raises(UserError, match="holds a parser run on other treebank files"):
+        train_parser(tiny(out, **own()), show_progress=False, data=data)
+    with pytest.raises(UserError, match="holds a parser run on other treebank files"):  # nor on the WSJ sample
+        train_parser(tiny(out, **own()), show_progress=False)
+
+
+@pytest.mark.parametrize("fields, message", [
+    ({"train": "train"}, "give --train FILE and --dev FILE"),
+    ({"dev": "dev"}, "give --train FILE and --dev FILE"),
+    ({"dev": "dev", "test": "test"}, "give --train FILE and --dev FILE"),
+])
+def test_incomplete_file_sets_are_refused(own_files, fields, message):
+    with pytest.raises(UserError, match=message):
+        TreebankFiles(**{k: str(own_files[v]) for k, v in fields.items()})
+
+
+def test_bad_files_give_the_reader_errors_before_training(own_files, tmp_path):
+    out = tmp_path / "run"
+    missing = tmp_path / "missing.mrg"
+    with pytest.raises(UserError, match=rf"--test {re.escape(str(missing))}: not found; give a bracketed treebank"):
+        train_parser(tiny(out, **own()), show_progress=False, data=TreebankFiles(
+            train=str(own_files["train"]), dev=str(own_files["dev"]), test=str(missing)))
+    own_files["dev"].write_text("(S (NP (DT The) (NN dog)) (VP (VBD ran)) (. .))\n(S (NP (DT a) (NN cat))\n")
+    with pytest.raises(UserError, match=rf"^{re.escape(str(own_files['dev']))}:2: '\(' never closed"):
+        train_parser(tiny(out, **own()), show_progress=False,
+                     data=TreebankFiles(train=str(own_files["train"]), dev=str(own_files["dev"])))
+    own_files["dev"].write_text("(S (-NONE- *T*-1))\n")
+    with pytest.raises(UserError, match=rf"{re.escape(str(own_files['dev']))}: tree 1: tree has no words besides "
+                                        "empty elements.*; remove that tree"):
+        train_parser(tiny(out, **own()), show_progress=False,
+                     data=TreebankFiles(train=str(own_files["train"]), dev=str(own_files["dev"])))
+    assert not (out / "checkpoint").exists() and not (out / "best").exists()

@@ -1,6 +1,8 @@
 """``structattn parse``: constituency trees from a saved chart parser, one bracketed tree per line.
 
-Input (``--input FILE``, default stdin), UTF-8:
+Input (``--input FILE``, default stdin) is UTF-8 (:func:`structattn.io.read_input_lines`): bytes that are not
+UTF-8 are an error naming ``FILE:LINE`` or ``<stdin>:LINE`` and saying to re-save the text as UTF-8; a byte-order
+mark at the start is dropped.
 
 * raw text (default): each line is a text; the spaCy pipeline splits it into sentences and tokens, tokens
   are written in treebank form (``(`` -> ``-LRB-``, quotes by their tag). Blank lines are skipped; their
@@ -39,19 +41,6 @@ def add_parser(sub) -> None:
     p.set_defaults(func=run)
 
 
-def _read_lines(path: str) -> tuple[str, list[str]]:
-    """(name for messages, lines without their line ends)."""
-    if path == "-":
-        return "<stdin>", sys.stdin.read().splitlines()
-    file = Path(path)
-    if not file.is_file():
-        raise UserError(f"input file {path} does not exist")
-    try:
-        return path, file.read_text(encoding="utf-8").splitlines()
-    except UnicodeDecodeError as exc:
-        raise UserError(f"{path}: not UTF-8 text ({exc}); convert it to UTF-8") from exc
-
-
 def read_sentences(lines: list[str], source: str, pretokenized: bool, spacy_model: str | None,
                    need_tags: bool) -> tuple[list[list[str]], list[list[str]] | None, list[str], int]:
     """Input lines -> (sentences of treebank tokens, their spaCy tags or None, a name per sentence, blank lines
@@ -84,12 +73,13 @@ def read_sentences(lines: list[str], source: str, pretokenized: bool, spacy_mode
 
 
 def run(args) -> int:
+    from ..io import read_input_lines
     from ..models.parser import UNKNOWN_TAG, ChartParser
 
     if args.batch_size < 1:
         raise UserError(f"--batch-size {args.batch_size} must be positive")
     parser = ChartParser.from_pretrained(args.model)
-    source, lines = _read_lines(args.input)
+    source, lines = read_input_lines(args.input)
     reads_tags = parser.config.pos != "none"
     words, tags, names, blank = read_sentences(lines, source, args.pretokenized, args.spacy_model,
                                                need_tags=reads_tags or args.tags == "spacy")

@@ -15,7 +15,8 @@ Examples::
 
 ``score evalb`` is EVALB with COLLINS.prm (see :mod:`structattn.tasks.evalb` for the rules): GOLD is a tree
 file, a folder (its ``*.mrg`` files in sorted order) or a quoted glob (matches in sorted order), the gold
-files read one after another; PRED is one file with one tree per gold tree, in any whitespace layout. Gold
+files read one after another; PRED is one file with one tree per gold tree, in any whitespace layout, or ``-``
+for standard input (``structattn parse ... | structattn score evalb GOLD -``; GOLD cannot be ``-``). Gold
 trees may be as found in the treebank (traces, function tags, outer bracket).
 
 ``score squad`` is the official SQuAD ``evaluate-v2.0.py`` (see :mod:`structattn.tasks.squad_eval`): DATA is a
@@ -132,7 +133,7 @@ def _add_evalb(scorers) -> None:
                                        "`evalb -p COLLINS.prm` (punctuation and -NONE- deleted, TOP deleted, "
                                        "function tags stripped, ADVP = PRT), with the len<=40 breakdown.")
     e.add_argument("gold", metavar="GOLD", help="gold tree file, folder of *.mrg files, or quoted glob")
-    e.add_argument("pred", metavar="PRED", help="predicted trees, one per gold tree, same order")
+    e.add_argument("pred", metavar="PRED", help="predicted trees, one per gold tree, same order; - = standard input")
     e.add_argument("--json", action="store_true", help="print one JSON object instead of the EVALB summary")
     e.add_argument("--per-sentence", action="store_true", help="also print EVALB's per-sentence table")
     e.add_argument("--cutoff", type=int, default=40, help="length cut-off of the second block (default 40)")
@@ -205,7 +206,11 @@ def run_squad(args) -> int:
 
 
 def gold_paths(spec: str) -> list[Path]:
-    """A file, a folder (its ``*.mrg`` sorted) or a glob (its matches sorted); UserError when nothing is found."""
+    """A file, a folder (its ``*.mrg`` sorted) or a glob (its matches sorted); UserError when nothing is found
+    and for ``-`` (only PRED may come from standard input)."""
+    if spec == "-":
+        raise UserError("GOLD cannot be standard input ('-'): give the gold tree file, folder of *.mrg or quoted "
+                        "glob; the predicted trees (PRED) may be '-' to read them from standard input")
     path = Path(spec)
     if path.is_dir():
         files = sorted(p for p in path.glob("*.mrg") if p.is_file())
@@ -223,13 +228,14 @@ def gold_paths(spec: str) -> list[Path]:
 
 
 def run_evalb(args) -> int:
+    from ..io import STDIN
     from ..tasks.evalb import MAX_ERROR, evalb_files
 
     if args.cutoff < 0:
         raise UserError(f"--cutoff must be >= 0, got {args.cutoff}")
     golds = gold_paths(args.gold)
-    pred = Path(args.pred)
-    result = evalb_files(golds, pred, cutoff=args.cutoff)
+    pred = STDIN if args.pred == "-" else Path(args.pred)
+    result = evalb_files(golds, args.pred, cutoff=args.cutoff)
     # nothing dropped silently: every error/skip sentence is named on stderr, like evalb's "<line> : <error>"
     for sentence, message in result.errors:
         print(f"sentence {sentence}: {message}", file=sys.stderr)

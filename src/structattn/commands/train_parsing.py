@@ -3,6 +3,11 @@
 Every :class:`~structattn.models.parser.ParserConfig` field is a flag (``--d-model 256``, ``--layers bimsa,nsa``,
 ``--fine-tune-encoder false``); ``--config FILE.json`` is read first and the flags given override it. Rerunning
 with the same settings in the same ``--output-dir`` resumes; the summary JSON is printed at the end.
+
+Data: the fixed split of the NLTK WSJ sample, or ``--train FILE --dev FILE [--test FILE]``: any bracketed
+treebank (one tree per line, or the PTB's multi-line layout), read and cleaned by the rules of
+:mod:`structattn.tasks.ptb` with the same errors (``FILE:LINE: what is wrong; what to do``). Without ``--test``
+there is no test parse.
 """
 from __future__ import annotations
 
@@ -28,21 +33,29 @@ def parser_config_from_args(args: argparse.Namespace):
 
 def add_parser(sub) -> None:
     p = sub.add_parser("train-parsing", aliases=["train-parser"],
-                       help="train the BNA constituency parser on the treebank sample",
-                       description="Train one chart parser configuration on the fixed treebank split, keep the "
-                                   "best dev model in OUTPUT_DIR/best, write test.trees, dev.trees and "
+                       help="train the BNA constituency parser on the treebank sample or your own treebank",
+                       description="Train one chart parser configuration on the fixed split of the NLTK WSJ "
+                                   "sample, or on your own files (--train, --dev, optional --test), keep the "
+                                   "best dev model in OUTPUT_DIR/best, write dev.trees, test.trees and "
                                    "summary.json. Every ParserConfig field is a flag; --config reads a JSON file "
                                    "first. Rerunning in the same --output-dir resumes.")
+    data = p.add_argument_group("own treebank (default: the NLTK WSJ sample's fixed split)")
+    data.add_argument("--train", metavar="FILE", help="training trees: a bracketed treebank file (one tree per "
+                                                      "line, or the PTB's multi-line layout); needs --dev")
+    data.add_argument("--dev", metavar="FILE", help="dev trees (model selection, early stopping); needs --train")
+    data.add_argument("--test", metavar="FILE", help="test trees, parsed and scored once at the end (optional)")
     add_parser_config_arguments(p)
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     p.set_defaults(func=run)
 
 
 def run(args) -> int:
-    from ..train.parsing import train_parser
+    from ..train.parsing import TreebankFiles, train_parser
 
+    data = TreebankFiles(train=args.train, dev=args.dev, test=args.test)
     config = parser_config_from_args(args)
-    summary = train_parser(config, show_progress=not args.no_progress, command=getattr(args, "argv", None))
+    summary = train_parser(config, show_progress=not args.no_progress, command=getattr(args, "argv", None),
+                           data=data)
     summary = {k: v for k, v in summary.items() if k != "history"}  # the history stays in summary.json
     print(json.dumps(summary, indent=2))
     return 0

@@ -2,7 +2,9 @@
 
 The training preprocessing is applied (NFC, the model's BPE) and the output is detokenised. An empty input
 line gives an empty output line; a line over the model's position limit is cut (the count is printed on
-stderr); empty input gives empty output. See :mod:`structattn.models.translator`.
+stderr); empty input gives empty output. The model is loaded before the input is read, so a bad ``--model``
+fails at once (exit 2) even when the input would be empty or never end. Input that is not UTF-8 is an error
+naming ``FILE:LINE`` or ``<stdin>:LINE`` (:func:`structattn.io.read_input_lines`). See :mod:`structattn.models.translator`.
 """
 from __future__ import annotations
 
@@ -24,33 +26,21 @@ def add_parser(sub) -> None:
     p.set_defaults(func=run)
 
 
-def _read_input(path: str | None) -> list[str]:
-    from ..errors import UserError
-    from ..tasks.base import decode_lines
-
-    if path is None:
-        return decode_lines(sys.stdin.buffer.read(), "standard input")
-    try:
-        with open(path, "rb") as fh:
-            return decode_lines(fh.read(), path)
-    except OSError as exc:
-        raise UserError(f"cannot read --input {path}: {exc.strerror}") from None
-
-
 def run(args) -> int:
     from ..errors import UserError
+    from ..io import read_input_lines
     from ..models.translator import Translator
 
     if args.beam < 1:
         raise UserError(f"--beam must be at least 1, got {args.beam}")
     if args.max_tokens < 1:
         raise UserError(f"--max-tokens must be positive, got {args.max_tokens}")
-    lines = _read_input(args.input)
+    translator = Translator.load(args.model, parser_name=args.parser)  # a bad --model fails before any input is read
+    _, lines = read_input_lines(args.input)
     if not lines:
         if args.output:
             open(args.output, "w", encoding="utf-8").close()
         return 0
-    translator = Translator.load(args.model, parser_name=args.parser)
     outputs = translator.translate(lines, beam=args.beam, length_penalty=args.length_penalty,
                                    max_tokens=args.max_tokens)
     if translator.last_cut:

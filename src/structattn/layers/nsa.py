@@ -9,8 +9,12 @@ spans ordered by length then start (Eq. 16's ``[H_1gram, ..., H_ngram]``). Queri
 (all T positions, START and STOP included), keys and values from the spans (Eq. 17); each word attends over
 the spans that lie inside its sentence.
 
-Cost: the span matrix is [b, S, d] with S = sum_{g <= n} (L + 1 - g) <= n * L, so memory and time grow
-linearly in n (never with L * L); the attention itself is [b, H, T, S].
+Cost: the span matrix is [b, S, d] with S = sum_{g <= n} (L + 1 - g) <= n * L, linear in n and in L. The
+attention is not: each of the T = L + 2 words attends over every span of its sentence, so the scores and weights
+are [b, H, T, S], about n * L^2 entries per head - quadratic in the sentence length like self-attention's
+[b, H, T, T], and about n times as large (at a fixed L, time and memory grow linearly in n, see
+``results/bench_nsa_cpu.md``). A form linear in L (each word attending only the spans that contain or touch
+it) is not built here.
 """
 from __future__ import annotations
 

@@ -44,6 +44,9 @@ class Translator:
         from .encoder import from_pretrained
 
         folder = Path(folder)
+        if not folder.exists():
+            raise UserError(f"{folder}: no such model folder; give the final/ or best/ folder of a "
+                            "`structattn train-translation` run")
         if not (folder / "config.json").is_file():
             raise UserError(f"{folder}: not a translation model folder (no config.json); give the final/ folder "
                             "of a `structattn train-translation` run")

@@ -6,10 +6,13 @@ The pipeline is :data:`structattn.settings.DEFAULT_SPACY_MODEL` unless named, lo
 * :func:`spacy_tags` - fine-grained PTB tags (``token.tag_``) of pre-split sentences: the words are
   unescaped (``-LRB-`` -> ``(``), a ``Doc`` is built from them (spaCy's tokenizer never runs, so one tag per
   word) and only the tagging components run.
-* :func:`text_sentences` - raw texts -> sentences (the pipeline's sentence split and tokens): each token
-  escaped to treebank form (``(`` -> ``-LRB-``, :func:`structattn.tasks.ptb.escape_word`) with its tag.
-  A straight double quote tagged as an opening or closing quote becomes the treebank's `````` or ``''``.
-  Whitespace tokens are not words and are left out.
+* :func:`text_sentences` - raw texts -> sentences (the pipeline's sentence split and tokens): the tokens in
+  treebank form (:func:`treebank_words`) with their tags. Whitespace tokens are not words and are left out.
+* :func:`treebank_words` - one sentence's spaCy tokens as treebank tokens, the one rule shared by
+  ``structattn parse`` and the spaCy component: brackets escaped (``(`` -> ``-LRB-``,
+  :func:`structattn.tasks.ptb.escape_word`), and a straight double quote ``"`` written as the treebank's
+  opening `````` or closing ``''`` (the treebank has no ``"``): by its tag when the tagger says `````` or ``''``,
+  and, for a token without a tag (no tagger ran), opening and closing in turn within the sentence.
 """
 from __future__ import annotations
 
@@ -53,7 +56,6 @@ def text_sentences(texts: Sequence[str], model: str = DEFAULT_SPACY_MODEL,
 
     A text with no word (empty, whitespace only) gives ``[]``."""
     from .spacy_backend import repair_text
-    from ..tasks.ptb import escape_word
 
     nlp = load_pipeline(model)
     out = []
@@ -62,14 +64,30 @@ def text_sentences(texts: Sequence[str], model: str = DEFAULT_SPACY_MODEL,
         for sent in doc.sents:
             tokens = [t for t in sent if not t.is_space]
             if tokens:
-                sentences.append(([_treebank_token(t.text, t.tag_, escape_word) for t in tokens],
-                                  [t.tag_ for t in tokens]))
+                tags = [t.tag_ for t in tokens]
+                sentences.append((treebank_words([t.text for t in tokens], tags), tags))
         out.append(sentences)
     return out
 
 
-def _treebank_token(text: str, tag: str, escape) -> str:
-    """One spaCy token as a treebank token (quotes by their tag, brackets escaped)."""
-    if text == '"' and tag in ("``", "''"):
-        return tag
-    return escape(text)
+QUOTE_TAGS = ("``", "''")
+
+
+def treebank_words(texts: Sequence[str], tags: Sequence[str]) -> list[str]:
+    """One sentence's token texts [L] and tags [L] (``""`` = not tagged) -> its treebank tokens [L].
+
+    Brackets are escaped; a straight ``"`` becomes its tag when that is `````` or ``''``; an untagged ``"``
+    becomes `````` or ``''`` in turn (the first in the sentence opens). Any other token is only escaped.
+    """
+    from ..tasks.ptb import escape_word
+
+    out, untagged_quotes = [], 0
+    for text, tag in zip(texts, tags, strict=True):
+        if text == '"' and tag in QUOTE_TAGS:
+            out.append(tag)
+        elif text == '"' and not tag:
+            out.append(QUOTE_TAGS[untagged_quotes % 2])
+            untagged_quotes += 1
+        else:
+            out.append(escape_word(text))
+    return out

@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Any, Callable, Mapping, Sequence
 
 from ..errors import UserError
+from ..io import decode_lines
 from ..settings import data_dir as _default_data_dir
 
 SPLITS = ("train", "dev", "test")
@@ -158,25 +159,6 @@ def read_lines(path: Path) -> list[str]:
     if not any(ln.strip() for ln in lines):
         raise UserError(f"{path}: file is empty")
     return lines
-
-
-def decode_lines(data: bytes, where: str) -> list[str]:
-    """UTF-8 bytes -> lines, with :func:`read_lines`' rules (``\\n`` only, ``\\r`` before it and a leading BOM
-    dropped, no extra line after the final terminator); empty input gives []. ``where`` names the source in the
-    :class:`UserError` for bytes that are not UTF-8."""
-    try:
-        text = data.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        line = data.count(b"\n", 0, exc.start) + 1
-        col = exc.start - (data.rfind(b"\n", 0, exc.start) + 1) + 1
-        raise UserError(f"{where}:{line}: not valid UTF-8 (byte 0x{data[exc.start]:02x} at byte {col} of the line); "
-                        "mixed or legacy encodings are not accepted, re-save the file as UTF-8") from None
-    if text.startswith("\ufeff"):
-        text = text[1:]
-    lines = text.split("\n")
-    if lines and lines[-1] == "":
-        lines.pop()
-    return [ln[:-1] if ln.endswith("\r") else ln for ln in lines]
 
 
 def iter_blocks(lines: list[str], *, skip=None):

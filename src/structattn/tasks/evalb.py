@@ -73,7 +73,8 @@ from pathlib import Path
 from typing import Sequence
 
 from ..errors import UserError
-from .ptb import Tree, read_tree_file
+from ..io import read_input_lines
+from .ptb import Tree, parse_trees, read_tree_file
 
 # COLLINS.prm
 DELETE_LABELS = frozenset({"TOP", "-NONE-", ",", ":", "``", "''", "."})
@@ -302,12 +303,15 @@ def evalb(gold: Sequence[Tree], test: Sequence[Tree], cutoff: int = CUTOFF_LEN) 
     return result
 
 
-def evalb_files(gold_paths: Sequence[Path] | Path, test_path: Path, cutoff: int = CUTOFF_LEN) -> EvalbResult:
+def evalb_files(gold_paths: Sequence[Path] | Path, test_path: Path | str, cutoff: int = CUTOFF_LEN) -> EvalbResult:
     """Score the trees of ``test_path`` against those of ``gold_paths`` read in the given order, one after another.
 
+    ``test_path`` ``"-"`` reads the test trees from standard input (named ``<stdin>`` in messages, with the
+    UTF-8 rules of :func:`structattn.io.read_input_lines`).
+
     Raises:
-        UserError: a malformed file (TreebankError naming file and line), or different tree counts (naming
-            both counts and both files).
+        UserError: a malformed file (TreebankError naming file and line), no tree on standard input, or
+            different tree counts (naming both counts and both files).
     """
     if isinstance(gold_paths, (str, Path)):
         gold_paths = [gold_paths]
@@ -315,7 +319,14 @@ def evalb_files(gold_paths: Sequence[Path] | Path, test_path: Path, cutoff: int 
     if not gold_paths:
         raise UserError("no gold file given")
     gold = [tree for path in gold_paths for tree in read_tree_file(path)]
-    test = read_tree_file(test_path)
+    if str(test_path) == "-":
+        test_path, lines = read_input_lines("-")
+        test = parse_trees("\n".join(lines), source=test_path)
+        if not test:
+            raise UserError(f"{test_path}: no bracketed tree on standard input; pipe in the predicted trees, one "
+                            "per gold tree, e.g. `structattn parse ... | structattn score evalb GOLD -`")
+    else:
+        test = read_tree_file(test_path)
     if len(gold) != len(test):
         where = (str(gold_paths[0]) if len(gold_paths) == 1
                  else f"{len(gold_paths)} files {gold_paths[0]} .. {gold_paths[-1]}")

@@ -20,7 +20,8 @@ Cleaning (:func:`clean_tree`), the usual parsing setup:
 Punctuation is kept (EVALB, not the reader, ignores it when scoring; see :mod:`structattn.tasks.evalb`).
 
 Split by file, fixed for every run (:data:`PTB_SPLIT`): train wsj_0001-0139 (3,068 trees), dev
-wsj_0140-0159 (328), test wsj_0160-0199 (518).
+wsj_0140-0159 (328), test wsj_0160-0199 (518). Any other bracketed treebank file (one tree per line, or the
+PTB's multi-line layout) is read and cleaned by the same rules with :func:`read_treebank`.
 
 Spans (:func:`tree_to_spans`, :func:`spans_to_tree`): a sentence of L words has fenceposts 0..L; span
 ``(i, j)`` covers words ``i+1..j``. Unary chains become one label joined top-down with ``::`` (``S::VP``).
@@ -250,16 +251,27 @@ def split_files(split: str, data_dir=None) -> list[Path]:
 
 def read_split(split: str, data_dir=None, *, clean: bool = True) -> list[Tree]:
     """The trees of a split in treebank order (train 3,068 / dev 328 / test 518), cleaned unless ``clean=False``."""
-    trees: list[Tree] = []
-    for path in split_files(split, data_dir):
-        for k, tree in enumerate(read_tree_file(path)):
-            if clean:
-                try:
-                    tree = clean_tree(tree)
-                except ValueError as exc:
-                    raise TreebankError(f"{path}: tree {k + 1}: {exc}; remove that tree") from None
-            trees.append(tree)
-    return trees
+    return [tree for path in split_files(split, data_dir) for tree in read_treebank(path, clean=clean)]
+
+
+def read_treebank(path, *, clean: bool = True) -> list[Tree]:
+    """The trees of any bracketed treebank file (one tree per line, or spread over lines as in the PTB ``.mrg``
+    files), read by the rules of :func:`parse_trees` and cleaned by :func:`clean_tree` unless ``clean=False``.
+
+    Raises:
+        UserError: missing, empty or non-UTF-8 file; TreebankError naming ``<file>:<line>`` for a malformed
+            tree, or ``<file>: tree <k>`` for a tree with no word besides empty elements.
+    """
+    trees = read_tree_file(path)
+    if not clean:
+        return trees
+    cleaned = []
+    for k, tree in enumerate(trees):
+        try:
+            cleaned.append(clean_tree(tree))
+        except ValueError as exc:
+            raise TreebankError(f"{path}: tree {k + 1}: {exc}; remove that tree") from None
+    return cleaned
 
 
 # ------------------------------------------------------------------------------------------------ spans

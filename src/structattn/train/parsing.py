@@ -1,9 +1,11 @@
-"""Train the BNA chart parser on the treebank sample: a resumable loop with dev EVALB, best model and test parses.
+"""Train the BNA chart parser on a treebank: a resumable loop with dev EVALB, best model and test parses.
 
-``train_parser(config)`` runs one :class:`~structattn.models.parser.ParserConfig` in ``config.output_dir``:
+``train_parser(config, data=...)`` runs one :class:`~structattn.models.parser.ParserConfig` in ``config.output_dir``:
 
-1. reads the fixed train/dev/test split (cleaned trees; ``max_train_trees`` / ``max_eval_trees`` keep the first N,
-   and the numbers used are printed), and POS tags when ``config.pos`` asks for them (spaCy tags cached on disk);
+1. reads the trees (:class:`TreebankFiles`: the fixed train/dev/test split of the NLTK WSJ sample by default, or
+   the user's own train, dev and optional test files, read and cleaned by the same rules; ``max_train_trees`` /
+   ``max_eval_trees`` keep the first N, and the numbers used are printed), and POS tags when ``config.pos`` asks
+   for them (spaCy tags cached on disk);
 2. trains with Adam in two parameter groups (the pretrained encoder at ``encoder_learning_rate``, everything
    else at ``learning_rate``), both ramped up linearly from 0 over ``warmup_steps`` optimizer steps and then
    held constant; gradients clipped to norm ``clip_grad``; the batch order of epoch e is a permutation seeded
@@ -17,7 +19,11 @@
    kill resumes exactly where the last checkpoint left off and ends with the same results;
 5. at the end loads ``best/``, parses dev and test, writes ``dev.trees`` and ``test.trees`` (one tree per line in
    treebank order), scores them against the raw treebank files (as ``structattn score evalb`` does) and writes
-   ``summary.json``.
+   ``summary.json`` (its ``data`` says which files were read; with own files and no test file there is no test
+   parse and ``test`` is null).
+
+The files a run reads are part of what a resume must match: ``checkpoint/data.json`` records them (path and
+SHA-256 of each own file), and a run in the same folder on other files is refused.
 """
 from __future__ import annotations
 
@@ -69,6 +75,59 @@ class ParserTrainState:
 
 
 # ---------------------------------------------------------------------------------------------- data
+@dataclass(frozen=True)
+class TreebankFiles:
+    """Where a run's trees come from: the fixed split of the NLTK WSJ sample (every field None), or the user's
+    own bracketed treebank files (``train`` and ``dev`` required, ``test`` optional: without it, no test parse).
+    """
+
+    train: str | None = None
+    dev: str | None = None
+    test: str | None = None
+
+    def __post_init__(self):
+        if (self.train is None) != (self.dev is None) or (self.test is not None and self.train is None):
+            raise UserError("own treebank files: give --train FILE and --dev FILE (and optionally --test FILE); "
+                            "without any of them the NLTK WSJ sample's fixed split is used")
+
+    @property
+    def own(self) -> bool:
+        return self.train is not None
+
+    def splits(self) -> tuple[str, ...]:
+        """The splits that are parsed and scored at the end: dev, and test unless own files lack one."""
+        return ("dev", "test") if not self.own or self.test is not None else ("dev",)
+
+    def check(self) -> None:
+        """UserError for a named file that is missing or a folder (before anything is read or trained)."""
+        for split in ("train", "dev", "test"):
+            name = getattr(self, split)
+            if name is not None and not Path(name).is_file():
+                what = "is a folder, not a tree file" if Path(name).is_dir() else "not found"
+                raise UserError(f"--{split} {name}: {what}; give a bracketed treebank file (one tree per line, or "
+                                "the PTB's multi-line layout)")
+
+    def read(self, split: str, *, clean: bool = True) -> list:
+        """The trees of ``split`` in file order (cleaned unless ``clean=False``)."""
+        from ..tasks.ptb import read_split, read_treebank
+
+        return read_treebank(getattr(self, split), clean=clean) if self.own else read_split(split, clean=clean)
+
+    def raw_files(self, split: str) -> list[Path]:
+        """The file(s) ``structattn score evalb`` scores ``<split>.trees`` against."""
+        from ..tasks.ptb import split_files
+
+        return [Path(getattr(self, split))] if self.own else split_files(split)
+
+    def describe(self) -> dict:
+        """What the run reads, for summary.json and the resume check: each own file's absolute path and SHA-256."""
+        if not self.own:
+            return {"treebank": "ptb_sample_nltk", "split": "fixed (train wsj_0001-0139, dev 0140-0159, test 0160-0199)"}
+        return {split: {"path": str(Path(name).resolve()),
+                        "sha256": hashlib.sha256(Path(name).read_bytes()).hexdigest()}
+                for split in ("train", "dev", "test") if (name := getattr(self, split)) is not None}
+
+
 def _limit(trees: list, limit: int, what: str) -> list:
     """The first ``limit`` trees (0 = all), saying how many of how many are used."""
     used = trees[:limit] if limit else trees
@@ -178,11 +237,20 @@ def _comparable(config) -> dict:
     return {k: v for k, v in data.items() if k not in RESULT_NEUTRAL_FIELDS}
 
 
-def check_resumable(out: Path, config) -> None:
-    """Refuse to resume a checkpoint that another configuration wrote (UserError naming the fields)."""
+def check_resumable(out: Path, config, data: dict | None = None) -> None:
+    """Refuse to resume a checkpoint that another configuration wrote (UserError naming the fields), or one
+    trained on other files (``data``: :meth:`TreebankFiles.describe`; a checkpoint without ``data.json`` was
+    written before it existed, on the WSJ sample)."""
     saved_path = out / CHECKPOINT / "config.json"
     if not saved_path.is_file():
         return
+    if data is not None:
+        data_path = out / CHECKPOINT / "data.json"
+        saved_data = (json.loads(data_path.read_text(encoding="utf-8")) if data_path.is_file()
+                      else TreebankFiles().describe())
+        if saved_data != data:
+            raise UserError(f"{out} holds a parser run on other treebank files ({saved_data} -> {data}); resuming "
+                            "it would mix two runs. Use another --output-dir, or delete that folder to start over.")
     try:
         saved = json.loads(saved_path.read_text(encoding="utf-8"))
     except (OSError, ValueError) as exc:
@@ -228,14 +296,17 @@ def _tuples(obj):
     return obj
 
 
-def save_checkpoint(out: Path, config, state: ParserTrainState, model, optimizer, scheduler) -> None:
-    """Write ``checkpoint/`` (replacing the previous one atomically)."""
+def save_checkpoint(out: Path, config, state: ParserTrainState, model, optimizer, scheduler,
+                    data: dict | None = None) -> None:
+    """Write ``checkpoint/`` (replacing the previous one atomically); ``data`` (the files read) as data.json."""
     rng = _capture_rng(state)
     with AtomicDir(out / CHECKPOINT) as tmp:
         torch.save({"model": model.state_dict(), "optimizer": optimizer.state_dict(),
                     "scheduler": scheduler.state_dict(), "rng": rng}, tmp / "tensors.pt")
         atomic_write_json(tmp / "state.json", dataclasses.asdict(state))
         config.save(tmp / "config.json")
+        if data is not None:
+            atomic_write_json(tmp / "data.json", data)
 
 
 def load_checkpoint(out: Path, model, optimizer, scheduler) -> ParserTrainState | None:
@@ -290,8 +361,10 @@ def _metrics(result) -> dict:
 
 # ---------------------------------------------------------------------------------------------- the run
 def train_parser(config, *, show_progress: bool = True, stop_after_steps: int | None = None,
-                 command: list[str] | None = None) -> dict:
+                 command: list[str] | None = None, data: TreebankFiles | None = None) -> dict:
     """Train, evaluate and test one parser configuration in ``config.output_dir``; return the summary.
+
+    ``data``: the treebank files (default: the NLTK WSJ sample's fixed split).
 
     Rerunning with the same config in the same folder resumes from ``checkpoint/`` (a finished run only
     redoes the final parses). ``stop_after_steps`` (tests only) returns right after that optimizer step
@@ -302,17 +375,19 @@ def train_parser(config, *, show_progress: bool = True, stop_after_steps: int | 
 
     from ..models.parser import ChartParser
     from ..tasks.evalb import evalb
-    from ..tasks.ptb import read_split
 
+    data = data or TreebankFiles()
+    data.check()
+    data_read = data.describe()
     out = Path(config.output_dir)
     out.mkdir(parents=True, exist_ok=True)
     recover_atomic_dirs(out)  # a kill between AtomicDir's two renames: put the last committed folder back
-    check_resumable(out, config)
+    check_resumable(out, config, data_read)
     seed_everything(config.seed)
 
-    train_trees = _limit(read_split("train"), config.max_train_trees, "train")
+    train_trees = _limit(data.read("train"), config.max_train_trees, "train")
     train_lengths = [len(t.leaves()) for t in train_trees]
-    dev_trees = _limit(read_split("dev"), config.max_eval_trees, "dev")
+    dev_trees = _limit(data.read("dev"), config.max_eval_trees, "dev")
     if not train_trees or not dev_trees:
         raise UserError("no training or dev trees; check the treebank folder and max_train_trees/max_eval_trees")
     train_tags = tags_for(train_trees, config)
@@ -356,7 +431,7 @@ def train_parser(config, *, show_progress: bool = True, stop_after_steps: int | 
         stop = bool(config.patience and state.evals_without_improvement >= config.patience)
         state.finished = stop or state.step >= total
         state.elapsed_seconds = elapsed_before + time.time() - session_start
-        save_checkpoint(out, config, state, model, optimizer, scheduler)
+        save_checkpoint(out, config, state, model, optimizer, scheduler, data_read)
         bar.set_postfix(dev_f1=f"{dev['f1']:.2f}", best=f"{state.best_f1:.2f}")
         model.train()
         return state.finished
@@ -401,24 +476,25 @@ def train_parser(config, *, show_progress: bool = True, stop_after_steps: int | 
             if not evaluated and (not config.eval_every or state.step >= total):
                 evaluate_and_checkpoint(batch_losses.take())
     bar.close()
-    return _finish(config, out, state, wall_before=elapsed_before, session_start=session_start, command=command)
+    return _finish(config, out, state, wall_before=elapsed_before, session_start=session_start, command=command,
+                   data=data)
 
 
 def _finish(config, out: Path, state: ParserTrainState, *, wall_before: float, session_start: float,
-            command) -> dict:
-    """Load best/, parse dev and test, write the .trees files, score them against the raw treebank files and
-    write summary.json (``wall_seconds``: all sessions of the run, resumed ones included, final parses too)."""
+            command, data: TreebankFiles) -> dict:
+    """Load best/, parse dev and test (when there is a test file), write the .trees files, score them against
+    the raw treebank files and write summary.json (``wall_seconds``: all sessions of the run, resumed ones
+    included, final parses too)."""
     from ..models.parser import ChartParser
     from .provenance import provenance
     from ..tasks.evalb import evalb, evalb_files
-    from ..tasks.ptb import read_split, split_files
 
     device = training_device()
     best = ChartParser.from_pretrained(out / BEST, device=device)
     best.eval()
-    scores = {}
-    for split in ("dev", "test"):
-        trees = read_split(split)
+    scores = {"test": None}
+    for split in data.splits():
+        trees = data.read(split)
         used = _limit(trees, config.max_eval_trees, f"{split} (final parse)")
         with torch.no_grad():
             predicted = best.parse(_words(used), tags_for(used, config), batch_size=config.batch_size,
@@ -426,12 +502,13 @@ def _finish(config, out: Path, state: ParserTrainState, *, wall_before: float, s
         path = out / f"{split}.trees"
         atomic_write_text(path, "".join(t.to_string() + "\n" for t in predicted))
         if len(used) == len(trees):  # the same figures `structattn score evalb <raw files> <split>.trees` gives
-            result = evalb_files(split_files(split), path)
+            result = evalb_files(data.raw_files(split), path)
         else:  # only the first N trees were parsed: score them against the first N raw trees
-            result = evalb(read_split(split, clean=False)[:len(used)], predicted)
+            result = evalb(data.read(split, clean=False)[:len(used)], predicted)
         scores[split] = {**_metrics(result), "trees": len(used), "of_trees": len(trees)}
     summary = {
         "config": config.to_dict(),
+        "data": data.describe(),
         "layers": list(best.kinds),
         "dev": scores["dev"], "test": scores["test"],
         "best_dev_f1": state.best_f1, "best_epoch": state.best_epoch, "best_step": state.best_step,

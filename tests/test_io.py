@@ -1,0 +1,57 @@
+"""``structattn.io``'s reading side: the UTF-8 rules every command that reads user text shares (``parse``,
+``translate``, ``score evalb -``): file or standard input, the BOM, line ends, and errors naming source and line."""
+from __future__ import annotations
+
+import io
+import re
+import sys
+
+import pytest
+
+from structattn.errors import UserError
+from structattn.io import STDIN, decode_lines, read_input_lines
+
+
+def test_decode_lines_drops_the_bom_and_carriage_returns_only_where_they_belong():
+    assert decode_lines(b"\xef\xbb\xbfThe cat\r\nsat\n", "f") == ["The cat", "sat"]
+    assert decode_lines(b"a\n\xef\xbb\xbfb", "f") == ["a", "\ufeffb"]  # only a mark at the very start is dropped
+    assert decode_lines(b"a\x0bb\n\n", "f") == ["a\x0bb", ""]  # split on \n only; no extra line at the end
+    assert decode_lines(b"", "f") == []
+
+
+def test_decode_lines_names_line_and_byte():
+    with pytest.raises(UserError, match=r"^in\.txt:3: not valid UTF-8 \(byte 0xe9 at byte 4 of the line\); .*"
+                                        r"re-save the file as UTF-8$"):
+        decode_lines(b"ok\nfine\ncaf\xe9\n", "in.txt")
+
+
+def _stdin(monkeypatch, data: bytes) -> None:
+    monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO(data), encoding="utf-8"))
+
+
+@pytest.mark.parametrize("path", [None, "-"])
+def test_standard_input_is_read_as_bytes(monkeypatch, path):
+    _stdin(monkeypatch, b"\xef\xbb\xbfone\r\ntwo\n")
+    assert read_input_lines(path) == (STDIN, ["one", "two"])
+    _stdin(monkeypatch, b"one\n\xff two\n")  # a text read would raise UnicodeDecodeError or keep surrogates
+    with pytest.raises(UserError, match=r"^<stdin>:2: not valid UTF-8 \(byte 0xff at byte 1 of the line\)"):
+        read_input_lines(path)
+
+
+def test_a_text_stream_as_stdin_still_works(monkeypatch):
+    monkeypatch.setattr(sys, "stdin", io.StringIO("\ufeffone\ntwo\n"))
+    assert read_input_lines("-") == (STDIN, ["one", "two"])
+
+
+def test_files_missing_folders_and_bad_bytes(tmp_path):
+    good = tmp_path / "good.txt"
+    good.write_bytes(b"\xef\xbb\xbfa b\nc\n")
+    assert read_input_lines(str(good)) == (str(good), ["a b", "c"])
+    with pytest.raises(UserError, match="missing.txt does not exist"):
+        read_input_lines(str(tmp_path / "missing.txt"))
+    with pytest.raises(UserError, match="is a folder, not a file"):
+        read_input_lines(str(tmp_path))
+    bad = tmp_path / "bad.txt"
+    bad.write_bytes("a\nb\ncaf\xe9\n".encode("latin-1"))
+    with pytest.raises(UserError, match=rf"^{re.escape(str(bad))}:3: not valid UTF-8"):
+        read_input_lines(str(bad))
