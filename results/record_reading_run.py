@@ -1,6 +1,6 @@
 """Record one finished reading-comprehension run (`structattn train --task squad2|race_m|mctest500 ...`).
 
-    python results/record_reading_run.py RUN_DIR NAME [--note TEXT]
+    python results/record_reading_run.py RUN_DIR NAME [--task TASK] [--note TEXT]
 
 Span QA (squad2, squad11): predicts the test split with RUN_DIR/best at the no-answer threshold saved with it
 (tuned on the dev split during training), writes the predictions to results/<task>/NAME.json (the na-prob and
@@ -11,6 +11,10 @@ every question (the first n-best entry: what the model answers when the threshol
 records its scores under "answer_all" (its HasAns figures measure span extraction alone). With
 --reuse-predictions the test predictions already in RUN_DIR (test_predictions*.json) are scored again instead of
 predicted anew.
+--task records the run on another span-QA task's test split than the one it trained on (a squad2_plus11 reader on
+squad11 -> results/squad11.jsonl, on squad2 -> results/squad2.jsonl): "no answer" is never given on a task without
+unanswerable questions (squad11), the saved threshold is used otherwise, and the predictions in RUN_DIR are named
+test_predictions.TASK.json.
 Multiple choice (race, race_m, race_h -> results/race.jsonl; mctest160, mctest500 -> results/mctest.jsonl):
 predicts the test split, writes one JSON line per question to results/<file>/NAME.jsonl ({qid, prediction,
 scores}), scores it (accuracy overall and per group) and appends a line (its "task" names the task) to
@@ -49,16 +53,16 @@ def _variant(cfg) -> str:
     return name if cfg.mechanism == "global" else f"{cfg.mechanism}+{name}"
 
 
-def _record_span_qa(trainer, run_dir: Path, name: str, reuse: bool = False) -> dict:
+def _record_span_qa(trainer, run_dir: Path, name: str, reuse: bool = False, other_task: bool = False) -> dict:
     from structattn.commands.predict import side_files
     from structattn.heads.span_qa import na_probabilities
     from structattn.tasks.squad_eval import evaluate
     from structattn.io import atomic_write_json
     from structattn.train.reading import saved_threshold
 
-    task = trainer.cfg.task
-    threshold = saved_threshold(run_dir / "best")
-    in_run = run_dir / "test_predictions.json"
+    task = trainer.task.name
+    threshold = saved_threshold(run_dir / "best") if trainer.task.no_answer else float("inf")
+    in_run = run_dir / (f"test_predictions.{task}.json" if other_task else "test_predictions.json")
     na_file, nbest_file = side_files(in_run)
     if not (reuse and in_run.is_file() and nbest_file.is_file()):
         data, feats = trainer.features("test")
@@ -99,22 +103,27 @@ def main() -> None:
     ap.add_argument("run_dir", type=Path)
     ap.add_argument("name")
     ap.add_argument("--note", default="")
+    ap.add_argument("--train-device", default=None,
+                    help="where the run trained, when not here (the line's 'device' is where it was predicted)")
+    ap.add_argument("--task", default=None, help="span QA: record on this task's test split (default: the run's)")
     ap.add_argument("--reuse-predictions", action="store_true",
                     help="span QA: score the test predictions already in RUN_DIR instead of predicting again")
     args = ap.parse_args()
     state = json.loads((args.run_dir / "trainer_state.json").read_text())
     if not state.get("finished"):
         raise SystemExit(f"{args.run_dir}: the run has not finished (trainer_state.json finished = false)")
-    trainer = load_trained(str(args.run_dir / "best"))
+    trainer = load_trained(str(args.run_dir / "best"), args.task)
     trainer.show_progress = False
     cfg = trainer.cfg
     family = task_family(cfg.task)
+    if args.task is not None and family != "span_qa":
+        raise SystemExit("--task is for span-QA runs")
     t0 = time.time()
-    scores = (_record_span_qa(trainer, args.run_dir, args.name, args.reuse_predictions) if family == "span_qa"
-              else _record_multiple_choice(trainer, args.name))
+    scores = (_record_span_qa(trainer, args.run_dir, args.name, args.reuse_predictions, args.task is not None)
+              if family == "span_qa" else _record_multiple_choice(trainer, args.name))
     train_cfg = json.loads((args.run_dir / "train_config.json").read_text())
     best = next((h for h in state["history"] if h["step"] == state["best_step"]), {})
-    line = {"task": cfg.task, "run": args.name, "variant": _variant(cfg), "seed": cfg.seed, **scores,
+    line = {"task": trainer.task.name, "run": args.name, "variant": _variant(cfg), "seed": cfg.seed, **scores,
             "dev": {k: v for k, v in best.items() if k not in ("step", "epoch", "elapsed_s")},
             "best_step": state["best_step"], "steps": state["global_step"],
             "train_wall_s": max((h.get("elapsed_s", 0) for h in state["history"]), default=None),
@@ -125,7 +134,9 @@ def main() -> None:
 
     line.update(provenance(), device=device_description(trainer.accelerator.device),
                 torch_threads=__import__("torch").get_num_threads())
-    out = RESULTS / f"{results_name(cfg.task)}.jsonl"
+    if args.train_device:
+        line["train_device"] = args.train_device
+    out = RESULTS / f"{results_name(trainer.task.name)}.jsonl"
     lines = [json.loads(x) for x in out.read_text().splitlines() if x.strip()] if out.exists() else []
     lines = [x for x in lines if x["run"] != args.name] + [line]
     out.write_text("".join(json.dumps(x, sort_keys=True) + "\n" for x in lines))

@@ -87,3 +87,17 @@ def test_committed_squad2_results_are_what_their_files_score():
         pytest.skip("no committed SQuAD 2.0 runs yet")
     runs, _ = load_span_runs(results, "squad2")
     assert runs and all(len(run["_f1"]) == 4173 for run in runs)
+
+
+def test_runs_trained_on_other_data_get_their_own_section(results):
+    lines = [json.loads(x) for x in (results / "squad11.jsonl").read_text().splitlines()]
+    for line in lines:
+        line["config"] = {"task": "squad2_plus11" if line["seed"] == 2 else "squad11"}
+    (results / "squad11.jsonl").write_text("".join(json.dumps(x) + "\n" for x in lines))
+    assert report_main(["--results-dir", str(results)]) == 0
+    text = (results / "READING.md").read_text()
+    bigger, own = text.index("trained on SQuAD 1.1 train + the squad2 train part"), text.index("trained on SQuAD 1.1 train\n")
+    assert bigger < own                                  # the larger training set first
+    assert "| baseline | 2 |" in text[bigger:own] and "| baseline | 1 |" not in text[bigger:own]
+    assert "| baseline | 1 |" in text[own:]             # seeds of one training set never meet the other's
+    assert (results / "fig_squad11_from_squad2_plus11_question_length.png").is_file()

@@ -133,9 +133,33 @@ def comparison_lines(rows: list[dict], over: str, measure: str) -> list[str]:
                               f"p = {_fmt_p(r['p'])} / {_fmt_p(r['p_holm'])} (raw / Holm)" for r in rows]
 
 
-def span_section(task: str, runs: list[dict], dataset: dict, results_dir: Path) -> str:
+#: What the runs of a span-QA results file were trained on (a line's config "task"), in the order READING.md
+#: gives them; runs trained on one are compared only with each other.
+TRAINED_ON = {
+    "squad2_plus11": "trained on SQuAD 1.1 train + the squad2 train part (93,904 questions; task squad2_plus11)",
+    "squad11": "trained on SQuAD 1.1 train",
+    "squad2": "small-scale record: trained on at most the 6,305 questions of the squad2 train part (the first "
+              "3,000, 2 epochs, on 2 CPU cores); these readers did not learn to answer (see the answer-all table)",
+}
+
+
+def training_groups(runs: list[dict]) -> list[tuple[str | None, list[dict]]]:
+    """The runs grouped by the task they were trained on (``config.task``), in :data:`TRAINED_ON`'s order."""
+    groups: dict[str | None, list[dict]] = {}
+    for run in runs:   # a line without its config (hand-written) counts as trained on its own task
+        groups.setdefault(run.get("config", {}).get("task"), []).append(run)
+    order = [t for t in TRAINED_ON if t in groups] + sorted((t for t in groups if t not in TRAINED_ON), key=str)
+    return [(t, groups[t]) for t in order]
+
+
+def span_section(task: str, runs: list[dict], dataset: dict, results_dir: Path, trained_on: str | None = None) -> str:
     by = _by_variant(runs)
-    lines = [f"## {task}: test part, exact match and F1 (official evaluate-v2.0 rules)", "",
+    title = f"## {task}: test part, exact match and F1 (official evaluate-v2.0 rules)"
+    if trained_on is not None and trained_on != task:
+        title += f"; {TRAINED_ON.get(trained_on, 'trained on ' + trained_on)}"
+    elif trained_on is not None and trained_on in TRAINED_ON:
+        title += f"; {TRAINED_ON[trained_on]}"
+    lines = [title, "",
              "| variant | seeds | EM per seed | F1 per seed | EM | F1 | HasAns F1 | NoAns F1 |",
              "|---|---|---|---|---|---|---|---|"]
     order = [v for v, _ in TABLE3 if v in by] + sorted(v for v in by if v not in dict(TABLE3))
@@ -158,7 +182,8 @@ def span_section(task: str, runs: list[dict], dataset: dict, results_dir: Path) 
             if variant != "baseline" and len(seeds) > 1 and len(base) > 1:
                 p = welch_p([s["f1"] for s in seeds.values()], [s["f1"] for s in base.values()])
                 lines.append(f"- {variant} vs baseline over seeds (Welch's t on test F1): p = {_fmt_p(p)}")
-    lines += ["", answer_all_section(by), "", table3(by), "", figure4(task, by, dataset, results_dir)]
+    tag = task if trained_on in (None, task) else f"{task}_from_{trained_on}"
+    lines += ["", answer_all_section(by), "", table3(by), "", figure4(tag, by, dataset, results_dir)]
     return "\n".join(lines)
 
 
@@ -277,7 +302,8 @@ def main(argv: list[str] | None = None) -> int:
     for task in SPAN_TASKS:
         if (args.results_dir / f"{task}.jsonl").is_file():
             runs, dataset = load_span_runs(args.results_dir, task)
-            sections.append(span_section(task, runs, dataset, args.results_dir))
+            for trained_on, group in training_groups(runs):
+                sections.append(span_section(task, group, dataset, args.results_dir, trained_on))
     for name in MC_FILES:
         if (args.results_dir / f"{name}.jsonl").is_file():
             for task, runs in sorted(load_mc_runs(args.results_dir, name).items()):
