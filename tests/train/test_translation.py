@@ -90,3 +90,57 @@ def test_own_data_needs_all_four_files(corpus, tmp_path):
 def test_unknown_variant_lists_the_valid_ones(corpus, tmp_path):
     with pytest.raises(UserError, match="valid variants: transformer, local, hybrid_gate"):
         train_translation(_config(corpus, tmp_path / "y", variant="hybrid"), show_progress=False)
+
+
+# ---------------------------------------------------------------------------------------------- no pickle
+def _to_old_layout(ckpt, extra: dict | None = None) -> None:
+    """Turn a checkpoint of today's layout into the one earlier versions wrote: trainer.pt (optimizer, torch and
+    Python RNG states in one torch.save) and a state.json without RNG states; ``extra`` adds entries."""
+    import torch
+
+    tensors = torch.load(ckpt / "tensors.pt", weights_only=True)
+    state = json.loads((ckpt / "state.json").read_text())
+    python_rng = state.pop("python_rng")
+    del state["numpy_rng"]
+    torch.save({"optimizer": tensors["optimizer"], "torch_rng": tensors["rng"]["torch"],
+                "python_rng": (python_rng[0], tuple(python_rng[1]), python_rng[2]), **(extra or {})},
+               ckpt / "trainer.pt")
+    (ckpt / "tensors.pt").unlink()
+    (ckpt / "state.json").write_text(json.dumps(state))
+
+
+def test_a_checkpoint_in_the_earlier_layout_is_read_once_and_rewritten(corpus, tmp_path):
+    cfg = dict(max_updates=6, average_last=0)
+    whole = train_translation(_config(corpus, tmp_path / "whole", **cfg), show_progress=False)
+    killed = _config(corpus, tmp_path / "killed", **cfg)
+    train_translation(killed, show_progress=False, stop_after_updates=5)  # the checkpoint of update 3 stays
+    ckpt = tmp_path / "killed" / "checkpoint"
+    _to_old_layout(ckpt)
+    resumed = train_translation(killed, show_progress=False)
+    assert [(h["step"], h["dev_bleu"], h["train_loss"]) for h in resumed["history"]] == \
+        [(h["step"], h["dev_bleu"], h["train_loss"]) for h in whole["history"]]
+    assert resumed["tests"]["test"]["bleu"] == whole["tests"]["test"]["bleu"]
+    assert not (ckpt / "trainer.pt").exists() and (ckpt / "tensors.pt").is_file()
+    assert len(json.loads((ckpt / "state.json").read_text())["python_rng"][1]) == 625
+
+
+class _RunsCode:
+    """Unpickling this touches ``path``: what a hostile checkpoint could do with any code."""
+
+    def __init__(self, path):
+        self.path = path
+
+    def __reduce__(self):
+        from pathlib import Path
+
+        return Path.touch, (Path(self.path),)
+
+
+def test_an_earlier_trainer_file_the_safe_loader_refuses_is_not_unpickled(corpus, tmp_path):
+    cfg = _config(corpus, tmp_path / "run", max_updates=3, eval_every=1, average_last=0)
+    train_translation(cfg, show_progress=False, stop_after_updates=2)
+    marker = tmp_path / "code-ran"
+    _to_old_layout(tmp_path / "run" / "checkpoint", {"hook": _RunsCode(marker)})
+    with pytest.raises(UserError, match=r"trainer.pt .*not unpickled.*Delete .*run to train this run again"):
+        train_translation(cfg, show_progress=False)
+    assert not marker.exists()

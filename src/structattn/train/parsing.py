@@ -42,7 +42,8 @@ import torch
 
 from ..errors import UserError
 from ..io import atomic_write_json, atomic_write_text
-from .checkpoint import AtomicDir, recover_atomic_dirs
+from .checkpoint import (AtomicDir, numpy_rng_json, python_rng_json, recover_atomic_dirs, set_numpy_rng,
+                         set_python_rng, set_torch_rng, torch_rng_tensors)
 from .loop import LengthGroupedSampler
 from .running_mean import RunningMean
 
@@ -266,34 +267,15 @@ def check_resumable(out: Path, config, data: dict | None = None) -> None:
 
 
 def _capture_rng(state: ParserTrainState) -> dict:
-    state.python_rng = _json_ready(random.getstate())
-    np_state = np.random.get_state()
-    state.numpy_rng = [np_state[0], np_state[1].tolist(), *np_state[2:]]
-    rng = {"torch": torch.get_rng_state()}
-    if torch.cuda.is_available():
-        rng["cuda"] = torch.cuda.get_rng_state_all()
-    return rng
+    """Python's and NumPy's RNG states into ``state`` (JSON); torch's returned (tensors)."""
+    state.python_rng, state.numpy_rng = python_rng_json(), numpy_rng_json()
+    return torch_rng_tensors()
 
 
 def _restore_rng(state: ParserTrainState, rng: dict) -> None:
-    random.setstate(_tuples(state.python_rng))
-    kind, keys, *rest = state.numpy_rng
-    np.random.set_state((kind, np.asarray(keys, dtype=np.uint32), *rest))
-    torch.set_rng_state(rng["torch"])
-    if "cuda" in rng and torch.cuda.is_available():
-        torch.cuda.set_rng_state_all(rng["cuda"])
-
-
-def _json_ready(obj):
-    if isinstance(obj, (tuple, list)):
-        return [_json_ready(x) for x in obj]
-    return obj
-
-
-def _tuples(obj):
-    if isinstance(obj, list):
-        return tuple(_tuples(x) for x in obj)
-    return obj
+    set_python_rng(state.python_rng)
+    set_numpy_rng(state.numpy_rng)
+    set_torch_rng(rng)
 
 
 def save_checkpoint(out: Path, config, state: ParserTrainState, model, optimizer, scheduler,
