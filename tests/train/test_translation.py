@@ -144,3 +144,54 @@ def test_an_earlier_trainer_file_the_safe_loader_refuses_is_not_unpickled(corpus
     with pytest.raises(UserError, match=r"trainer.pt .*not unpickled.*Delete .*run to train this run again"):
         train_translation(cfg, show_progress=False)
     assert not marker.exists()
+
+
+# ---------------------------------------------------------------------------------------------- precision
+def test_bf16_trains_in_bfloat16_gives_finite_scores_and_a_resume_must_match_it(corpus, tmp_path, monkeypatch):
+    import math
+
+    import torch
+
+    from structattn.models import translation as models
+
+    dtypes, build = set(), models.build_model
+
+    def recording(*args, **kwargs):  # the dtype every linear layer computes in while training
+        model = build(*args, **kwargs)
+        for module in model.modules():
+            if isinstance(module, torch.nn.Linear):
+                module.register_forward_hook(lambda m, i, out: dtypes.add(out.dtype) if m.training else None)
+        return model
+
+    monkeypatch.setattr(models, "build_model", recording)
+    cfg = dict(max_updates=4, eval_every=2, average_last=0)
+    summary = train_translation(_config(corpus, tmp_path / "run", precision="bf16", **cfg), show_progress=False)
+    assert dtypes == {torch.bfloat16}
+    assert all(math.isfinite(h["train_loss"]) and math.isfinite(h["dev_bleu"]) for h in summary["history"])
+    assert math.isfinite(summary["tests"]["test"]["bleu"]) and summary["config"]["precision"] == "bf16"
+    assert json.loads((tmp_path / "run/run_config.json").read_text())["precision"] == "bf16"
+    with pytest.raises(UserError, match="other settings \\(precision: 'bf16' -> 'fp32'\\)"):
+        train_translation(_config(corpus, tmp_path / "run", **cfg), show_progress=False)
+
+
+def test_a_run_recorded_before_the_precision_field_resumes_in_fp32_only(corpus, tmp_path):
+    cfg = _config(corpus, tmp_path / "run", max_updates=3, average_last=0)
+    train_translation(cfg, show_progress=False, stop_after_updates=1)
+    path = tmp_path / "run/run_config.json"
+    saved = json.loads(path.read_text())
+    del saved["precision"]
+    path.write_text(json.dumps(saved))
+    assert train_translation(cfg, show_progress=False, stop_after_updates=1) == {"stopped_at_update": 1}
+    with pytest.raises(UserError, match="precision: 'fp32' -> 'bf16'"):
+        train_translation(_config(corpus, tmp_path / "run", max_updates=3, average_last=0, precision="bf16"),
+                          show_progress=False)
+
+
+def test_fp16_on_a_cpu_is_a_clear_error_before_anything_is_written(corpus, tmp_path):
+    import torch
+
+    if torch.cuda.is_available():
+        pytest.skip("fp16 is allowed on a CUDA machine")
+    with pytest.raises(UserError, match="--precision fp16 needs a CUDA GPU.*use --precision bf16"):
+        train_translation(_config(corpus, tmp_path / "run", precision="fp16"), show_progress=False)
+    assert not (tmp_path / "run").exists()

@@ -23,6 +23,12 @@ Folder ``output_dir``::
 
 Rerunning the same command resumes from ``checkpoint/`` (a finished run only redoes the final steps).
 
+``precision`` (``--precision``): ``fp32`` (default), ``bf16`` (forward and loss under bfloat16 autocast, float32
+weights) or ``fp16`` (CUDA only, with loss scaling): see :mod:`structattn.train.precision`. It is part of the
+run's settings, so a resume in another precision is refused. Only training runs in it: dev evaluation,
+model selection and the test translations run in float32, the precision ``structattn translate`` uses, so the
+recorded scores are those the saved (float32) weights give.
+
 Checkpoints of earlier versions (``checkpoint/trainer.pt``: optimizer and RNG states in one ``torch.save``
 pickle) are read once with ``torch.load(..., weights_only=True)`` - torch's restricted loader, which builds only
 tensors, numbers, strings and containers and runs no code from the file - and rewritten at once in today's
@@ -48,6 +54,7 @@ from ..errors import UserError
 from ..io import atomic_write_json
 from .checkpoint import (AtomicDir, numpy_rng_json, python_rng_json, recover_atomic_dirs, set_numpy_rng,
                          set_python_rng, set_torch_rng, torch_rng_tensors)
+from .precision import MixedPrecision, recorded_precision
 from .running_mean import RunningMean
 
 CHECKPOINT, BEST, FINAL, RECENT = "checkpoint", "best", "final", "recent"
@@ -87,6 +94,7 @@ class NMTConfig(JsonConfig):
     layers: int | None = None  # mechanism layers (default: the variant's, the lowest 2)
     k: int | None = None  # window half-width m of Xu et al. (local / hybrid variants)
     gate: str | None = None  # "token" or "head" (hybrid_gate, sla)
+    precision: str = "fp32"  # fp32 | bf16 (autocast; CPUs with avx512_bf16/AMX, GPUs) | fp16 (CUDA only, loss scaling)
     threads: int = 0  # torch threads (0 = torch's default)
 
     def mechanism_options(self) -> dict[str, Any]:
@@ -210,7 +218,7 @@ def _check_resume(config: NMTConfig, out: Path) -> None:
     if not path.is_file():
         config.save(path)
         return
-    saved = json.loads(path.read_text(encoding="utf-8"))
+    saved = recorded_precision(json.loads(path.read_text(encoding="utf-8")))
     now = dataclasses.asdict(config)
     diff = sorted(k for k in set(saved) | set(now) if k not in RESULT_NEUTRAL_FIELDS and saved.get(k) != now.get(k))
     if diff:
@@ -222,14 +230,15 @@ def _check_resume(config: NMTConfig, out: Path) -> None:
 OLD_TRAINER_FILE = "trainer.pt"  # the pickled trainer state of earlier versions (see the module docstring)
 
 
-def _write_checkpoint(ckpt: Path, model, optimizer, state: NMTState) -> None:
+def _write_checkpoint(ckpt: Path, model, optimizer, precision: MixedPrecision, state: NMTState) -> None:
     """Write ``ckpt`` atomically: model.safetensors, tensors.pt, state.json (with the RNG states taken now)."""
     from safetensors.torch import save_file
 
     state.python_rng, state.numpy_rng = python_rng_json(), numpy_rng_json()
     with AtomicDir(ckpt) as tmp:
         save_file(_weights(model), str(tmp / "model.safetensors"))
-        torch.save({"optimizer": optimizer.state_dict(), "rng": torch_rng_tensors()}, tmp / "tensors.pt")
+        torch.save({"optimizer": optimizer.state_dict(), "rng": torch_rng_tensors(),
+                    "scaler": precision.state_dict()}, tmp / "tensors.pt")
         atomic_write_json(tmp / "state.json", dataclasses.asdict(state))
 
 
@@ -242,7 +251,7 @@ def _read_checkpoint(ckpt: Path) -> tuple[NMTState, dict, bool]:
     path = ckpt / OLD_TRAINER_FILE
     try:
         extra = torch.load(path, map_location="cpu", weights_only=True)
-        tensors = {"optimizer": extra["optimizer"], "rng": {"torch": extra["torch_rng"]}}
+        tensors = {"optimizer": extra["optimizer"], "rng": {"torch": extra["torch_rng"]}, "scaler": {}}
         python_rng = extra["python_rng"]
     except Exception as exc:  # noqa: BLE001 - torch's refusal (an UnpicklingError), a missing key, a bad file
         raise UserError(
@@ -344,6 +353,8 @@ def train_translation(config: NMTConfig, *, show_progress: bool = True, stop_aft
     from .parsing import device_description, training_device
 
     session_start = time.time()
+    device = training_device()
+    precision = MixedPrecision(config.precision, device)  # fp16 on a CPU stops here, before anything is written
     if config.threads:
         torch.set_num_threads(config.threads)
     mechanism = variant_mechanism(config.variant, **config.mechanism_options())
@@ -356,7 +367,6 @@ def train_translation(config: NMTConfig, *, show_progress: bool = True, stop_aft
     data = prepare_data(config, tokenizer, train, dev, tests, mechanism)
 
     _seed_everything(config.seed)
-    device = training_device()
     model = build_model(tokenizer, config.size, config.variant, seed=config.seed, **config.mechanism_options())
     model = model.to(device)
     optimizer = torch.optim.Adam(model.parameters(), lr=config.learning_rate, betas=(0.9, 0.98), eps=1e-9)
@@ -366,13 +376,14 @@ def train_translation(config: NMTConfig, *, show_progress: bool = True, stop_aft
         state, tensors, old_layout = _read_checkpoint(ckpt)
         _load_weights(model, load_file(str(ckpt / "model.safetensors")))
         optimizer.load_state_dict(tensors["optimizer"])
+        precision.load_state_dict(tensors["scaler"])
         set_torch_rng(tensors["rng"])
         set_python_rng(state.python_rng)
         if state.numpy_rng is not None:  # None: an earlier version's checkpoint (NumPy keeps the seeded state)
             set_numpy_rng(state.numpy_rng)
         print(f"resuming {out} at update {state.step:,} (epoch {state.epoch}, best dev BLEU {state.best_bleu})")
         if old_layout:
-            _write_checkpoint(ckpt, model, optimizer, state)
+            _write_checkpoint(ckpt, model, optimizer, precision, state)
             print(f"rewrote {ckpt} without pickle (tensors.pt + state.json instead of {OLD_TRAINER_FILE})")
     elapsed_before = state.elapsed_seconds
     collate = TranslationCollator(tokenizer.pad_token_id)
@@ -382,7 +393,7 @@ def train_translation(config: NMTConfig, *, show_progress: bool = True, stop_aft
 
     def save_checkpoint():
         state.elapsed_seconds = elapsed_before + time.time() - session_start
-        _write_checkpoint(ckpt, model, optimizer, state)
+        _write_checkpoint(ckpt, model, optimizer, precision, state)
 
     def evaluate_and_checkpoint(train_loss: float | None):
         hyps = _translate(model, tokenizer, data.dev_texts, config.eval_beam, config.length_penalty)
@@ -423,13 +434,11 @@ def train_translation(config: NMTConfig, *, show_progress: bool = True, stop_aft
             labels = batch.pop("labels")
             for group in optimizer.param_groups:
                 group["lr"] = config.learning_rate * warmup_inverse_sqrt(state.step + 1, config.warmup)
-            logits = model(**batch, decoder_input_ids=_decoder_inputs(labels, pad, start)).logits
-            loss, tokens = _label_smoothed_loss(logits, labels, config.label_smoothing)
+            with precision.autocast():
+                logits = model(**batch, decoder_input_ids=_decoder_inputs(labels, pad, start)).logits
+                loss, tokens = _label_smoothed_loss(logits, labels, config.label_smoothing)
             optimizer.zero_grad(set_to_none=True)
-            loss.backward()
-            if config.clip_norm > 0:
-                torch.nn.utils.clip_grad_norm_(model.parameters(), config.clip_norm)
-            optimizer.step()
+            precision.step(loss, optimizer, model.parameters(), config.clip_norm)
             state.step += 1
             state.batch_in_epoch += 1
             state.target_tokens += tokens
