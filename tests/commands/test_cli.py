@@ -19,3 +19,16 @@ def test_help_lists_exactly_the_commands(capsys):
     out = capsys.readouterr().out
     assert all(name.replace("_", "-") in out for name in cli.COMMANDS)  # train_parser -> train-parser
     assert "bench" not in out  # benchmarks are scripts (make bench), not a command
+
+
+@pytest.mark.parametrize("command", ["train-nmt", "train-parser"])
+def test_fp16_on_a_cpu_is_one_clear_line(command, tmp_path, capsys):
+    import torch
+
+    if torch.cuda.is_available():
+        pytest.skip("fp16 is allowed on a CUDA machine")
+    out = tmp_path / "run"
+    assert cli.main([command, "--precision", "fp16", "--output-dir", str(out), "--no-progress"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"structattn {command}: error: --precision fp16 needs a CUDA GPU") and "bf16" in err
+    assert not out.exists()

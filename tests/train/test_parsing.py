@@ -196,6 +196,59 @@ def test_resume_with_other_settings_is_refused(treebank, tmp_path):
     assert "output-dir" in message and "seed" not in message
 
 
+def test_a_checkpoint_from_before_the_precision_field_resumes_exactly_in_fp32(treebank, tmp_path):
+    """Checkpoints written before --precision (no ``precision`` in config.json, no ``scaler`` in tensors.pt)."""
+    torch.set_num_threads(1)
+    whole = train_parser(tiny(tmp_path / "a", epochs=2), show_progress=False)
+    config = tiny(tmp_path / "b", epochs=2)
+    train_parser(config, show_progress=False, stop_after_steps=4)
+    ckpt = tmp_path / "b" / "checkpoint"
+    saved = json.loads((ckpt / "config.json").read_text())
+    del saved["precision"]
+    (ckpt / "config.json").write_text(json.dumps(saved))
+    tensors = torch.load(ckpt / "tensors.pt", weights_only=True)
+    del tensors["scaler"]
+    torch.save(tensors, ckpt / "tensors.pt")
+    with pytest.raises(UserError, match="precision: 'fp32' -> 'bf16'"):
+        train_parser(tiny(tmp_path / "b", epochs=2, precision="bf16"), show_progress=False)
+    resumed = train_parser(config, show_progress=False)
+    assert without_times(resumed["history"]) == without_times(whole["history"])
+
+
+# ---------------------------------------------------------------------------------------------- precision
+def test_bf16_trains_in_bfloat16_gives_finite_scores_and_a_resume_must_match_it(treebank, tmp_path, monkeypatch):
+    import math
+
+    from structattn.heads.chart import SpanLabelScorer
+
+    torch.set_num_threads(1)
+    dtypes, forward = set(), SpanLabelScorer.forward
+
+    def recording(self, h):  # the dtype the span scores come out in while training
+        scores = forward(self, h)
+        if self.training:
+            dtypes.add(scores.dtype)
+        return scores
+
+    monkeypatch.setattr(SpanLabelScorer, "forward", recording)
+    summary = train_parser(tiny(tmp_path / "run", precision="bf16"), show_progress=False)
+    assert dtypes == {torch.bfloat16}
+    assert all(math.isfinite(h["f1"]) and math.isfinite(h["train_loss"]) for h in summary["history"])
+    assert math.isfinite(summary["test"]["f1"]) and summary["config"]["precision"] == "bf16"
+    saved = json.loads((tmp_path / "run" / "checkpoint" / "config.json").read_text())
+    assert saved["precision"] == "bf16"
+    with pytest.raises(UserError, match="precision: 'bf16' -> 'fp32'"):
+        train_parser(tiny(tmp_path / "run"), show_progress=False)
+
+
+def test_fp16_on_a_cpu_is_a_clear_error_before_anything_is_written(treebank, tmp_path):
+    if torch.cuda.is_available():
+        pytest.skip("fp16 is allowed on a CUDA machine")
+    with pytest.raises(UserError, match="--precision fp16 needs a CUDA GPU.*use --precision bf16"):
+        train_parser(tiny(tmp_path / "run", precision="fp16"), show_progress=False)
+    assert not (tmp_path / "run").exists()
+
+
 def test_patience_stops_early(treebank, tmp_path, monkeypatch):
     """Dev F1 never improves after the first evaluation: patience 1 stops after the second."""
     scores = iter([50.0, 40.0])

@@ -90,3 +90,108 @@ def test_own_data_needs_all_four_files(corpus, tmp_path):
 def test_unknown_variant_lists_the_valid_ones(corpus, tmp_path):
     with pytest.raises(UserError, match="valid variants: transformer, local, hybrid_gate"):
         train_translation(_config(corpus, tmp_path / "y", variant="hybrid"), show_progress=False)
+
+
+# ---------------------------------------------------------------------------------------------- no pickle
+def _to_old_layout(ckpt, extra: dict | None = None) -> None:
+    """Turn a checkpoint of today's layout into the one earlier versions wrote: trainer.pt (optimizer, torch and
+    Python RNG states in one torch.save) and a state.json without RNG states; ``extra`` adds entries."""
+    import torch
+
+    tensors = torch.load(ckpt / "tensors.pt", weights_only=True)
+    state = json.loads((ckpt / "state.json").read_text())
+    python_rng = state.pop("python_rng")
+    del state["numpy_rng"]
+    torch.save({"optimizer": tensors["optimizer"], "torch_rng": tensors["rng"]["torch"],
+                "python_rng": (python_rng[0], tuple(python_rng[1]), python_rng[2]), **(extra or {})},
+               ckpt / "trainer.pt")
+    (ckpt / "tensors.pt").unlink()
+    (ckpt / "state.json").write_text(json.dumps(state))
+
+
+def test_a_checkpoint_in_the_earlier_layout_is_read_once_and_rewritten(corpus, tmp_path):
+    cfg = dict(max_updates=6, average_last=0)
+    whole = train_translation(_config(corpus, tmp_path / "whole", **cfg), show_progress=False)
+    killed = _config(corpus, tmp_path / "killed", **cfg)
+    train_translation(killed, show_progress=False, stop_after_updates=5)  # the checkpoint of update 3 stays
+    ckpt = tmp_path / "killed" / "checkpoint"
+    _to_old_layout(ckpt)
+    resumed = train_translation(killed, show_progress=False)
+    assert [(h["step"], h["dev_bleu"], h["train_loss"]) for h in resumed["history"]] == \
+        [(h["step"], h["dev_bleu"], h["train_loss"]) for h in whole["history"]]
+    assert resumed["tests"]["test"]["bleu"] == whole["tests"]["test"]["bleu"]
+    assert not (ckpt / "trainer.pt").exists() and (ckpt / "tensors.pt").is_file()
+    assert len(json.loads((ckpt / "state.json").read_text())["python_rng"][1]) == 625
+
+
+class _RunsCode:
+    """Unpickling this touches ``path``: what a hostile checkpoint could do with any code."""
+
+    def __init__(self, path):
+        self.path = path
+
+    def __reduce__(self):
+        from pathlib import Path
+
+        return Path.touch, (Path(self.path),)
+
+
+def test_an_earlier_trainer_file_the_safe_loader_refuses_is_not_unpickled(corpus, tmp_path):
+    cfg = _config(corpus, tmp_path / "run", max_updates=3, eval_every=1, average_last=0)
+    train_translation(cfg, show_progress=False, stop_after_updates=2)
+    marker = tmp_path / "code-ran"
+    _to_old_layout(tmp_path / "run" / "checkpoint", {"hook": _RunsCode(marker)})
+    with pytest.raises(UserError, match=r"trainer.pt .*not unpickled.*Delete .*run to train this run again"):
+        train_translation(cfg, show_progress=False)
+    assert not marker.exists()
+
+
+# ---------------------------------------------------------------------------------------------- precision
+def test_bf16_trains_in_bfloat16_gives_finite_scores_and_a_resume_must_match_it(corpus, tmp_path, monkeypatch):
+    import math
+
+    import torch
+
+    from structattn.models import translation as models
+
+    dtypes, build = set(), models.build_model
+
+    def recording(*args, **kwargs):  # the dtype every linear layer computes in while training
+        model = build(*args, **kwargs)
+        for module in model.modules():
+            if isinstance(module, torch.nn.Linear):
+                module.register_forward_hook(lambda m, i, out: dtypes.add(out.dtype) if m.training else None)
+        return model
+
+    monkeypatch.setattr(models, "build_model", recording)
+    cfg = dict(max_updates=4, eval_every=2, average_last=0)
+    summary = train_translation(_config(corpus, tmp_path / "run", precision="bf16", **cfg), show_progress=False)
+    assert dtypes == {torch.bfloat16}
+    assert all(math.isfinite(h["train_loss"]) and math.isfinite(h["dev_bleu"]) for h in summary["history"])
+    assert math.isfinite(summary["tests"]["test"]["bleu"]) and summary["config"]["precision"] == "bf16"
+    assert json.loads((tmp_path / "run/run_config.json").read_text())["precision"] == "bf16"
+    with pytest.raises(UserError, match="other settings \\(precision: 'bf16' -> 'fp32'\\)"):
+        train_translation(_config(corpus, tmp_path / "run", **cfg), show_progress=False)
+
+
+def test_a_run_recorded_before_the_precision_field_resumes_in_fp32_only(corpus, tmp_path):
+    cfg = _config(corpus, tmp_path / "run", max_updates=3, average_last=0)
+    train_translation(cfg, show_progress=False, stop_after_updates=1)
+    path = tmp_path / "run/run_config.json"
+    saved = json.loads(path.read_text())
+    del saved["precision"]
+    path.write_text(json.dumps(saved))
+    assert train_translation(cfg, show_progress=False, stop_after_updates=1) == {"stopped_at_update": 1}
+    with pytest.raises(UserError, match="precision: 'fp32' -> 'bf16'"):
+        train_translation(_config(corpus, tmp_path / "run", max_updates=3, average_last=0, precision="bf16"),
+                          show_progress=False)
+
+
+def test_fp16_on_a_cpu_is_a_clear_error_before_anything_is_written(corpus, tmp_path):
+    import torch
+
+    if torch.cuda.is_available():
+        pytest.skip("fp16 is allowed on a CUDA machine")
+    with pytest.raises(UserError, match="--precision fp16 needs a CUDA GPU.*use --precision bf16"):
+        train_translation(_config(corpus, tmp_path / "run", precision="fp16"), show_progress=False)
+    assert not (tmp_path / "run").exists()

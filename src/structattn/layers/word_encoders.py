@@ -311,7 +311,8 @@ class CharWordEncoder(nn.Module):
         is_word = (rows >= 1) & (rows <= lengths.unsqueeze(1))  # [b, T]
         out[is_word] = word_vec  # row-major order of is_word = sentence by sentence, word by word
         out[:, 0] = self.start
-        out[torch.arange(b, device=device), lengths + 1] = self.stop
+        # index_put wants one dtype; under bf16/fp16 autocast word_vec (and out) are 16-bit, the parameter is not
+        out[torch.arange(b, device=device), lengths + 1] = self.stop.to(out.dtype)
         real = rows <= lengths.unsqueeze(1) + 1
         return (out + self.position(rows.expand(b, -1))) * real.unsqueeze(-1)
 

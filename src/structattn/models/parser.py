@@ -92,6 +92,7 @@ class ParserConfig(JsonConfig):
     max_eval_trees: int = 0  # evaluate on only the first N dev and test trees; 0 = all
     eval_every: int = 0  # optimizer steps between dev evaluations; 0 = once per epoch
     clip_grad: float = 5.0  # gradient norm clipping; 0 = none
+    precision: str = "fp32"  # fp32 | bf16 (autocast; CPUs with avx512_bf16/AMX, GPUs) | fp16 (CUDA only, loss scaling)
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
@@ -359,7 +360,9 @@ class ChartParser(nn.Module):
         if tags is None and self.config.pos == "gold":
             tags = gold_tags
         scores, lengths = self(words, tags)
-        loss, _ = margin_loss(scores, spans, lengths.tolist())
+        # Under bf16/fp16 autocast the scores come out in 16 bits; the loss sums dozens of them per tree, which
+        # needs float32's mantissa (a no-op in fp32).
+        loss, _ = margin_loss(scores.float(), spans, lengths.tolist())
         return loss
 
     @torch.no_grad()

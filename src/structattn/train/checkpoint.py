@@ -1,16 +1,22 @@
-"""Checkpoint folders (single files are written atomically by :mod:`structattn.io`).
+"""Checkpoint folders (single files are written atomically by :mod:`structattn.io`) and the RNG states in them.
 
 A checkpoint folder is written under a temporary name and renamed into place, so
 a run killed at any moment leaves either the previous checkpoint or the new one,
 never half of one.
+
+RNG states are stored without pickle: Python's and NumPy's as JSON values (:func:`python_rng_json`,
+:func:`numpy_rng_json`), torch's as tensors (:func:`torch_rng_tensors`, for a file read with
+``torch.load(..., weights_only=True)``).
 """
 from __future__ import annotations
 
 import os
+import random
 import re
 import shutil
 import signal
 from pathlib import Path
+from typing import Any
 
 
 class AtomicDir:
@@ -115,3 +121,55 @@ def latest_checkpoint(output_dir: Path) -> Path | None:
         if (p / "trainer_state.json").is_file() and step > best_step:
             best, best_step = p, step
     return best
+
+
+# ---------------------------------------------------------------------------------------------- RNG states
+def python_rng_json() -> list:
+    """Python's global RNG state as JSON lists: ``[version, [625 ints], gauss_next]``."""
+    return _lists(random.getstate())
+
+
+def set_python_rng(saved: list) -> None:
+    """Restore what :func:`python_rng_json` returned (JSON gives back lists; ``random`` wants tuples)."""
+    random.setstate(_tuples(saved))
+
+
+def numpy_rng_json() -> list:
+    """NumPy's global RNG state as JSON values: ``[kind, [624 key words], pos, has_gauss, cached_gaussian]``."""
+    import numpy as np
+
+    kind, keys, *rest = np.random.get_state()
+    return [kind, keys.tolist(), *rest]
+
+
+def set_numpy_rng(saved: list) -> None:
+    import numpy as np
+
+    kind, keys, *rest = saved
+    np.random.set_state((kind, np.asarray(keys, dtype=np.uint32), *rest))
+
+
+def torch_rng_tensors() -> dict[str, Any]:
+    """torch's CPU RNG state (and every CUDA device's, when there is one) as uint8 tensors."""
+    import torch
+
+    rng: dict[str, Any] = {"torch": torch.get_rng_state()}
+    if torch.cuda.is_available():
+        rng["cuda"] = torch.cuda.get_rng_state_all()
+    return rng
+
+
+def set_torch_rng(rng: dict[str, Any]) -> None:
+    import torch
+
+    torch.set_rng_state(rng["torch"])
+    if "cuda" in rng and torch.cuda.is_available():
+        torch.cuda.set_rng_state_all(rng["cuda"])
+
+
+def _lists(obj):
+    return [_lists(x) for x in obj] if isinstance(obj, (tuple, list)) else obj
+
+
+def _tuples(obj):
+    return tuple(_tuples(x) for x in obj) if isinstance(obj, list) else obj

@@ -22,6 +22,15 @@
    ``summary.json`` (its ``data`` says which files were read; with own files and no test file there is no test
    parse and ``test`` is null).
 
+``config.precision`` (``--precision``): ``fp32`` (default), ``bf16`` (forward and loss under bfloat16 autocast,
+float32 weights) or ``fp16`` (CUDA only, loss scaling), see :mod:`structattn.train.precision`. Only training runs
+in it; dev and test parses run in float32, as a saved parser parses later. It is one of the settings a resume
+must match (a checkpoint from before the field existed counts as fp32).
+
+Checkpoints hold no pickle: tensors (weights, optimizer, scheduler, torch RNG, fp16 loss scale) in
+``tensors.pt``, read with ``torch.load(..., weights_only=True)``; Python's and NumPy's RNG states as JSON in
+``state.json``.
+
 The files a run reads are part of what a resume must match: ``checkpoint/data.json`` records them (path and
 SHA-256 of each own file), and a run in the same folder on other files is refused.
 """
@@ -42,8 +51,10 @@ import torch
 
 from ..errors import UserError
 from ..io import atomic_write_json, atomic_write_text
-from .checkpoint import AtomicDir, recover_atomic_dirs
+from .checkpoint import (AtomicDir, numpy_rng_json, python_rng_json, recover_atomic_dirs, set_numpy_rng,
+                         set_python_rng, set_torch_rng, torch_rng_tensors)
 from .loop import LengthGroupedSampler
+from .precision import MixedPrecision, recorded_precision
 from .running_mean import RunningMean
 
 # Fields that never change what a run computes; every other field must match for a resume.
@@ -257,7 +268,7 @@ def check_resumable(out: Path, config, data: dict | None = None) -> None:
         raise UserError(f"{saved_path} is unreadable ({exc}); delete {out / CHECKPOINT} to start over, or use "
                         "another --output-dir") from exc
     now = _comparable(config)
-    saved = {k: v for k, v in saved.items() if k not in RESULT_NEUTRAL_FIELDS}
+    saved = {k: v for k, v in recorded_precision(saved).items() if k not in RESULT_NEUTRAL_FIELDS}
     diffs = [f"{k}: {saved.get(k, '<absent>')!r} -> {now.get(k, '<absent>')!r}"
              for k in sorted(set(now) | set(saved)) if saved.get(k, "<absent>") != now.get(k, "<absent>")]
     if diffs:
@@ -266,51 +277,35 @@ def check_resumable(out: Path, config, data: dict | None = None) -> None:
 
 
 def _capture_rng(state: ParserTrainState) -> dict:
-    state.python_rng = _json_ready(random.getstate())
-    np_state = np.random.get_state()
-    state.numpy_rng = [np_state[0], np_state[1].tolist(), *np_state[2:]]
-    rng = {"torch": torch.get_rng_state()}
-    if torch.cuda.is_available():
-        rng["cuda"] = torch.cuda.get_rng_state_all()
-    return rng
+    """Python's and NumPy's RNG states into ``state`` (JSON); torch's returned (tensors)."""
+    state.python_rng, state.numpy_rng = python_rng_json(), numpy_rng_json()
+    return torch_rng_tensors()
 
 
 def _restore_rng(state: ParserTrainState, rng: dict) -> None:
-    random.setstate(_tuples(state.python_rng))
-    kind, keys, *rest = state.numpy_rng
-    np.random.set_state((kind, np.asarray(keys, dtype=np.uint32), *rest))
-    torch.set_rng_state(rng["torch"])
-    if "cuda" in rng and torch.cuda.is_available():
-        torch.cuda.set_rng_state_all(rng["cuda"])
-
-
-def _json_ready(obj):
-    if isinstance(obj, (tuple, list)):
-        return [_json_ready(x) for x in obj]
-    return obj
-
-
-def _tuples(obj):
-    if isinstance(obj, list):
-        return tuple(_tuples(x) for x in obj)
-    return obj
+    set_python_rng(state.python_rng)
+    set_numpy_rng(state.numpy_rng)
+    set_torch_rng(rng)
 
 
 def save_checkpoint(out: Path, config, state: ParserTrainState, model, optimizer, scheduler,
-                    data: dict | None = None) -> None:
-    """Write ``checkpoint/`` (replacing the previous one atomically); ``data`` (the files read) as data.json."""
+                    precision: MixedPrecision, data: dict | None = None) -> None:
+    """Write ``checkpoint/`` (replacing the previous one atomically); ``data`` (the files read) as data.json;
+    ``precision``'s loss-scaler state (fp16) in tensors.pt."""
     rng = _capture_rng(state)
     with AtomicDir(out / CHECKPOINT) as tmp:
         torch.save({"model": model.state_dict(), "optimizer": optimizer.state_dict(),
-                    "scheduler": scheduler.state_dict(), "rng": rng}, tmp / "tensors.pt")
+                    "scheduler": scheduler.state_dict(), "rng": rng,
+                    "scaler": precision.state_dict()}, tmp / "tensors.pt")
         atomic_write_json(tmp / "state.json", dataclasses.asdict(state))
         config.save(tmp / "config.json")
         if data is not None:
             atomic_write_json(tmp / "data.json", data)
 
 
-def load_checkpoint(out: Path, model, optimizer, scheduler) -> ParserTrainState | None:
-    """Restore model, optimizer, scheduler and RNG states from ``checkpoint/``; None when there is none."""
+def load_checkpoint(out: Path, model, optimizer, scheduler, precision: MixedPrecision) -> ParserTrainState | None:
+    """Restore model, optimizer, scheduler, RNG and (``precision``) loss-scaler states from ``checkpoint/``; None
+    when there is none."""
     folder = out / CHECKPOINT
     if not (folder / "state.json").is_file() or not (folder / "tensors.pt").is_file():
         return None
@@ -319,6 +314,7 @@ def load_checkpoint(out: Path, model, optimizer, scheduler) -> ParserTrainState 
     model.load_state_dict(tensors["model"])
     optimizer.load_state_dict(tensors["optimizer"])
     scheduler.load_state_dict(tensors["scheduler"])
+    precision.load_state_dict(tensors.get("scaler", {}))  # absent in checkpoints from before the option
     _restore_rng(state, tensors["rng"])
     return state
 
@@ -379,6 +375,8 @@ def train_parser(config, *, show_progress: bool = True, stop_after_steps: int | 
     data = data or TreebankFiles()
     data.check()
     data_read = data.describe()
+    device = training_device()
+    precision = MixedPrecision(config.precision, device)  # fp16 on a CPU stops here, before anything is written
     out = Path(config.output_dir)
     out.mkdir(parents=True, exist_ok=True)
     recover_atomic_dirs(out)  # a kill between AtomicDir's two renames: put the last committed folder back
@@ -394,12 +392,12 @@ def train_parser(config, *, show_progress: bool = True, stop_after_steps: int | 
     dev_tags = tags_for(dev_trees, config)
     dev_words = _words(dev_trees)
 
-    model = ChartParser.build(config, train_trees).to(training_device())
+    model = ChartParser.build(config, train_trees).to(device)
     optimizer, scheduler = make_optimizer(model, config)
     steps_per_epoch = math.ceil(len(train_trees) / config.batch_size)
     total = steps_per_epoch * config.epochs
 
-    state = load_checkpoint(out, model, optimizer, scheduler)
+    state = load_checkpoint(out, model, optimizer, scheduler, precision)
     if state is None:
         state = ParserTrainState()
     else:
@@ -431,7 +429,7 @@ def train_parser(config, *, show_progress: bool = True, stop_after_steps: int | 
         stop = bool(config.patience and state.evals_without_improvement >= config.patience)
         state.finished = stop or state.step >= total
         state.elapsed_seconds = elapsed_before + time.time() - session_start
-        save_checkpoint(out, config, state, model, optimizer, scheduler, data_read)
+        save_checkpoint(out, config, state, model, optimizer, scheduler, precision, data_read)
         bar.set_postfix(dev_f1=f"{dev['f1']:.2f}", best=f"{state.best_f1:.2f}")
         model.train()
         return state.finished
@@ -446,12 +444,10 @@ def train_parser(config, *, show_progress: bool = True, stop_after_steps: int | 
         for batch in batches[state.step_in_epoch:]:
             trees = [train_trees[i] for i in batch]
             tags = [train_tags[i] for i in batch] if train_tags is not None else None
-            loss = model.loss(trees, tags)
+            with precision.autocast():
+                loss = model.loss(trees, tags)
             optimizer.zero_grad(set_to_none=True)
-            loss.backward()
-            if config.clip_grad:
-                torch.nn.utils.clip_grad_norm_(model.parameters(), config.clip_grad)
-            optimizer.step()
+            precision.step(loss, optimizer, model.parameters(), config.clip_grad)
             scheduler.step()
             state.step += 1
             state.step_in_epoch += 1

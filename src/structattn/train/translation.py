@@ -11,7 +11,9 @@ Folder ``output_dir``::
 
     run_config.json      the NMTConfig (a rerun with other settings refuses to resume here)
     tokenizer/           the joint BPE (learned once, on the kept training pairs)
-    checkpoint/          model, optimizer, schedule and trainer state (written atomically at every evaluation)
+    checkpoint/          written atomically at every evaluation: model.safetensors, tensors.pt (optimizer
+                         state, torch RNG state, fp16 loss scale; read with ``weights_only=True``) and
+                         state.json (trainer state, Python and NumPy RNG states): no pickle
     best/                the best dev-BLEU model (+ tokenizer)
     recent/              the last ``average_last`` evaluated weights
     final/               the chosen model (+ tokenizer): ``structattn translate --model OUTPUT_DIR/final``
@@ -20,6 +22,18 @@ Folder ``output_dir``::
                          wall time, throughput, device
 
 Rerunning the same command resumes from ``checkpoint/`` (a finished run only redoes the final steps).
+
+``precision`` (``--precision``): ``fp32`` (default), ``bf16`` (forward and loss under bfloat16 autocast, float32
+weights) or ``fp16`` (CUDA only, with loss scaling): see :mod:`structattn.train.precision`. It is part of the
+run's settings, so a resume in another precision is refused. Only training runs in it: dev evaluation,
+model selection and the test translations run in float32, the precision ``structattn translate`` uses, so the
+recorded scores are those the saved (float32) weights give.
+
+Checkpoints of earlier versions (``checkpoint/trainer.pt``: optimizer and RNG states in one ``torch.save``
+pickle) are read once with ``torch.load(..., weights_only=True)`` - torch's restricted loader, which builds only
+tensors, numbers, strings and containers and runs no code from the file - and rewritten at once in today's
+layout. A ``trainer.pt`` that loader refuses is not read at all (unpickling it could run any code it holds): the
+run stops with a :class:`~structattn.errors.UserError` that says to delete the folder or use another one.
 """
 from __future__ import annotations
 
@@ -38,7 +52,9 @@ import torch
 from ..config_io import JsonConfig
 from ..errors import UserError
 from ..io import atomic_write_json
-from .checkpoint import AtomicDir, recover_atomic_dirs
+from .checkpoint import (AtomicDir, numpy_rng_json, python_rng_json, recover_atomic_dirs, set_numpy_rng,
+                         set_python_rng, set_torch_rng, torch_rng_tensors)
+from .precision import MixedPrecision, recorded_precision
 from .running_mean import RunningMean
 
 CHECKPOINT, BEST, FINAL, RECENT = "checkpoint", "best", "final", "recent"
@@ -78,6 +94,7 @@ class NMTConfig(JsonConfig):
     layers: int | None = None  # mechanism layers (default: the variant's, the lowest 2)
     k: int | None = None  # window half-width m of Xu et al. (local / hybrid variants)
     gate: str | None = None  # "token" or "head" (hybrid_gate, sla)
+    precision: str = "fp32"  # fp32 | bf16 (autocast; CPUs with avx512_bf16/AMX, GPUs) | fp16 (CUDA only, loss scaling)
     threads: int = 0  # torch threads (0 = torch's default)
 
     def mechanism_options(self) -> dict[str, Any]:
@@ -104,6 +121,8 @@ class NMTState:
     target_tokens: int = 0
     elapsed_seconds: float = 0.0
     finished: bool = False
+    python_rng: Any = None  # random.getstate() as JSON lists (None in a checkpoint of an earlier version)
+    numpy_rng: Any = None  # np.random.get_state() as JSON values (None: earlier versions did not save it)
 
 
 # ---------------------------------------------------------------------------------------------- data
@@ -199,13 +218,49 @@ def _check_resume(config: NMTConfig, out: Path) -> None:
     if not path.is_file():
         config.save(path)
         return
-    saved = json.loads(path.read_text(encoding="utf-8"))
+    saved = recorded_precision(json.loads(path.read_text(encoding="utf-8")))
     now = dataclasses.asdict(config)
     diff = sorted(k for k in set(saved) | set(now) if k not in RESULT_NEUTRAL_FIELDS and saved.get(k) != now.get(k))
     if diff:
         changes = ", ".join(f"{k}: {saved.get(k)!r} -> {now.get(k)!r}" for k in diff)
         raise UserError(f"{out} holds a run with other settings ({changes}); use another --output-dir, or the same "
                         "settings to resume")
+
+
+OLD_TRAINER_FILE = "trainer.pt"  # the pickled trainer state of earlier versions (see the module docstring)
+
+
+def _write_checkpoint(ckpt: Path, model, optimizer, precision: MixedPrecision, state: NMTState) -> None:
+    """Write ``ckpt`` atomically: model.safetensors, tensors.pt, state.json (with the RNG states taken now)."""
+    from safetensors.torch import save_file
+
+    state.python_rng, state.numpy_rng = python_rng_json(), numpy_rng_json()
+    with AtomicDir(ckpt) as tmp:
+        save_file(_weights(model), str(tmp / "model.safetensors"))
+        torch.save({"optimizer": optimizer.state_dict(), "rng": torch_rng_tensors(),
+                    "scaler": precision.state_dict()}, tmp / "tensors.pt")
+        atomic_write_json(tmp / "state.json", dataclasses.asdict(state))
+
+
+def _read_checkpoint(ckpt: Path) -> tuple[NMTState, dict, bool]:
+    """(state, tensors, old) of the checkpoint in ``ckpt``; ``old``: written by an earlier version
+    (``trainer.pt``), to be rewritten at once. Tensors are read with ``weights_only=True`` in both layouts."""
+    state = NMTState(**json.loads((ckpt / "state.json").read_text(encoding="utf-8")))
+    if (ckpt / "tensors.pt").is_file():
+        return state, torch.load(ckpt / "tensors.pt", map_location="cpu", weights_only=True), False
+    path = ckpt / OLD_TRAINER_FILE
+    try:
+        extra = torch.load(path, map_location="cpu", weights_only=True)
+        tensors = {"optimizer": extra["optimizer"], "rng": {"torch": extra["torch_rng"]}, "scaler": {}}
+        python_rng = extra["python_rng"]
+    except Exception as exc:  # noqa: BLE001 - torch's refusal (an UnpicklingError), a missing key, a bad file
+        raise UserError(
+            f"{path} was written by an earlier structattn and holds something torch's safe loader "
+            f"(weights_only=True) does not read ({type(exc).__name__}: {str(exc).splitlines()[0][:200]}). It is "
+            "not unpickled, because unpickling a file can run any code in it. Delete "
+            f"{ckpt.parent} to train this run again from the start, or use another --output-dir.") from None
+    state.python_rng = json.loads(json.dumps(python_rng))  # tuples -> lists, as python_rng_json() gives
+    return state, tensors, True
 
 
 def _label_smoothed_loss(logits: torch.Tensor, labels: torch.Tensor, smoothing: float) -> tuple[torch.Tensor, int]:
@@ -298,6 +353,8 @@ def train_translation(config: NMTConfig, *, show_progress: bool = True, stop_aft
     from .parsing import device_description, training_device
 
     session_start = time.time()
+    device = training_device()
+    precision = MixedPrecision(config.precision, device)  # fp16 on a CPU stops here, before anything is written
     if config.threads:
         torch.set_num_threads(config.threads)
     mechanism = variant_mechanism(config.variant, **config.mechanism_options())
@@ -310,20 +367,24 @@ def train_translation(config: NMTConfig, *, show_progress: bool = True, stop_aft
     data = prepare_data(config, tokenizer, train, dev, tests, mechanism)
 
     _seed_everything(config.seed)
-    device = training_device()
     model = build_model(tokenizer, config.size, config.variant, seed=config.seed, **config.mechanism_options())
     model = model.to(device)
     optimizer = torch.optim.Adam(model.parameters(), lr=config.learning_rate, betas=(0.9, 0.98), eps=1e-9)
     state = NMTState()
     ckpt = out / CHECKPOINT
     if (ckpt / "state.json").is_file():
-        state = NMTState(**json.loads((ckpt / "state.json").read_text(encoding="utf-8")))
+        state, tensors, old_layout = _read_checkpoint(ckpt)
         _load_weights(model, load_file(str(ckpt / "model.safetensors")))
-        extra = torch.load(ckpt / "trainer.pt", weights_only=False)
-        optimizer.load_state_dict(extra["optimizer"])
-        torch.set_rng_state(extra["torch_rng"])
-        random.setstate(extra["python_rng"])
+        optimizer.load_state_dict(tensors["optimizer"])
+        precision.load_state_dict(tensors["scaler"])
+        set_torch_rng(tensors["rng"])
+        set_python_rng(state.python_rng)
+        if state.numpy_rng is not None:  # None: an earlier version's checkpoint (NumPy keeps the seeded state)
+            set_numpy_rng(state.numpy_rng)
         print(f"resuming {out} at update {state.step:,} (epoch {state.epoch}, best dev BLEU {state.best_bleu})")
+        if old_layout:
+            _write_checkpoint(ckpt, model, optimizer, precision, state)
+            print(f"rewrote {ckpt} without pickle (tensors.pt + state.json instead of {OLD_TRAINER_FILE})")
     elapsed_before = state.elapsed_seconds
     collate = TranslationCollator(tokenizer.pad_token_id)
     pad, start = tokenizer.pad_token_id, model.config.decoder_start_token_id
@@ -332,11 +393,7 @@ def train_translation(config: NMTConfig, *, show_progress: bool = True, stop_aft
 
     def save_checkpoint():
         state.elapsed_seconds = elapsed_before + time.time() - session_start
-        with AtomicDir(ckpt) as tmp:
-            save_file(_weights(model), str(tmp / "model.safetensors"))
-            torch.save({"optimizer": optimizer.state_dict(), "torch_rng": torch.get_rng_state(),
-                        "python_rng": random.getstate()}, tmp / "trainer.pt")
-            atomic_write_json(tmp / "state.json", dataclasses.asdict(state))
+        _write_checkpoint(ckpt, model, optimizer, precision, state)
 
     def evaluate_and_checkpoint(train_loss: float | None):
         hyps = _translate(model, tokenizer, data.dev_texts, config.eval_beam, config.length_penalty)
@@ -377,13 +434,11 @@ def train_translation(config: NMTConfig, *, show_progress: bool = True, stop_aft
             labels = batch.pop("labels")
             for group in optimizer.param_groups:
                 group["lr"] = config.learning_rate * warmup_inverse_sqrt(state.step + 1, config.warmup)
-            logits = model(**batch, decoder_input_ids=_decoder_inputs(labels, pad, start)).logits
-            loss, tokens = _label_smoothed_loss(logits, labels, config.label_smoothing)
+            with precision.autocast():
+                logits = model(**batch, decoder_input_ids=_decoder_inputs(labels, pad, start)).logits
+                loss, tokens = _label_smoothed_loss(logits, labels, config.label_smoothing)
             optimizer.zero_grad(set_to_none=True)
-            loss.backward()
-            if config.clip_norm > 0:
-                torch.nn.utils.clip_grad_norm_(model.parameters(), config.clip_norm)
-            optimizer.step()
+            precision.step(loss, optimizer, model.parameters(), config.clip_norm)
             state.step += 1
             state.batch_in_epoch += 1
             state.target_tokens += tokens
