@@ -58,10 +58,9 @@ def _record_span_qa(trainer, run_dir: Path, name: str, reuse: bool = False, othe
     from structattn.heads.span_qa import na_probabilities
     from structattn.tasks.squad_eval import evaluate
     from structattn.io import atomic_write_json
-    from structattn.train.reading import saved_threshold
 
     task = trainer.task.name
-    threshold = saved_threshold(run_dir / "best") if trainer.task.no_answer else float("inf")
+    threshold = trainer.fixed_threshold   # load_trained: the saved one, never "no answer" on squad11
     in_run = run_dir / (f"test_predictions.{task}.json" if other_task else "test_predictions.json")
     na_file, nbest_file = side_files(in_run)
     if not (reuse and in_run.is_file() and nbest_file.is_file()):

@@ -111,11 +111,9 @@ def _predict_span_qa(trainer, args) -> int:
 
 
 def _na_threshold(args, trainer) -> float:
-    """The no-answer threshold of a span-QA prediction: ``--na-threshold``, else never on a task split whose
-    questions are all answerable, else the one saved with the model."""
+    """The no-answer threshold of a span-QA prediction: ``--na-threshold``, else the model's on this task
+    (:func:`~structattn.train.reading.answering_threshold`, set by ``load_trained``)."""
     import math
-
-    from ..train.reading import saved_threshold
 
     if args.na_threshold is not None:
         if args.na_threshold == "never":
@@ -124,11 +122,10 @@ def _na_threshold(args, trainer) -> float:
             return float(args.na_threshold)
         except ValueError:
             raise UserError(f"--na-threshold takes a number or 'never', not {args.na_threshold!r}") from None
-    if args.data is None and not trainer.task.no_answer:
+    if not trainer.task.no_answer:
         print(f"{trainer.task.name} has no unanswerable questions: every question gets an answer (the saved "
               "threshold is not used; --na-threshold sets one)", file=sys.stderr)
-        return math.inf
-    return saved_threshold(args.model_dir)
+    return trainer.fixed_threshold
 
 
 def _predict_multiple_choice(trainer, args) -> int:

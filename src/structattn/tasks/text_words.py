@@ -129,14 +129,11 @@ def _write_shard(folder: Path, items: dict[bytes, list[tuple[int, int]]], spacy_
     os.replace(tmp, folder / name)
 
 
-def words_with_offsets_many(texts: list[str], *, cache: bool = True
-                            ) -> list[tuple[list[str], list[tuple[int, int]]]]:
-    """:func:`words_with_offsets` of every text, through the on-disk cache (module docstring) when ``cache``.
+def words_with_offsets_many(texts: list[str]) -> list[tuple[list[str], list[tuple[int, int]]]]:
+    """:func:`words_with_offsets` of every text, through the on-disk cache (module docstring).
 
     Texts the cache misses are tokenised with spaCy and added to it as one new shard.
     """
-    if not cache:
-        return [words_with_offsets(t) for t in texts]
     from ..errors import UserError
 
     folder = _cache_folder()

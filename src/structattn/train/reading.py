@@ -201,3 +201,11 @@ def saved_threshold(model_dir: str | Path) -> float:
                         "`structattn train --task squad2` (or squad11)")
     value = json.loads(path.read_text(encoding="utf-8")).get("na_threshold")
     return math.inf if value is None else float(value)
+
+
+def answering_threshold(model_dir: str | Path, task) -> float:
+    """The no-answer threshold a saved model answers ``task``'s questions with: the one saved with it
+    (:func:`saved_threshold`), or +inf (never "no answer") on a task whose questions are all answerable (squad11),
+    whatever the model was tuned on."""
+    threshold = saved_threshold(model_dir)
+    return threshold if task.no_answer else math.inf

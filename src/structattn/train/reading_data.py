@@ -123,16 +123,14 @@ def _paragraph_words(questions: Sequence) -> dict[int, tuple[list[str], list[tup
     """Paragraph index -> (words, character spans) of its passage, tokenised once per paragraph (through the
     word cache of :func:`~structattn.tasks.text_words.words_with_offsets_many`)."""
     context_of: dict[int, str] = {}
+    first_question: dict[int, str] = {}  # named in the error for an empty passage
     for q in questions:
         if q.paragraph in context_of:
             if context_of[q.paragraph] != q.context:  # the sharing below would give this question the wrong text
                 raise ValueError(f"question {q.qid!r}: paragraph {q.paragraph} has another context than its "
                                  "earlier questions; paragraph indices must name one passage")
             continue
-        context_of[q.paragraph] = q.context
-    first_question = {}
-    for q in questions:
-        first_question.setdefault(q.paragraph, q.qid)
+        context_of[q.paragraph], first_question[q.paragraph] = q.context, q.qid
     out = dict(zip(context_of, words_with_offsets_many(list(context_of.values()))))
     for k, (words, _) in out.items():
         if not words:

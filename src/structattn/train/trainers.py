@@ -41,7 +41,7 @@ def load_trained(model_dir: str, task: str | None = None):
     cfg = replace(cfg, model=str(folder), task=task or cfg.task)
     trainer = trainer_for(cfg)
     if hasattr(trainer, "fixed_threshold"):  # span QA: score at the threshold tuned during training
-        from .reading import saved_threshold
+        from .reading import answering_threshold
 
-        trainer.fixed_threshold = saved_threshold(folder)
+        trainer.fixed_threshold = answering_threshold(folder, trainer.task)
     return trainer
