@@ -17,7 +17,7 @@
 # Sentence tasks (the sentence runner's sgnet variant beside baseline rows of the same settings): CoLA (2 epochs)
 # and SST-2 (first 10,000 training sentences, 1 epoch), max length 64, batch 32, 5e-5, 3 seeds; 2 threads unless
 # SWEEP_THREADS says otherwise (1 when it shares the machine with another lane).
-#   bash results/run_reading_experiments.sh squad-a | squad-b | ablation | ablation-a | ablation-b | mc-a | mc-b | sentence | both
+#   bash results/run_reading_experiments.sh squad-a | squad-b | squad-encoder | ablation | ablation-a | ablation-b | mc-a | mc-b | sentence | both
 # (ablation-a and ablation-b split the four Table 3 rows over two lanes)
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -49,6 +49,22 @@ ablation() {  # the paper's Table 3 rows, seed 1: ablation AGGREGATION... (defau
 }
 MC="--max-length 256 --batch-size 4 --eval-batch-size 64 --learning-rate 5e-5 --warmup-ratio 0.1 --epochs 2
     --eval-every 0 --pool mean"
+# Issue 25, at scale: SG-Net against the baseline on the SQuAD-trained reader's encoder (the H100 run of
+# results/run_reading_gpu.sh, runs/reading/base-s1-gpu/best: SQuAD 1.1 train + the squad2 train part). Both variants
+# keep that encoder and start their heads fresh (--model-parts encoder): the baseline a new span head, SG-Net a new
+# SG layer + span head, as the paper adds SG-Net to a pretrained encoder. One epoch of the whole squad2 train part
+# (6,305 questions), bf16 autocast, model selection and the no-answer threshold on the dev part every 200 updates.
+READER=${READER:-runs/reading/base-s1-gpu/best}
+SQUAD_ENC="--task squad2 --model $READER --model-parts encoder --epochs 1 --max-length 256 --stride 128
+       --batch-size 16 --eval-batch-size 64 --learning-rate 5e-5 --warmup-ratio 0.1 --group-by-length true
+       --eval-every 200 --precision bf16"
+squad_encoder_lane() {  # baseline and SG-Net by seed, then the Table 3 rows (seed 1)
+  for s in 1 2 3; do
+    run squad2 squad2-enc-baseline-s$s $SQUAD_ENC --sgnet none --seed $s
+    run squad2 squad2-enc-sgnet-s$s $SQUAD_ENC --sgnet dual --seed $s
+  done
+  for a in vanilla sg_only concat biattention; do run squad2 squad2-enc-sgnet_$a-s1 $SQUAD_ENC --sgnet $a --seed 1; done
+}
 mc_lane() {  # mc_lane VARIANT SGNET
   for s in 1 2 3; do run mctest mctest500-$1-s$s --task mctest500 $MC --sgnet $2 --seed $s; done
   for s in 1 2 3; do
@@ -68,6 +84,7 @@ mkdir -p runs/reading
 case "${1:-both}" in
   squad-a) squad_lane_a ;;
   squad-b) squad_lane_b ;;
+  squad-encoder) squad_encoder_lane ;;
   ablation) ablation ;;
   ablation-a) ablation vanilla concat ;;
   ablation-b) ablation sg_only biattention ;;

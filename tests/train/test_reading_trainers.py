@@ -138,6 +138,35 @@ def test_a_span_qa_model_given_to_multiple_choice_lends_its_encoder(env, capsys)
         trainer_for(config(env, "race_m", "transfer-k", model=str(qa_best), k=2), show_progress=False)
 
 
+def test_model_parts_encoder_gives_a_readers_encoder_to_sgnet_with_fresh_heads(env, capsys):
+    """--model-parts encoder: SG-Net (and the baseline) on a trained reader's encoder, the SG part and the span
+    head fresh; a reader loaded whole must keep its --sgnet."""
+    import torch
+    from safetensors.torch import load_file
+
+    from structattn.errors import UserError
+
+    qa = config(env, "squad11", "parts-qa")
+    trainer_for(qa, show_progress=False).train()
+    best = Path(qa.output_dir) / "best"
+    saved = load_file(str(best / "model.safetensors"))
+    for sgnet in ("dual", "none"):
+        capsys.readouterr()
+        trainer = trainer_for(config(env, "squad11", f"parts-{sgnet}", model=str(best), model_parts="encoder",
+                                     sgnet=sgnet), show_progress=False)
+        assert "its encoder (global attention) is kept" in capsys.readouterr().out
+        state = trainer.accelerator.unwrap_model(trainer.model).state_dict()
+        encoder = {k: v for k, v in state.items() if k.startswith("bert.")}
+        assert encoder and all(torch.equal(v, saved[k]) for k, v in encoder.items())
+        heads = [k for k in state if k.startswith("qa_outputs")]
+        assert heads and not all(torch.equal(state[k], saved[k]) for k in heads)  # the span head is new
+        assert (sgnet == "dual") == any(k.startswith("sgnet.") for k in state)
+    with pytest.raises(UserError, match="saved with --sgnet none; this run asks for --sgnet dual"):
+        trainer_for(config(env, "squad11", "parts-mismatch", model=str(best), sgnet="dual"), show_progress=False)
+    with pytest.raises(UserError, match="is not one"):
+        trainer_for(config(env, "squad11", "parts-plain", model_parts="encoder"), show_progress=False)
+
+
 def test_sentence_runner_sgnet_variant_trains(tmp_path, monkeypatch):
     from fixtures import make_tiny_sst2
 

@@ -31,6 +31,7 @@ class TrainConfig(JsonConfig):
 
     task: str = "sst2"
     model: str = ""  # Hugging Face name or folder; "" = the offline default (all-MiniLM-L6-v2)
+    model_parts: str = "all"  # --model a saved SG-Net/reader folder: all = as saved | encoder = its encoder only
     mechanism: str = "global"  # global | sla | wla | hybrid | sdoi (see structattn.attention)
     m: int | None = None  # SLA tree-distance threshold
     k: int | None = None  # WLA window half-width
@@ -115,7 +116,7 @@ def mechanism_options(mechanism: str, m: int | None = None, k: int | None = None
 
 #: Fields added after runs were recorded, with the value every earlier run had: left out of a run's key at that
 #: value, so the keys of recorded runs (sweeps, reports, resume checks) stay what they were.
-LATER_FIELDS = {"precision": "fp32"}
+LATER_FIELDS = {"precision": "fp32", "model_parts": "all"}
 
 PRECISIONS = ("fp32", "bf16", "fp16")
 
@@ -151,6 +152,9 @@ def config_key(cfg: TrainConfig, ignore: tuple[str, ...] = ()) -> str:
 
 #: What a flag's help says beyond its default.
 FIELD_HELP = {
+    "model_parts": "what a saved SG-Net or reader folder given as --model lends this run: 'all' (go on training "
+                   "it as saved; its --sgnet must match) or 'encoder' (its encoder only; the SG part and the head "
+                   "start fresh, as the paper adds SG-Net to a pretrained encoder)",
     "pool": "what the pooled heads read: h at [CLS] ('first', as transformers), the mean of every real token "
             "('mean'), or the mean of the option's own tokens ('option', multiple choice only). Multiple choice "
             "learns fastest from 'option', whose four vectors differ from the start: all-MiniLM-L6-v2 on 16 MCTest "

@@ -24,6 +24,9 @@ from .data import StructureSpec
 
 POOLED_HEADS = ("classification", "regression", "multiple_choice")
 
+#: What ``--model-parts`` keeps of a saved SG-Net folder given as ``--model``: all of it, or its encoder only.
+MODEL_PARTS = ("all", "encoder")
+
 
 def sg_rules(head: str, pool: str = "first") -> ExpansionRules:
     """The SG layer's expansion rules for a head and its pooling (module docstring)."""
@@ -97,28 +100,47 @@ def load_sgnet_and_tokenizer(cfg, head: str, num_labels: int, model_path: str | 
     by SG-Net with another head (a SQuAD model given to a multiple-choice run: intermediate-task transfer) gives
     its encoder, mechanism included; the SG part and the head are built fresh from ``cfg``. Anything else is an
     encoder (a Hugging Face name or folder, "" = the offline default) that gets the configuration's mechanism
-    inside and the SG part and head on top (``cfg.sgnet`` ``none`` = the head alone: the baseline). ``head`` is a
+    inside and the SG part and head on top (``cfg.sgnet`` ``none`` = the head alone: the baseline). With
+    ``cfg.model_parts == "encoder"`` a saved SG-Net folder of the same head gives its encoder only, as across heads
+    (SG-Net added to a reader's trained encoder, the baseline on the same encoder with a fresh head); a folder of
+    the same head loaded whole must have the configuration's ``sgnet`` aggregation. ``head`` is a
     task kind (``classification``, ``regression``, ``tagging``) or ``span_qa`` / ``multiple_choice``.
     """
     from ..settings import default_encoder
     from ..models.sgnet import SGNetConfig, SGNetModel
     from .model_loading import load_tokenizer, mechanism_overrides
 
+    from ..errors import UserError
+
     name = model_path or cfg.model or default_encoder()
     sg = SGNetConfig(aggregation=cfg.sgnet, alpha=cfg.sgnet_alpha, init=cfg.sgnet_init,
                      head="classification" if head == "regression" else head, num_labels=num_labels,
                      pool=cfg.pool)
+    parts = getattr(cfg, "model_parts", "all")
+    if parts not in MODEL_PARTS:
+        raise UserError(f"unknown --model-parts {parts!r}; valid: {', '.join(MODEL_PARTS)}")
     if is_sgnet_folder(name):
         model = SGNetModel.from_pretrained(name)
-        if model.config.head != sg.head:
+        # model_path is the run's own best/ (evaluation): always as saved
+        if model.config.head != sg.head or (parts == "encoder" and model_path is None):
             model = _transfer_encoder(model, sg, cfg, name)
+        elif model.config.aggregation != sg.aggregation:
+            raise UserError(f"{name} was saved with --sgnet {model.config.aggregation}; this run asks for --sgnet "
+                            f"{sg.aggregation}. Pass --sgnet {model.config.aggregation} to go on training it as "
+                            f"saved, or --model-parts encoder to keep only its encoder (the SG part and the head "
+                            f"start fresh)")
+    elif parts == "encoder" and model_path is None:
+        raise UserError(f"--model-parts encoder keeps the encoder of a saved SG-Net or reader folder; {name} is "
+                        f"not one (its config.json does not name SG-Net). A plain encoder already gets a fresh SG "
+                        f"part and head: leave --model-parts at all")
     else:
         model = SGNetModel.from_encoder(name, sg, mechanism=cfg.mechanism, **mechanism_overrides(cfg))
     return model, load_tokenizer(name, model.base_model.config.model_type)
 
 
 def _transfer_encoder(saved, sg, cfg, name: str):
-    """A fresh SG part and ``sg.head`` on the encoder of ``saved`` (an SG-Net model trained for another head)."""
+    """A fresh SG part and ``sg.head`` on the encoder of ``saved`` (an SG-Net model trained for another head, or
+    any SG-Net model under ``--model-parts encoder``)."""
     from ..errors import UserError
     from ..models.encoder import mechanism_of
     from ..models.sgnet import SGNetModel
