@@ -101,3 +101,15 @@ def test_runs_trained_on_other_data_get_their_own_section(results):
     assert "| baseline | 2 |" in text[bigger:own] and "| baseline | 1 |" not in text[bigger:own]
     assert "| baseline | 1 |" in text[own:]             # seeds of one training set never meet the other's
     assert (results / "fig_squad11_from_squad2_plus11_question_length.png").is_file()
+
+
+def test_runs_on_a_readers_encoder_are_their_own_group():
+    from structattn.analysis.reading_report import training_groups, training_key
+
+    runs = [{"run": "a", "config": {"task": "squad2"}},
+            {"run": "b", "config": {"task": "squad2", "model_parts": "encoder"}},
+            {"run": "c", "config": {"task": "squad2", "model_parts": "all"}},
+            {"run": "d", "config": {"task": "squad2_plus11"}}, {"run": "e"}]
+    assert [training_key(r) for r in runs] == ["squad2", "squad2_on_reader", "squad2", "squad2_plus11", None]
+    assert [(key, [r["run"] for r in group]) for key, group in training_groups(runs)] == \
+        [("squad2_plus11", ["d"]), ("squad2_on_reader", ["b"]), ("squad2", ["a", "c"]), (None, ["e"])]

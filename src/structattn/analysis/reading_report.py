@@ -133,21 +133,33 @@ def comparison_lines(rows: list[dict], over: str, measure: str) -> list[str]:
                               f"p = {_fmt_p(r['p'])} / {_fmt_p(r['p_holm'])} (raw / Holm)" for r in rows]
 
 
-#: What the runs of a span-QA results file were trained on (a line's config "task"), in the order READING.md
-#: gives them; runs trained on one are compared only with each other.
+#: What the runs of a span-QA results file were trained on (:func:`training_key` of a line), in the order
+#: READING.md gives them; runs trained on one are compared only with each other.
 TRAINED_ON = {
     "squad2_plus11": "trained on SQuAD 1.1 train + the squad2 train part (93,904 questions; task squad2_plus11)",
+    "squad2_on_reader": "the encoder of the squad2_plus11 reader (SQuAD 1.1 train + the squad2 train part), heads "
+                        "started fresh (--model-parts encoder) and trained on the squad2 train part (6,305 "
+                        "questions, 1 epoch)",
     "squad11": "trained on SQuAD 1.1 train",
     "squad2": "small-scale record: trained on at most the 6,305 questions of the squad2 train part (the first "
               "3,000, 2 epochs, on 2 CPU cores); these readers did not learn to answer (see the answer-all table)",
 }
 
 
+def training_key(run: dict) -> str | None:
+    """What a results line's run was trained on: its config's task, ``<task>_on_reader`` when it kept only the
+    encoder of a saved reader (``model_parts`` ``encoder``); None for a line without its config (hand-written:
+    counted as trained on its own task)."""
+    config = run.get("config", {})
+    task = config.get("task")
+    return f"{task}_on_reader" if task is not None and config.get("model_parts") == "encoder" else task
+
+
 def training_groups(runs: list[dict]) -> list[tuple[str | None, list[dict]]]:
-    """The runs grouped by the task they were trained on (``config.task``), in :data:`TRAINED_ON`'s order."""
+    """The runs grouped by :func:`training_key`, in :data:`TRAINED_ON`'s order."""
     groups: dict[str | None, list[dict]] = {}
-    for run in runs:   # a line without its config (hand-written) counts as trained on its own task
-        groups.setdefault(run.get("config", {}).get("task"), []).append(run)
+    for run in runs:
+        groups.setdefault(training_key(run), []).append(run)
     order = [t for t in TRAINED_ON if t in groups] + sorted((t for t in groups if t not in TRAINED_ON), key=str)
     return [(t, groups[t]) for t in order]
 
@@ -182,7 +194,10 @@ def span_section(task: str, runs: list[dict], dataset: dict, results_dir: Path, 
             if variant != "baseline" and len(seeds) > 1 and len(base) > 1:
                 p = welch_p([s["f1"] for s in seeds.values()], [s["f1"] for s in base.values()])
                 lines.append(f"- {variant} vs baseline over seeds (Welch's t on test F1): p = {_fmt_p(p)}")
-    tag = task if trained_on in (None, task) else f"{task}_from_{trained_on}"
+    if trained_on in (None, task):
+        tag = task
+    else:  # squad2_on_reader keeps its own name; other training sets: squad11_from_squad2_plus11
+        tag = trained_on if trained_on.startswith(f"{task}_") else f"{task}_from_{trained_on}"
     lines += ["", answer_all_section(by), "", table3(by), "", figure4(tag, by, dataset, results_dir)]
     return "\n".join(lines)
 
