@@ -161,6 +161,11 @@ def test_model_parts_encoder_gives_a_readers_encoder_to_sgnet_with_fresh_heads(e
         heads = [k for k in state if k.startswith("qa_outputs")]
         assert heads and not all(torch.equal(state[k], saved[k]) for k in heads)  # the span head is new
         assert (sgnet == "dual") == any(k.startswith("sgnet.") for k in state)
+        trainer.train()
+        run_best = Path(trainer.cfg.output_dir) / "best"
+        reloaded = load_trained(str(run_best)).model.state_dict()  # what predict and record load: the run's own
+        trained = load_file(str(run_best / "model.safetensors"))
+        assert set(trained) <= set(reloaded) and all(torch.equal(reloaded[k], trained[k]) for k in trained)
     with pytest.raises(UserError, match="saved with --sgnet none; this run asks for --sgnet dual"):
         trainer_for(config(env, "squad11", "parts-mismatch", model=str(best), sgnet="dual"), show_progress=False)
     with pytest.raises(UserError, match="is not one"):

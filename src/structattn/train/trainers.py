@@ -38,7 +38,8 @@ def load_trained(model_dir: str, task: str | None = None):
     if not any((folder / n).is_file() for n in ("model.safetensors", "pytorch_model.bin")):
         raise UserError(f"{folder} has no model weights (model.safetensors); the run may not have finished")
     cfg = TrainConfig.load(cfg_path)
-    cfg = replace(cfg, model=str(folder), task=task or cfg.task)
+    # the folder holds the whole trained model: load all of it, whatever parts the run took from its --model
+    cfg = replace(cfg, model=str(folder), task=task or cfg.task, model_parts="all")
     trainer = trainer_for(cfg)
     if hasattr(trainer, "fixed_threshold"):  # span QA: score at the threshold tuned during training
         from .reading import answering_threshold
