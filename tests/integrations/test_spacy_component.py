@@ -69,7 +69,7 @@ def test_doc_without_tagger_or_sentences(model_dir):
 def test_missing_model_and_long_sentence(tmp_path):
     import spacy
 
-    with pytest.raises(UserError, match="needs a saved parser folder"):
+    with pytest.raises(UserError, match="needs a shipped parser.s name or a saved parser folder"):
         spacy.blank("en").add_pipe("structattn_parser")
     folder = tmp_path / "short"
     save_tiny(folder, max_words=3)
