@@ -75,8 +75,8 @@ def shipped_models(kind: str | None = None) -> list[TrainedModel]:
 
 
 def _names(kind: str) -> str:
-    names = [m.name for m in TRAINED.values() if m.kind == kind]
-    return ", ".join(names)
+    """The names of ``kind``, those not shipped in this install marked so."""
+    return ", ".join(m.name + ("" if m.shipped else " (not shipped yet)") for m in TRAINED.values() if m.kind == kind)
 
 
 def resolve(model: str | Path, kind: str) -> Path:
