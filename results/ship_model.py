@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 import shutil
 import sys
 import time
@@ -37,6 +38,7 @@ from structattn.models.trained import TRAINED, TrainedModel
 RESULTS = Path(__file__).resolve().parent
 REPO = RESULTS.parent
 SHIPPED = RESULTS / "shipped"
+MAX_TOKENS = 4096  # translation batches (padded source tokens x beam), structattn translate's default
 
 
 def _rel(path: Path) -> str:
@@ -159,7 +161,8 @@ def ship_translator(run_dir: Path, entry: TrainedModel) -> dict:
     tests, same = {}, {}
     for split in summary["tests"]:
         data = read_split(split)
-        hyps = translator.translate(data.sources, beam=cfg["beam"], length_penalty=cfg["length_penalty"])
+        hyps = translator.translate(data.sources, beam=cfg["beam"], length_penalty=cfg["length_penalty"],
+                                    max_tokens=MAX_TOKENS)
         out = SHIPPED / f"{entry.name}.{split}.de"
         atomic_write_text(out, "".join(h + "\n" for h in hyps))
         scored = corpus_bleu(out.read_text(encoding="utf-8").split("\n")[:-1], data.targets)
@@ -168,18 +171,21 @@ def ship_translator(run_dir: Path, entry: TrainedModel) -> dict:
         run_hyps = run_dir / "hypotheses" / f"{split}.de"
         same[split] = run_hyps.is_file() and run_hyps.read_text(encoding="utf-8") == out.read_text(encoding="utf-8")
     first = "test2016" if "test2016" in tests else next(iter(tests))
+    kept = re.search(r"kept ([\d,]+) pairs", summary.get("filter") or "")
+    kept = kept.group(1) if kept else "?"
     return {
         "name": entry.name, "kind": entry.kind, "description": entry.description,
-        "trained_on": "Multi30k En->De train (29,000 pairs)",
+        "trained_on": f"Multi30k En->De train ({kept} pairs)",
         "data": {"corpus": "Multi30k (../shared/data/multi30k)",
-                 "split": "train (29,000 pairs), dev val (1,014, model selection), tests " + ", ".join(tests)},
+                 "split": f"train ({kept} pairs kept by the length filter), dev val (1,014, model selection), "
+                          "tests " + ", ".join(tests)},
         "command": "structattn " + " ".join(summary.get("command") or []),
         "commit": _commit(run_dir, summary),
         "test": {"set": first, "metric": "BLEU", "score": tests[first]["bleu"],
                  "predictions": tests[first]["predictions"], "score_command": tests[first]["score_command"],
                  "equals_run_predictions": same[first], "signature": "sacreBLEU 13a, detokenised, case-sensitive"},
         "tests": tests, "equals_run_predictions": same,
-        "decoding": {"beam": cfg["beam"], "length_penalty": cfg["length_penalty"]},
+        "decoding": {"beam": cfg["beam"], "length_penalty": cfg["length_penalty"], "max_tokens": MAX_TOKENS},
         "final_model": summary.get("final_model"),
         "precision": "float32",
         "size_bytes": entry.size_bytes(),

@@ -29,7 +29,7 @@ def test_models_lists_each_shipped_model_with_data_score_and_size(capsys):
     for model, line in zip(shipped_models(), lines[1:]):
         card = model.card()
         assert line.startswith(model.name + " ") and f" {model.kind} " in line
-        assert card["trained_on"] in line and f"{card['test']['metric']} {card['test']['score']} " in line
+        assert card["trained_on"] in line and f"{card['test']['metric']} {card['test']['score']:.2f} " in line
         assert f"{model.size_bytes() / 1e6:.1f} MB" in line
     for model in TRAINED.values():  # a known model without weights is only named on stderr, with its build
         assert (model.name in err) == (not model.shipped)

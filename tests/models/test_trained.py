@@ -153,3 +153,28 @@ def test_card_score_is_the_evalb_score_of_the_committed_predictions(name):
     score = evalb_files(split_files("test"), REPO / card["test"]["predictions"]).to_dict()
     assert (score["f1"], score["recall"], score["precision"]) == \
         (card["test"]["score"], card["test"]["recall"], card["test"]["precision"])
+
+
+# ------------------------------------------------------------------------------------------- shipped translators
+@pytest.mark.data
+@needs("multi30k/raw")
+@pytest.mark.parametrize("name", [m.name for m in shipped_models("translator")])
+def test_shipped_translator_by_name_gives_its_committed_test_translations(name):
+    """The first batch of the card's test set (the batch the full translation made: a line's output length limit
+    and its padding depend on its batch), translated by name with the card's decoding, equals the committed
+    translations of the shipped weights line for line (run only where a translator is shipped)."""
+    from structattn.heads.translation import normalise, token_batches
+    from structattn.models.translator import Translator
+    from structattn.tasks.multi30k import read_split
+
+    card = TRAINED[name].card()
+    decoding = card["decoding"]
+    committed = (REPO / card["test"]["predictions"]).read_text(encoding="utf-8").split("\n")[:-1]
+    sources = read_split(card["test"]["set"]).sources
+    assert len(committed) == len(sources) and all(s.strip() for s in sources)
+    translator = Translator.load(name)
+    lengths = [len(x) for x in translator.encode([normalise(s) for s in sources])]
+    first = token_batches(lengths, lengths, max(decoding["max_tokens"] // decoding["beam"], 1), seed=None)[0]
+    got = translator.translate([sources[j] for j in first], beam=decoding["beam"],
+                               length_penalty=decoding["length_penalty"], max_tokens=decoding["max_tokens"])
+    assert got == [committed[j] for j in first]

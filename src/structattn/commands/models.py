@@ -50,7 +50,9 @@ def run(args) -> int:
         table = [("NAME", "KIND", "TRAINED ON", "TEST SCORE", "SIZE")]
         for r in found:
             test = r["test"]
-            score = f"{test.get('metric', '?')} {test.get('score', '?')} ({test.get('set', '?')})" if test else "?"
+            value = test.get("score", "?")
+            value = f"{value:.2f}" if isinstance(value, (int, float)) else str(value)
+            score = f"{test.get('metric', '?')} {value} ({test.get('set', '?')})" if test else "?"
             size = _size(r["size_bytes"]) + (f" + encoder from pip package {r['encoder']}" if r["encoder"] else "")
             table.append((r["name"], r["kind"], r["trained_on"], score, size))
         widths = [max(len(row[i]) for row in table) for i in range(len(table[0]) - 1)]
