@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test install bench clean
+.PHONY: demo test install bench clean models models-parsers models-nmt
 
 $(BIN)/python:
 	$(PY) -m venv $(VENV) || python3 -m venv $(VENV)
@@ -25,6 +25,17 @@ demo: $(STAMP)
 
 test: $(STAMP)
 	$(BIN)/python -m pytest tests
+
+# The trained models that load by name (src/structattn/trained/, `structattn models`): train and ship them again
+# (results/make_models.sh; a finished run in runs/ is only shipped again). The parsers are committed; the
+# translation model is not shipped yet (models-nmt: about 1.5-2.5 h on one CPU thread).
+models: models-parsers
+
+models-parsers: $(STAMP)
+	BIN=$(BIN) bash results/make_models.sh parsers
+
+models-nmt: $(STAMP)
+	BIN=$(BIN) bash results/make_models.sh nmt
 
 bench: $(STAMP)
 	$(BIN)/python benchmarks/attention.py

@@ -19,7 +19,8 @@ other, directly or around a loop (``tests/test_import_layers.py`` checks both wi
  6. ``attention``: kernels (pure functions over q, k, v, masks), mechanisms and their registration in transformers.
  7. ``heads``: task heads and set-up: span QA, chart (CKY), translation tokenizer and batches.
  8. ``models``: the end-to-end models a user loads: encoder + mechanism (``models.encoder``), SG-Net
-    (``models.sgnet``), the BNA chart parser (``models.parser``), the translation model and its translator.
+    (``models.sgnet``), the BNA chart parser (``models.parser``), the translation model and its translator, the
+    shipped trained models by name (``models.trained``; their files are package data in ``trained/``).
  9. ``integrations``: other libraries' entry points (the spaCy component).
 10. ``train``: the Accelerate loop, checkpoints, sweeps, significance; one module per family: sentence tasks
     (``loop``, ``data``), ``reading``, ``multiple_choice``, ``translation``, ``parsing``, ``probing``.

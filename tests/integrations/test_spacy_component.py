@@ -69,7 +69,7 @@ def test_doc_without_tagger_or_sentences(model_dir):
 def test_missing_model_and_long_sentence(tmp_path):
     import spacy
 
-    with pytest.raises(UserError, match="needs a saved parser folder"):
+    with pytest.raises(UserError, match="needs a shipped parser.s name or a saved parser folder"):
         spacy.blank("en").add_pipe("structattn_parser")
     folder = tmp_path / "short"
     save_tiny(folder, max_words=3)
@@ -134,3 +134,19 @@ def test_straight_quotes_are_written_as_structattn_parse_writes_them(model_dir):
     words, _ = text_sentences([text], DEFAULT_SPACY_MODEL)[0][0]
     assert leaves == words
     assert '"' not in leaves and "``" in leaves and "''" in leaves
+
+
+@needs_pipeline
+def test_model_by_name():
+    """model= takes a shipped parser's name (structattn models)."""
+    import spacy
+
+    nlp = spacy.load(DEFAULT_SPACY_MODEL)
+    nlp.add_pipe("structattn_parser", config={"model": "bna-scratch"})
+    doc = nlp("The cat sat on the mat. It purred.")
+    assert len(doc._.parse_strings) == 2
+    direct = ChartParser.from_pretrained("bna-scratch")
+    for sent, string in zip(doc.sents, doc._.parse_strings):
+        words = [t.text for t in sent]
+        tags = [t.tag_ for t in sent]
+        assert string == direct.parse([words], [tags])[0].to_string()

@@ -1,5 +1,8 @@
 """``structattn parse``: constituency trees from a saved chart parser, one bracketed tree per line.
 
+``--model`` is a saved parser folder or the name of a shipped parser (``structattn models``; see
+:mod:`structattn.models.trained`).
+
 Input (``--input FILE``, default stdin) is UTF-8 (:func:`structattn.io.read_input_lines`): bytes that are not
 UTF-8 are an error naming ``FILE:LINE`` or ``<stdin>:LINE`` and saying to re-save the text as UTF-8; a byte-order
 mark at the start is dropped.
@@ -29,7 +32,8 @@ TAG_CHOICES = ("spacy", "none")
 
 def add_parser(sub) -> None:
     p = sub.add_parser("parse", help="parse raw or pre-tokenised text into bracketed constituency trees")
-    p.add_argument("--model", required=True, help="a saved parser folder (structattn train-parsing's best/)")
+    p.add_argument("--model", required=True, help="a trained parser's name (`structattn models` lists them) or a saved parser "
+                                                      "folder (structattn train-parsing's best/)")
     p.add_argument("--input", default="-", help="text file (default stdin)")
     p.add_argument("--output", default="-", help="tree file, one tree per line (default stdout)")
     p.add_argument("--pretokenized", action="store_true",

@@ -1,4 +1,4 @@
-"""``structattn translate --model DIR``: English lines from stdin or --input, German lines to stdout or --output.
+"""``structattn translate --model DIR|NAME``: English lines from stdin or --input, German lines to stdout or --output.
 
 The training preprocessing is applied (NFC, the model's BPE) and the output is detokenised. An empty input
 line gives an empty output line; a line over the model's position limit is cut (the count is printed on
@@ -14,8 +14,10 @@ import sys
 def add_parser(sub) -> None:
     p = sub.add_parser("translate", help="translate text with a trained translation model",
                        description="Translate one sentence per line (stdin or --input) with a model folder saved by "
-                                   "`structattn train-translation` (its final/ or best/ folder).")
-    p.add_argument("--model", required=True, help="model folder (config.json, model.safetensors, tokenizer)")
+                                   "`structattn train-translation` (its final/ or best/ folder) or a shipped "
+                                   "model's name (`structattn models`).")
+    p.add_argument("--model", required=True, help="a trained translator's name (`structattn models` lists them) or "
+                                                  "a model folder (config.json, model.safetensors, tokenizer)")
     p.add_argument("--input", help="input file (UTF-8, one sentence per line); default stdin")
     p.add_argument("--output", help="output file; default stdout")
     p.add_argument("--beam", type=int, default=5, help="beam size (default 5; 1 = greedy)")

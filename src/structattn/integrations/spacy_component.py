@@ -3,7 +3,7 @@
     import spacy
     import structattn.integrations.spacy_component  # noqa: F401  (or installed: the ``spacy_factories`` entry point)
     nlp = spacy.load("en_core_web_sm")
-    nlp.add_pipe("structattn_parser", config={"model": "runs/parser/best"})
+    nlp.add_pipe("structattn_parser", config={"model": "bna-minilm"})  # a shipped parser's name, or a folder
     doc = nlp("The cat sat. It purred.")
     [sent._.parse_string for sent in doc.sents]   # "(S (NP (DT The) (NN cat)) (VP (VBD sat)) (. .))", ...
     doc._.parse_strings                              # the same list, in sentence order
@@ -51,8 +51,9 @@ class ChartParserComponent:
         from ..models.parser import ChartParser
 
         if not model:
-            raise UserError(f"the {FACTORY} component needs a saved parser folder: "
-                            f"nlp.add_pipe({FACTORY!r}, config={{'model': 'path/to/parser'}})")
+            raise UserError(f"the {FACTORY} component needs a shipped parser's name or a saved parser folder: "
+                            f"nlp.add_pipe({FACTORY!r}, config={{'model': 'bna-minilm'}}) "
+                            "(`structattn models` lists the names)")
         self.name = name
         self.model = model
         self.batch_size = batch_size
@@ -131,5 +132,6 @@ def _sents(doc: Doc) -> list[Span]:
 
 @Language.factory(FACTORY, default_config={"model": "", "batch_size": 32})
 def create_component(nlp: Language, name: str, model: str, batch_size: int) -> ChartParserComponent:
-    """The ``structattn_parser`` factory: ``model`` is a folder written by ChartParser.save_pretrained."""
+    """The ``structattn_parser`` factory: ``model`` is a shipped parser's name (``structattn models``) or a folder
+    written by ChartParser.save_pretrained."""
     return ChartParserComponent(nlp, name, model, batch_size)

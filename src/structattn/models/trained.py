@@ -1,0 +1,103 @@
+"""Trained models that load by a short name: ``structattn parse --model bna-minilm``.
+
+Each name is one entry of :data:`TRAINED`: what kind of model it is, what it does and the command that builds it.
+Its files are package data, ``structattn/trained/<name>/`` (so an editable or a wheel install has them): the
+model folder as its loader reads it (``config.json``, ``model.safetensors``, ...), ``card.json`` (data, split,
+exact command, commit, test score, size, time to train) and ``CARD.md`` (the same for people). A name is
+*shipped* when its folder holds the weights; a known name whose folder is empty is built with its ``build``
+command (``make models`` and its parts). A parser with a frozen pretrained encoder stores that encoder by
+reference to its pip package (:meth:`structattn.models.parser.ChartParser.save_pretrained`), never a copy.
+
+:func:`resolve` turns what a user gave as ``--model`` (or the spaCy component's ``model=``) into a folder: an
+existing path is used as it is; else a shipped name gives its folder; a known but unshipped name, a name of the
+other kind and an unknown name are :class:`UserError` saying what to do (the valid names listed).
+"""
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from ..errors import UserError
+
+# the package data folder that holds one sub-folder per shipped model
+TRAINED_DIR = Path(__file__).resolve().parents[1] / "trained"
+
+KINDS = ("parser", "translator")
+
+
+@dataclass(frozen=True)
+class TrainedModel:
+    """One named model: ``kind`` (``parser`` or ``translator``), what it does and the command that builds it."""
+
+    name: str
+    kind: str
+    description: str
+    build: str
+
+    @property
+    def folder(self) -> Path:
+        return TRAINED_DIR / self.name
+
+    @property
+    def shipped(self) -> bool:
+        """Its weights are in the package (``config.json`` and ``model.safetensors`` in its folder)."""
+        return (self.folder / "config.json").is_file() and (self.folder / "model.safetensors").is_file()
+
+    def card(self) -> dict[str, Any]:
+        """The model's ``card.json`` ({} when the folder has none)."""
+        path = self.folder / "card.json"
+        return json.loads(path.read_text(encoding="utf-8")) if path.is_file() else {}
+
+    def size_bytes(self) -> int:
+        """Bytes of the model's own files (a pretrained encoder stored by reference is not counted)."""
+        return sum(p.stat().st_size for p in self.folder.rglob("*") if p.is_file())
+
+
+TRAINED: dict[str, TrainedModel] = {m.name: m for m in (
+    TrainedModel("bna-minilm", "parser",
+                 "BNA constituency parser (BiMSA + NSA, spaCy POS tags) on frozen all-MiniLM-L6-v2",
+                 "make models-parsers"),
+    TrainedModel("bna-scratch", "parser",
+                 "BNA constituency parser (BiMSA + NSA, spaCy POS tags), no pretrained encoder "
+                 "(word embeddings + character BiLSTM)",
+                 "make models-parsers"),
+    TrainedModel("hybrid-gate-en-de", "translator",
+                 "English->German Transformer-tiny with the hybrid local/global gate (Xu et al. 2019)",
+                 "make models-nmt"),
+)}
+
+
+def shipped_models(kind: str | None = None) -> list[TrainedModel]:
+    """The models whose weights are in this install (of ``kind`` when given), in :data:`TRAINED` order."""
+    return [m for m in TRAINED.values() if m.shipped and kind in (None, m.kind)]
+
+
+def _names(kind: str) -> str:
+    """The names of ``kind``, those not shipped in this install marked so."""
+    return ", ".join(m.name + ("" if m.shipped else " (not shipped yet)") for m in TRAINED.values() if m.kind == kind)
+
+
+def resolve(model: str | Path, kind: str) -> Path:
+    """The folder that ``model`` (a path or a trained model's name) stands for; ``kind`` is ``parser`` or
+    ``translator`` (module docstring). A path that does not exist is returned as it is when it looks like a path
+    (holds a separator or starts with ``.`` or ``~``), so the loader's own "no such folder" error applies."""
+    if kind not in KINDS:
+        raise ValueError(f"kind must be one of {KINDS}, got {kind!r}")
+    path = Path(model).expanduser()
+    if path.exists():
+        return path
+    text = str(model)
+    entry = TRAINED.get(text)
+    if entry is None:
+        if isinstance(model, Path) or "/" in text or "\\" in text or text.startswith((".", "~")):
+            return path
+        raise UserError(f"{text!r} is neither a folder nor a trained {kind}'s name; the {kind} names: "
+                        f"{_names(kind)} (`structattn models` lists those installed)")
+    if entry.kind != kind:
+        raise UserError(f"{text!r} is a trained {entry.kind}, not a {kind}; the {kind} names: {_names(kind)}")
+    if not entry.shipped:
+        raise UserError(f"the trained {kind} {text!r} is not shipped with this install yet; build it from a "
+                        f"checkout with `{entry.build}` (it writes {entry.folder}), or give a model folder")
+    return entry.folder
