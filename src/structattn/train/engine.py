@@ -192,8 +192,8 @@ class Engine:
             raise UserError(f"{self.ckpt} was written by {state.num_processes} process(es), this run has "
                             f"{self.num_processes}: the batches and RNG states would not match. Resume with "
                             f"{state.num_processes} process(es), or give a new --output-dir to start over.")
-        load_model_tensors(self.model, load_file(str(self.ckpt / "model.safetensors"), device=str(self.device)))
-        tensors = torch.load(self.ckpt / "tensors.pt", map_location=self.device, weights_only=True)
+        load_model_tensors(self.model, load_file(str(self.ckpt / "model.safetensors")))
+        tensors = torch.load(self.ckpt / "tensors.pt", map_location="cpu", weights_only=True)
         self.optimizer.load_state_dict(tensors["optimizer"])
         if self.scaler.is_enabled() and tensors.get("scaler"):
             self.scaler.load_state_dict(tensors["scaler"])
@@ -247,8 +247,8 @@ class Engine:
             loss = loss / self.grad_accum
         self.scaler.scale(loss).backward()
 
-    def _step(self) -> None:
-        """Average the gradients over the processes, clip, set the learning rates, step, clear."""
+    def _sync_gradients(self) -> list[torch.Tensor]:
+        """Average the gradients over the processes (one all-reduce); the parameters that have one."""
         params = [p for group in self.optimizer.param_groups for p in group["params"] if p.grad is not None]
         if self.num_processes > 1 and params:
             from torch._utils import _flatten_dense_tensors, _unflatten_dense_tensors
@@ -258,6 +258,11 @@ class Engine:
             flat /= self.num_processes
             for p, g in zip(params, _unflatten_dense_tensors(flat, [p.grad for p in params])):
                 p.grad.copy_(g)
+        return params
+
+    def _step(self) -> None:
+        """Average the gradients over the processes, clip, set the learning rates, step, clear."""
+        params = self._sync_gradients()
         if self.clip_norm > 0:
             self.scaler.unscale_(self.optimizer)
             torch.nn.utils.clip_grad_norm_(params, self.clip_norm)
@@ -303,7 +308,6 @@ class Engine:
         while not state.finished:
             local = self.local_batches(epoch_batches(state.epoch))
             groups = [local[i:i + self.grad_accum] for i in range(0, len(local), self.grad_accum)]
-            epoch_start = state.step - state.step_in_epoch
             for k, group in enumerate(groups[state.step_in_epoch:], start=state.step_in_epoch + 1):
                 t0 = time.time()
                 for batch in group:
@@ -338,9 +342,10 @@ class Engine:
                     break
                 elif self._checkpoint_due():
                     self.save_checkpoint()
-            else:
-                if state.step == epoch_start:
+            else:  # no batch left: resumed after the epoch's last update (a checkpoint of earlier versions)
+                if not groups:
                     raise UserError("an epoch without batches: there is no training data")
+                self._end_epoch()
         bar.close()
         return True
 

@@ -1,14 +1,16 @@
 """Checkpoints of earlier versions: read once without pickle and rewritten in the engine's layout.
 
-Earlier translation and parsing trainers wrote ``checkpoint/`` in layouts of their own (translation:
-``model.safetensors`` + ``tensors.pt`` + ``state.json``, or before that a pickled ``trainer.pt``; parsing:
-``tensors.pt`` with the model inside + ``state.json`` + ``config.json`` + ``data.json``) and recorded their
-settings beside it. :func:`upgrade_translation_checkpoint` and :func:`upgrade_parser_checkpoint` turn such a folder
-into the layout of :mod:`structattn.train.engine` (and write ``settings.json`` from the recorded settings, so a
-rerun with other ones is refused as before). Tensors are read with ``torch.load(..., weights_only=True)`` only: a
-file that loader refuses is not read at all (unpickling it could run any code it holds) and the run stops with a
-:class:`~structattn.errors.UserError` that says what to do. Such checkpoints were written by one process at an
-evaluation, so the running training loss is empty.
+Earlier trainers wrote checkpoints in layouts of their own: the sentence trainer ``checkpoint-<step>/`` with
+Accelerate's ``save_state`` (``model.safetensors``, ``optimizer.bin``, ``scheduler.bin``, ``random_states_<i>.pkl``
+per process) and ``trainer_state.json``; translation ``checkpoint/`` with ``model.safetensors`` + ``tensors.pt``
++ ``state.json``, or before that a pickled ``trainer.pt``; parsing ``checkpoint/`` with ``tensors.pt`` (the model
+inside) + ``state.json`` + ``config.json`` + ``data.json``. The ``upgrade_*`` functions turn such a folder into
+the layout of :mod:`structattn.train.engine` (and write ``settings.json`` from the recorded settings, so a rerun
+with other ones is refused as before). Accelerate's ``random_states_<i>.pkl`` are ``torch.save`` files holding
+NumPy's state as an array: they are read with ``weights_only=True`` and only NumPy's array reconstruction allowed.
+Tensors are read with ``torch.load(..., weights_only=True)`` only: a file that loader refuses is not read at all
+(unpickling it could run any code it holds) and the run stops with a :class:`~structattn.errors.UserError` that
+says what to do. Such checkpoints were written at an evaluation, so the running training loss is empty.
 """
 from __future__ import annotations
 
@@ -33,9 +35,13 @@ def recorded_precision(saved: dict) -> dict:
     return {"precision": LATER_FIELDS["precision"], **saved}
 
 
-def _safe_load(path: Path, run: Path):
+def _safe_load(path: Path, run: Path, numpy_arrays: bool = False):
+    import numpy as np
+
+    allowed = [np._core.multiarray._reconstruct, np.ndarray, np.dtype, np.dtypes.UInt32DType] if numpy_arrays else []
     try:
-        return torch.load(path, map_location="cpu", weights_only=True)
+        with torch.serialization.safe_globals(allowed):
+            return torch.load(path, map_location="cpu", weights_only=True)
     except Exception as exc:  # noqa: BLE001 - torch's refusal (an UnpicklingError), a truncated or foreign file
         raise UserError(
             f"{path} was written by an earlier structattn and holds something torch's safe loader "
@@ -44,7 +50,8 @@ def _safe_load(path: Path, run: Path):
             "again from the start, or use another --output-dir.") from None
 
 
-def _rewrite(ckpt: Path, weights: dict, optimizer: dict, scaler: dict, rng: dict, state: EngineState) -> None:
+def _rewrite(ckpt: Path, weights: dict, optimizer: dict, scaler: dict, rng: dict | list, state: EngineState) -> None:
+    """Write ``ckpt`` in the engine's layout (``rng``: one process's states, or a list of every process's)."""
     from safetensors.torch import save_file
 
     seen, unique = set(), {}
@@ -55,7 +62,8 @@ def _rewrite(ckpt: Path, weights: dict, optimizer: dict, scaler: dict, rng: dict
     with AtomicDir(ckpt) as tmp:
         save_file(unique, str(tmp / "model.safetensors"))
         torch.save({"optimizer": optimizer, "scaler": scaler or {}}, tmp / "tensors.pt")
-        atomic_write_json(tmp / "rng-0.json", {**rng, "running_loss": [0.0, 0]})
+        for rank, states in enumerate(rng if isinstance(rng, list) else [rng]):
+            atomic_write_json(tmp / f"rng-{rank}.json", {**states, "running_loss": [0.0, 0]})
         atomic_write_json(tmp / "state.json", dataclasses.asdict(state))
     print(f"rewrote {ckpt} (a checkpoint of an earlier version) in today's layout, without pickle")
 
@@ -133,3 +141,37 @@ def upgrade_parser_checkpoint(out: Path) -> None:
                         epoch_seconds=old["epoch_train_seconds"], elapsed_seconds=old["elapsed_seconds"],
                         extra={"best_epoch": old["best_epoch"], "current_epoch_seconds": old["current_epoch_seconds"]})
     _rewrite(ckpt, tensors["model"], tensors["optimizer"], tensors.get("scaler"), rng, state)
+
+
+def upgrade_accelerate_checkpoint(out: Path) -> None:
+    """Rewrite the newest ``checkpoint-<step>/`` of the earlier sentence trainer as ``checkpoint/`` (every
+    process's RNG state included; the folder then deleted) and record its ``train_config.json`` as settings."""
+    import shutil
+
+    from .checkpoint import latest_checkpoint
+    from .config import RESULT_NEUTRAL_FIELDS, TrainConfig
+
+    old_dir = latest_checkpoint(out)
+    if old_dir is None or (out / CHECKPOINT / "state.json").is_file():
+        return
+    _record_settings(out, vars(TrainConfig.load(out / "train_config.json")), RESULT_NEUTRAL_FIELDS)
+    old = json.loads((old_dir / "trainer_state.json").read_text(encoding="utf-8"))
+    state = EngineState(step=old["global_step"], epoch=old["epoch"], step_in_epoch=old["step_in_epoch"],
+                        best=old["best_metric"], best_step=old["best_step"], history=old["history"],
+                        evals_without_improvement=old["evals_without_improvement"], finished=old["finished"],
+                        num_processes=old.get("num_processes", 1), extra={"kernels": old.get("kernels", [])})
+    rngs = []
+    for rank in range(state.num_processes):
+        saved = _safe_load(old_dir / f"random_states_{rank}.pkl", old_dir, numpy_arrays=True)
+        kind, keys, *rest = saved["numpy_random_seed"]
+        rng = {"python": json.loads(json.dumps(saved["random_state"])), "numpy": [kind, keys.tolist(), *rest],
+               "torch": saved["torch_manual_seed"].tolist()}
+        if "torch_cuda_manual_seed" in saved:
+            rng["cuda"] = [t.tolist() for t in saved["torch_cuda_manual_seed"]]
+        rngs.append(rng)
+    scaler = _safe_load(old_dir / "scaler.pt", old_dir) if (old_dir / "scaler.pt").is_file() else {}
+    from safetensors.torch import load_file
+
+    _rewrite(out / CHECKPOINT, load_file(str(old_dir / "model.safetensors")),
+             _safe_load(old_dir / "optimizer.bin", old_dir), scaler, rngs, state)
+    shutil.rmtree(old_dir)

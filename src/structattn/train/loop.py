@@ -20,10 +20,9 @@ import numpy as np
 import torch
 from torch.utils.data import Sampler
 
-from ..errors import UserError
 from ..tasks import get_task
 from ..io import atomic_write_json
-from .checkpoint import AtomicDir, latest_checkpoint
+from .checkpoint import AtomicDir
 from .config import RESULT_NEUTRAL_FIELDS, TrainConfig
 from .engine import Engine, EngineState
 from .data import StructureSpec, aggregate_predictions, build_features
@@ -243,7 +242,10 @@ class Trainer:
     # ------------------------------------------------------------------ training
     def train(self) -> dict:
         cfg, engine = self.cfg, self.engine
-        refuse_accelerate_checkpoint(self.out)
+        if engine.is_main:
+            from .legacy import upgrade_accelerate_checkpoint
+
+            upgrade_accelerate_checkpoint(self.out)
         engine.begin({k: v for k, v in vars(cfg).items() if k not in RESULT_NEUTRAL_FIELDS})
         if engine.is_main:
             cfg.save(self.out / "train_config.json")
@@ -338,12 +340,3 @@ def linear_schedule(step: int, warmup: int, total: int) -> float:
         return float(step) / float(max(1, warmup))
     return max(0.0, float(total - step) / float(max(1, total - warmup)))
 
-
-def refuse_accelerate_checkpoint(out: Path) -> None:
-    """Refuse a checkpoint of earlier versions (``checkpoint-<step>/``, written by ``Accelerator.save_state``): its
-    ``random_states_<i>.pkl`` are pickles, which are never read (unpickling a file can run any code in it)."""
-    old = latest_checkpoint(out)
-    if old is not None and not (out / "checkpoint" / "state.json").is_file():
-        raise UserError(f"{old} was written by an earlier structattn (Accelerate's save_state, with pickled RNG "
-                        "states), which this version does not read. Finish that run with the version that started "
-                        f"it, or delete {old} to train it again from the start (or use another --output-dir).")

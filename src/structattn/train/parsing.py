@@ -209,8 +209,8 @@ def warmup_factor(step: int, warmup_steps: int) -> float:
 
 def settings(config, data: dict) -> dict:
     """What a resume must match: the config's result-changing fields and the files read (``data``)."""
-    config = {k: v for k, v in json.loads(json.dumps(dataclasses.asdict(config))).items() if k not in RESULT_NEUTRAL_FIELDS}
-    return {**config, "data": data}
+    fields = json.loads(json.dumps(dataclasses.asdict(config)))
+    return {**{k: v for k, v in fields.items() if k not in RESULT_NEUTRAL_FIELDS}, "data": data}
 
 
 def _metrics(result) -> dict:
@@ -223,7 +223,8 @@ def _metrics(result) -> dict:
 
 # ---------------------------------------------------------------------------------------------- the run
 def train_parser(config, *, show_progress: bool = True, stop_after_steps: int | None = None,
-                 command: list[str] | None = None, data: TreebankFiles | None = None, checkpoint_every: int = 0) -> dict:
+                 command: list[str] | None = None, data: TreebankFiles | None = None,
+                 checkpoint_every: int = 0) -> dict:
     """Train, evaluate and test one parser configuration in ``config.output_dir``; return the summary (on the
     main process; the others return where they stopped).
 

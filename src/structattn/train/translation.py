@@ -293,7 +293,8 @@ def train_translation(config: NMTConfig, *, show_progress: bool = True, stop_aft
         total=config.max_updates, loss=loss, evaluate=evaluate, main_metric="dev_bleu", eval_every=config.eval_every,
         patience=config.patience, on_evaluated=on_evaluated, stop_after=stop_after_updates,
         on_best=lambda entry: _save_model(model, tokenizer, out / BEST) if engine.is_main else None,
-        epoch_batches=lambda epoch: token_batches(src_len, tgt_len, config.max_tokens, seed=config.seed * 100_003 + epoch))
+        epoch_batches=lambda epoch: token_batches(src_len, tgt_len, config.max_tokens,
+                                                  seed=config.seed * 100_003 + epoch))
     if not finished:
         return {"stopped_at_update": state.step}
     if not engine.is_main:
