@@ -1,6 +1,7 @@
 """A run SIGKILLed mid-epoch resumes from its last checkpoint and ends as the uninterrupted run does."""
 import json
 import os
+import re
 import subprocess
 import sys
 
@@ -35,8 +36,11 @@ def test_sigkill_mid_epoch_then_resume_matches_uninterrupted(tmp_path, extra):
     data = make_tiny_sst2(tmp_path / "data")
     cache = tmp_path / "cache"
 
-    straight = _train(tmp_path / "a", model, data, cache, extra=extra)
+    straight = _train(tmp_path / "a", model, data, cache, extra=(*extra, "--no-progress"))
     assert straight.returncode == 0, straight.stderr[-3000:]
+    # without progress bars, one line per evaluation (steps 5, 10, 15, 20, 24) with the dev score and the best
+    lines = re.findall(r"sst2 wla step ([\d,]+): dev accuracy \S+ \(best \S+ at step", straight.stderr)
+    assert lines == ["5", "10", "15", "20", "24"] and "it/s" not in straight.stderr
 
     # 64 examples / batch 8 = 8 steps per epoch; step 13 is mid-epoch 2, after the checkpoint of step 10.
     killed = _train(tmp_path / "b", model, data, cache, kill_at=13, extra=extra)

@@ -128,10 +128,13 @@ class Engine:
         self.state = EngineState(num_processes=self.num_processes)
         self.running = [0.0, 0]  # this process's training loss (weighted sum, weight) since the last evaluation
         self.session_start = time.time()
+        self.settings: dict | None = None  # given by begin()
 
     @property
     def device(self) -> torch.device:
-        return self.acc.device
+        """The device this process trains on (``cpu``, not Accelerate's ``cpu:<rank>``, which safetensors and
+        ``torch.load`` refuse)."""
+        return torch.device("cpu") if self.acc.device.type == "cpu" else self.acc.device
 
     @property
     def is_main(self) -> bool:
@@ -170,7 +173,7 @@ class Engine:
         """Move ``model`` to the device (the same weights on every process) and resume from the checkpoint
         when there is one; the state to continue from."""
         self.model, self.optimizer, self.schedule = model.to(self.device), optimizer, schedule
-        if self.is_main and not (self.out / "settings.json").is_file():
+        if self.settings is not None and self.is_main and not (self.out / "settings.json").is_file():
             atomic_write_json(self.out / "settings.json", self.settings)
         self.base_lrs = [group["lr"] for group in optimizer.param_groups]
         if self.num_processes > 1:
@@ -337,11 +340,13 @@ class Engine:
                     train_mode()
                     if state.finished or end_of_epoch:
                         break
-                elif end_of_epoch:
-                    self._end_epoch()
-                    break
-                elif self._checkpoint_due():
-                    self.save_checkpoint()
+                else:
+                    if end_of_epoch:
+                        self._end_epoch()
+                    if self._checkpoint_due():
+                        self.save_checkpoint()
+                    if end_of_epoch:
+                        break
             else:  # no batch left: resumed after the epoch's last update (a checkpoint of earlier versions)
                 if not groups:
                     raise UserError("an epoch without batches: there is no training data")
