@@ -28,7 +28,7 @@ def _engine(tmp_path, model, optimizer, precision="fp32", clip=0.0, schedule=lam
 
 
 def _update(engine, model, x, y):
-    with engine.acc.autocast():
+    with engine.autocast():
         loss = _loss(model, x, y)
     engine._backward(loss, 1)
     engine._step()
@@ -54,7 +54,7 @@ def test_fp32_is_the_plain_update_bit_for_bit_with_clipping_and_the_schedule(tmp
 def test_bf16_computes_in_bfloat16_and_keeps_float32_weights(tmp_path):
     model, x, y = _model_and_batch()
     engine = _engine(tmp_path, model, torch.optim.SGD(model.parameters(), lr=0.1), precision="bf16")
-    with engine.acc.autocast():
+    with engine.autocast():
         assert model(x).dtype == torch.bfloat16
     before = [p.detach().clone() for p in model.parameters()]
     _update(engine, model, x, y)

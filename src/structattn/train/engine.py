@@ -144,6 +144,15 @@ class Engine:
     def num_processes(self) -> int:
         return self.acc.num_processes
 
+    def autocast(self):
+        """The context forward passes and losses run in: autocast to bfloat16/float16, nothing in fp32 (the run's
+        own precision, whatever another Accelerator of this process was told)."""
+        import contextlib
+
+        if self.precision == "fp32":
+            return contextlib.nullcontext()
+        return torch.autocast(self.device.type, dtype=torch.bfloat16 if self.precision == "bf16" else torch.float16)
+
     def seed(self) -> None:
         """Seed Python, NumPy and torch (every device) with the run's seed."""
         from accelerate.utils import set_seed
@@ -314,7 +323,7 @@ class Engine:
             for k, group in enumerate(groups[state.step_in_epoch:], start=state.step_in_epoch + 1):
                 t0 = time.time()
                 for batch in group:
-                    with self.acc.autocast():
+                    with self.autocast():
                         value, weight = loss(batch)
                     self.running[0] = self.running[0] + value.detach().double() * weight
                     self.running[1] += weight

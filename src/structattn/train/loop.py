@@ -276,7 +276,7 @@ class Trainer:
         state = engine.prepare(self.model, optim, lambda step: linear_schedule(step, warmup, total))
 
         def evaluate(state: EngineState, end_of_epoch: bool) -> dict:
-            with self.accelerator.autocast():  # as the model trains (bf16/fp16); fp32: no autocast
+            with engine.autocast():  # as the model trains (bf16/fp16); fp32: no autocast
                 metrics = self.evaluate(eval_examples, eval_feats, with_gates=True)
             return {"step": state.step, "epoch": state.epoch - end_of_epoch, "elapsed_s": round(engine.elapsed(), 1),
                     **metrics}
