@@ -5,8 +5,9 @@ a run killed at any moment leaves either the previous checkpoint or the new one,
 never half of one.
 
 RNG states are stored without pickle: Python's and NumPy's as JSON values (:func:`python_rng_json`,
-:func:`numpy_rng_json`), torch's as tensors (:func:`torch_rng_tensors`, for a file read with
-``torch.load(..., weights_only=True)``).
+:func:`numpy_rng_json`), torch's as tensors (:func:`torch_rng_tensors`) or, in the engine's checkpoints, all
+of them as one JSON object (:func:`rng_json`). Model weights go to safetensors once each
+(:func:`model_tensors`, :func:`load_model_tensors`).
 """
 from __future__ import annotations
 
@@ -87,7 +88,7 @@ def recover_atomic_dirs(parent: Path) -> list[Path]:
     old version is renamed back (the newest one if several). Roll back rather than forward because
     the old version is the last committed one: a complete ``.tmp-*`` cannot be told from one killed
     while being written, and for ``best/`` the old version is the one the last checkpoint's
-    ``trainer_state.json`` names (checkpoints are written after ``best/``), so a resumed run stays
+    ``state.json`` names (checkpoints are written after ``best/``), so a resumed run stays
     consistent and recomputes the lost update. Every other leftover (``.tmp-*``, ``.old-*`` beside an
     existing ``final``) is deleted. Call it only while no writer is active in ``parent``.
     """
@@ -110,7 +111,8 @@ def recover_atomic_dirs(parent: Path) -> list[Path]:
 
 
 def latest_checkpoint(output_dir: Path) -> Path | None:
-    """The newest complete ``checkpoint-<step>`` folder in ``output_dir`` (None if there is none)."""
+    """The newest complete ``checkpoint-<step>`` folder (the layout of the earlier Accelerate loop, see
+    :mod:`structattn.train.legacy`) in ``output_dir`` (None if there is none)."""
     output_dir = Path(output_dir)
     best, best_step = None, -1
     for p in output_dir.glob("checkpoint-*"):

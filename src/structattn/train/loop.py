@@ -27,7 +27,6 @@ from .config import RESULT_NEUTRAL_FIELDS, TrainConfig
 from .engine import Engine, EngineState
 from .data import StructureSpec, aggregate_predictions, build_features
 from .model_loading import load_model_and_tokenizer
-from .running_mean import RunningMean
 
 log = logging.getLogger(__name__)
 
