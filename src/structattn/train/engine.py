@@ -4,11 +4,15 @@ A family (:mod:`~structattn.train.loop`, :mod:`~structattn.train.translation`, :
 supplies its data, loss, evaluation and summary; the engine does the rest, written once:
 
 - processes and device: ``Accelerator(cpu=True)`` without a GPU, so that a launch with several processes
-  (``accelerate launch``, ``torchrun``) joins one gloo group; ``--precision fp32|bf16|fp16`` (autocast around the
-  loss, float32 weights; fp16 CUDA only, with loss scaling); :func:`device_description`;
+  (``torchrun --nproc_per_node N``; ``accelerate launch --multi_gpu`` on GPUs) joins one process group (CPUs:
+  gloo); ``--precision fp32|bf16|fp16`` (autocast around the loss, float32 weights; fp16 CUDA only, with loss
+  scaling); :func:`device_description`;
 - seeding (:meth:`Engine.seed`) and the update: gradients of ``grad_accum`` batches summed, averaged over the
   processes (one all-reduce), clipped to ``clip_norm`` (0 = none); before optimizer step ``s`` (0-based) every
-  parameter group's learning rate is its initial rate times ``schedule(s)``;
+  parameter group's learning rate is its initial rate times ``schedule(s)``. The engine averages the gradients
+  itself rather than wrapping the model in DistributedDataParallel, whose hooks need ``forward`` (the parser's
+  loss is a method of its own), and the schedule counts optimizer steps whatever the number of processes (the
+  earlier loop's ``AcceleratedScheduler`` advanced N steps per update on N processes);
 - the batches: ``epoch_batches(epoch)`` lists the epoch's global batches (a permutation seeded by (seed, epoch));
   process r takes batches r, r + N, ... (the last round completed from the epoch's first batches, so that every
   process takes as many steps); ``loss(batch) -> (loss, weight)``, ``loss`` the mean over ``weight`` items: with
