@@ -74,16 +74,16 @@ def _record_settings(out: Path, saved: dict, neutral) -> None:
                           {k: v for k, v in recorded_precision(saved).items() if k not in neutral})
 
 
-def upgrade_translation_checkpoint(out: Path, seed: int) -> None:
-    """Rewrite an earlier translation ``checkpoint/`` (and record ``run_config.json`` as ``settings.json``)."""
+def upgrade_translation_checkpoint(out: Path, seed: int, neutral: frozenset) -> None:
+    """Rewrite an earlier translation ``checkpoint/`` (and record ``run_config.json`` without the ``neutral``
+    fields as ``settings.json``)."""
     from safetensors.torch import load_file
 
     from .checkpoint import numpy_rng_json
-    from .translation import RESULT_NEUTRAL_FIELDS
 
     ckpt = out / CHECKPOINT
     if (out / "run_config.json").is_file():  # recorded by every version at the start of a run
-        _record_settings(out, json.loads((out / "run_config.json").read_text(encoding="utf-8")), RESULT_NEUTRAL_FIELDS)
+        _record_settings(out, json.loads((out / "run_config.json").read_text(encoding="utf-8")), neutral)
     if not (ckpt / "state.json").is_file() or (ckpt / "rng-0.json").is_file():
         return
     old = json.loads((ckpt / "state.json").read_text(encoding="utf-8"))
@@ -114,11 +114,10 @@ def upgrade_translation_checkpoint(out: Path, seed: int) -> None:
     _rewrite(ckpt, load_file(str(ckpt / "model.safetensors")), tensors["optimizer"], tensors.get("scaler"), rng, state)
 
 
-def upgrade_parser_checkpoint(out: Path) -> None:
-    """Rewrite an earlier parser ``checkpoint/`` (its ``config.json`` and ``data.json``, or the WSJ sample when it
-    predates ``data.json``, become ``settings.json``)."""
-    from .parsing import RESULT_NEUTRAL_FIELDS, TreebankFiles
-
+def upgrade_parser_checkpoint(out: Path, neutral: frozenset, sample: dict) -> None:
+    """Rewrite an earlier parser ``checkpoint/`` (its ``config.json`` without the ``neutral`` fields and its
+    ``data.json``, or ``sample``, the WSJ sample's description, when it predates ``data.json``, become
+    ``settings.json``)."""
     ckpt = out / CHECKPOINT
     if not (ckpt / "tensors.pt").is_file() or (ckpt / "rng-0.json").is_file():
         return
@@ -128,8 +127,8 @@ def upgrade_parser_checkpoint(out: Path) -> None:
     except (OSError, ValueError) as exc:
         raise UserError(f"{ckpt} is unreadable ({exc}); delete it to start over, or use another --output-dir") from exc
     data = (json.loads((ckpt / "data.json").read_text(encoding="utf-8")) if (ckpt / "data.json").is_file()
-            else TreebankFiles().describe())
-    _record_settings(out, {**saved, "data": data}, RESULT_NEUTRAL_FIELDS)
+            else sample)
+    _record_settings(out, {**saved, "data": data}, neutral)
     tensors = _safe_load(ckpt / "tensors.pt", out)
     rng = {"python": old["python_rng"], "numpy": old["numpy_rng"], "torch": tensors["rng"]["torch"].tolist()}
     if "cuda" in tensors["rng"]:

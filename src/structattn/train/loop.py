@@ -239,13 +239,16 @@ class Trainer:
         return {**metrics, **stats}
 
     # ------------------------------------------------------------------ training
+    # Settings that do not change what a run computes; anything else must match to resume.
+    _RESUME_FREE = RESULT_NEUTRAL_FIELDS  # the same fields a sweep ignores when it keys runs
+
     def train(self) -> dict:
         cfg, engine = self.cfg, self.engine
         if engine.is_main:
             from .legacy import upgrade_accelerate_checkpoint
 
             upgrade_accelerate_checkpoint(self.out)
-        engine.begin({k: v for k, v in vars(cfg).items() if k not in RESULT_NEUTRAL_FIELDS})
+        engine.begin({k: v for k, v in vars(cfg).items() if k not in self._RESUME_FREE})
         if engine.is_main:
             cfg.save(self.out / "train_config.json")
         train_examples, train_feats = self.features("train", cfg.max_train_examples, training=True)

@@ -244,7 +244,7 @@ def train_parser(config, *, show_progress: bool = True, stop_after_steps: int | 
                     checkpoint_every=checkpoint_every, show_progress=show_progress, name="train-parsing")
     out = Path(config.output_dir)
     if engine.is_main:
-        upgrade_parser_checkpoint(out)
+        upgrade_parser_checkpoint(out, RESULT_NEUTRAL_FIELDS, TreebankFiles().describe())
     engine.begin(settings(config, data_read))
     engine.seed()
 

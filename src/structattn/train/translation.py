@@ -243,7 +243,7 @@ def train_translation(config: NMTConfig, *, show_progress: bool = True, stop_aft
     mechanism = variant_mechanism(config.variant, **config.mechanism_options())
     out = Path(config.output_dir)
     if engine.is_main:
-        upgrade_translation_checkpoint(out, config.seed)
+        upgrade_translation_checkpoint(out, config.seed, RESULT_NEUTRAL_FIELDS)
     settings = json.loads(json.dumps(dataclasses.asdict(config)))
     engine.begin({k: v for k, v in settings.items() if k not in RESULT_NEUTRAL_FIELDS})
     if engine.is_main:
