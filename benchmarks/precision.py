@@ -3,8 +3,8 @@
     python benchmarks/precision.py [--threads 2] [--repeats 3] [--nmt-steps 4] [--parser-steps 3]
                                    [--sentences 2000]
 
-Each workload runs the trainer's own update (:class:`structattn.train.precision.MixedPrecision`: forward and loss
-under ``torch.autocast("cpu", dtype=torch.bfloat16)`` for bf16, nothing for fp32; backward; Adam) on the same
+Each workload runs the trainers' own update (:class:`structattn.train.engine.Engine`: forward and loss under
+``torch.autocast("cpu", dtype=torch.bfloat16)`` for bf16, nothing for fp32; backward; clipping; Adam) on the same
 batches in both precisions, from the same initial weights:
 
 - ``nmt tiny``: the ``tiny`` MarianMT of ``structattn train-nmt`` (transformer variant) on batches of <= 4096
@@ -39,11 +39,28 @@ from structattn.models.parser import ChartParser, ParserConfig  # noqa: E402
 from structattn.models.translation import build_model  # noqa: E402
 from structattn.tasks import ptb  # noqa: E402
 from structattn.tasks.multi30k import read_split  # noqa: E402
-from structattn.train.parsing import epoch_batches, make_optimizer  # noqa: E402
-from structattn.train.precision import MixedPrecision  # noqa: E402
+from structattn.train.parsing import epoch_batches, make_optimizer, warmup_factor  # noqa: E402
+from structattn.train.engine import Engine  # noqa: E402
 from structattn.train.translation import _decoder_inputs, _label_smoothed_loss  # noqa: E402
 
 PRECISIONS = ("fp32", "bf16")
+
+
+def _engine(precision: str, model, optimizer, clip: float, schedule=lambda step: 1.0) -> Engine:
+    """The trainers' update machinery for ``model`` (no output folder is written: nothing is checkpointed)."""
+    import tempfile
+
+    engine = Engine(tempfile.mkdtemp(prefix="bench-precision-"), seed=0, precision=precision, clip_norm=clip,
+                    show_progress=False)
+    engine.prepare(model, optimizer, schedule)
+    return engine
+
+
+def _update(engine: Engine, loss) -> None:
+    """One update as the engine takes it: backward, (process average), clipping, learning rate, step."""
+    engine._backward(loss, 1)
+    engine._step()
+    engine.state.step += 1
 PARSER_CONFIG = dict(d_model=128, heads=4, d_head=32, d_ff=256, label_hidden=128, batch_size=32, variant="bna")
 
 
@@ -61,18 +78,17 @@ def nmt_workload(sentences: int, steps: int):
     def make(precision: str):
         model = build_model(tokenizer, "tiny", "transformer", seed=0).train()
         optim = torch.optim.Adam(model.parameters(), lr=1e-4, betas=(0.9, 0.98), eps=1e-9)
-        mixed = MixedPrecision(precision, torch.device("cpu"))
+        engine = _engine(precision, model, optim, 0.0)
         pad, start = tokenizer.pad_token_id, model.config.decoder_start_token_id
 
         def run(limit: int | None = None) -> None:
             for batch in prepared[:limit]:
                 batch = dict(batch)
                 labels = batch.pop("labels")
-                with mixed.autocast():
+                with engine.autocast():
                     logits = model(**batch, decoder_input_ids=_decoder_inputs(labels, pad, start)).logits
                     loss, _ = _label_smoothed_loss(logits, labels, 0.1)
-                optim.zero_grad(set_to_none=True)
-                mixed.step(loss, optim, model.parameters(), 0.0)
+                _update(engine, loss)
         return run
 
     return make, f"{len(prepared)} batches, {tokens:,} target tokens"
@@ -88,16 +104,14 @@ def parser_workload(encoder: str, steps: int):
         cfg = ParserConfig(encoder=encoder, fine_tune_encoder=False, seed=1, **PARSER_CONFIG)
         torch.manual_seed(0)
         model = ChartParser.build(cfg, train).train()
-        optim, scheduler = make_optimizer(model, cfg)
-        mixed = MixedPrecision(precision, torch.device("cpu"))
+        engine = _engine(precision, model, make_optimizer(model, cfg), cfg.clip_grad,
+                         lambda step: warmup_factor(step, cfg.warmup_steps))
 
         def run(limit: int | None = None) -> None:
             for b in batches[:limit]:
-                with mixed.autocast():
+                with engine.autocast():
                     loss = model.loss([train[i] for i in b])
-                optim.zero_grad(set_to_none=True)
-                mixed.step(loss, optim, model.parameters(), cfg.clip_grad)
-                scheduler.step()
+                _update(engine, loss)
         return run
 
     return make, f"{len(batches)} batches of 32 trees, {words:,} words"

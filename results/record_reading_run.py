@@ -124,12 +124,13 @@ def main() -> None:
     best = next((h for h in state["history"] if h["step"] == state["best_step"]), {})
     line = {"task": trainer.task.name, "run": args.name, "variant": _variant(cfg), "seed": cfg.seed, **scores,
             "dev": {k: v for k, v in best.items() if k not in ("step", "epoch", "elapsed_s")},
-            "best_step": state["best_step"], "steps": state["global_step"],
+            "best_step": state["best_step"], "steps": state.get("step", state.get("global_step")),
             "train_wall_s": max((h.get("elapsed_s", 0) for h in state["history"]), default=None),
-            "test_predict_s": round(time.time() - t0, 1), "kernel": "+".join(state.get("kernels", [])) or None,
+            "test_predict_s": round(time.time() - t0, 1),
+            "kernel": "+".join(state.get("extra", state).get("kernels", [])) or None,  # engine or earlier layout
             "config": train_cfg, "note": args.note}
     from structattn.train.provenance import provenance
-    from structattn.train.parsing import device_description
+    from structattn.train.engine import device_description
 
     line.update(provenance(), device=device_description(trainer.accelerator.device),
                 torch_threads=__import__("torch").get_num_threads())

@@ -2,7 +2,9 @@
 
 Every module of ``src/structattn`` is read as Python tokens and syntax (comments and strings are prose, not code):
 no name that mentions pickle or dill (``allow_pickle=False``, NumPy's refusal, is the one exception), no
-``weights_only=False``, and every ``torch.load`` call passes ``weights_only=True``. A failure names file:line.
+``weights_only=False``, every ``torch.load`` call passes ``weights_only=True``, and no call of Accelerate's
+``save_state`` / ``load_state`` (they write and read the RNG states as ``random_states_<i>.pkl`` pickles). A failure
+names file:line.
 """
 from __future__ import annotations
 
@@ -37,6 +39,9 @@ def pickle_uses(source: str) -> list[tuple[int, str]]:
                        for kw in node.keywords)
             if not safe:
                 found.append((node.lineno, "torch.load without weights_only=True"))
+        if (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
+                and node.func.attr in ("save_state", "load_state")):
+            found.append((node.lineno, f"{node.func.attr}() (Accelerate's pickled RNG states)"))
     return sorted(set(found))
 
 
@@ -60,7 +65,10 @@ d = np.load(path, allow_pickle=True)
 e = np.load(path, allow_pickle=False)
 f = "pickle"
 g = dill_loads(x)
+accelerator.save_state(folder)
+accelerator.load_state(folder)
 '''
     assert pickle_uses(source) == [
         (2, "pickle"), (3, "dill"), (6, "torch.load without weights_only=True"), (6, "weights_only=False"),
-        (7, "torch.load without weights_only=True"), (9, "allow_pickle=True"), (12, "dill_loads")]
+        (7, "torch.load without weights_only=True"), (9, "allow_pickle=True"), (12, "dill_loads"),
+        (13, "save_state() (Accelerate's pickled RNG states)"), (14, "load_state() (Accelerate's pickled RNG states)")]

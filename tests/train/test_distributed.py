@@ -109,15 +109,17 @@ def test_two_processes_stop_early_at_the_same_step(tiny, tmp_path):
     assert len(summaries) == 1  # the main process prints the run's summary once
     state = json.loads((tmp_path / "run" / "trainer_state.json").read_text())
     # 64 examples, batch 8 per process, 2 processes: 4 steps per epoch, 40 in 10 epochs.
-    assert state["finished"] and state["evals_without_improvement"] == 1 and state["global_step"] < 40
+    assert state["finished"] and state["evals_without_improvement"] == 1 and state["step"] < 40
     summary = summaries[0]
     assert (summary["steps"], summary["best_step"], summary["best"]) == \
-        (state["global_step"], state["best_step"], state["best_metric"])
+        (state["step"], state["best_step"], state["best"])
     # every other process ends at the same step with the same best
     other = re.findall(r"process 1 of 2: stopped at step (\d+), best step (-?\d+), best (\S+)", res.stderr)
-    assert other == [(str(state["global_step"]), str(state["best_step"]), str(state["best_metric"]))]
-    ckpt = tmp_path / "run" / f"checkpoint-{state['global_step']}"
-    assert (ckpt / "random_states_0.pkl").is_file() and (ckpt / "random_states_1.pkl").is_file()
+    assert other == [(str(state["step"]), str(state["best_step"]), str(state["best"]))]
+    ckpt = tmp_path / "run" / "checkpoint"
+    assert json.loads((ckpt / "state.json").read_text())["step"] == state["step"]
+    assert (ckpt / "rng-0.json").is_file() and (ckpt / "rng-1.json").is_file()
+    assert not list(ckpt.glob("*.pkl"))
 
 
 def test_two_processes_sigkill_then_resume_matches_uninterrupted(tiny, tmp_path):
@@ -129,9 +131,9 @@ def test_two_processes_sigkill_then_resume_matches_uninterrupted(tiny, tmp_path)
     # process SIGKILLs itself there (torchrun then reports the failure).
     killed = _train(tiny, tmp_path / "b", kill_at=7, extra=extra)
     assert killed.returncode != 0, killed.stderr[-3000:]
-    ckpt = tmp_path / "b" / "checkpoint-5"
-    assert (ckpt / "trainer_state.json").is_file()
-    assert (ckpt / "random_states_0.pkl").is_file() and (ckpt / "random_states_1.pkl").is_file()
+    ckpt = tmp_path / "b" / "checkpoint"
+    assert json.loads((ckpt / "state.json").read_text())["step"] == 5
+    assert (ckpt / "rng-0.json").is_file() and (ckpt / "rng-1.json").is_file()
     assert not (tmp_path / "b" / "trainer_state.json").exists()
 
     # One process cannot resume a 2-process checkpoint exactly: a clear error, no traceback.
@@ -144,15 +146,15 @@ def test_two_processes_sigkill_then_resume_matches_uninterrupted(tiny, tmp_path)
 
     a = json.loads((tmp_path / "a" / "trainer_state.json").read_text())
     b = json.loads((tmp_path / "b" / "trainer_state.json").read_text())
-    assert a["global_step"] == b["global_step"] == 12
+    assert a["step"] == b["step"] == 12
     assert [h["step"] for h in a["history"]] == [h["step"] for h in b["history"]] == [5, 10, 12]
     assert [h["accuracy"] for h in a["history"]] == [h["accuracy"] for h in b["history"]]
 
     # Same final weights. Exactly: the same batches, dropout masks (every process's RNG restored) and
     # gloo's fixed two-process reduction order give bit-identical arithmetic.
     from safetensors.torch import load_file
-    wa = load_file(str(tmp_path / "a" / "checkpoint-12" / "model.safetensors"))
-    wb = load_file(str(tmp_path / "b" / "checkpoint-12" / "model.safetensors"))
+    wa = load_file(str(tmp_path / "a" / "checkpoint" / "model.safetensors"))
+    wb = load_file(str(tmp_path / "b" / "checkpoint" / "model.safetensors"))
     assert wa.keys() == wb.keys()
     for key in wa:
         assert torch.equal(wa[key], wb[key]), f"{key}: max diff {(wa[key] - wb[key]).abs().max().item()}"

@@ -19,7 +19,7 @@ from tasks_testutil import needs  # noqa: E402
 
 from structattn.models.parser import ParserConfig  # noqa: E402
 from structattn.errors import UserError  # noqa: E402
-from structattn.train import parsing as parsing_training  # noqa: E402
+from structattn.train import engine as engine_module  # noqa: E402
 from structattn.train.parsing import (  # noqa: E402
     TreebankFiles, cached_spacy_tags, epoch_batches, make_optimizer, train_parser, warmup_factor)
 
@@ -71,6 +71,12 @@ def tiny(output_dir, **overrides) -> ParserConfig:
 
 def lines(path: Path) -> list[str]:
     return path.read_text(encoding="utf-8").splitlines()
+
+
+def weights(out: Path) -> dict:
+    from safetensors.torch import load_file
+
+    return load_file(str(out / "checkpoint" / "model.safetensors"))
 
 
 def without_times(history: list[dict]) -> list[dict]:
@@ -143,10 +149,9 @@ def test_resume_after_a_kill_ends_like_an_uninterrupted_run(treebank, tmp_path):
     assert all("train_loss" in h for h in whole["history"])  # the comparison below covers the training loss
     assert without_times(resumed["history"]) == without_times(whole["history"])
     assert lines(tmp_path / "b" / "test.trees") == lines(tmp_path / "a" / "test.trees")
-    a = torch.load(tmp_path / "a" / "checkpoint" / "tensors.pt", weights_only=True)
-    b = torch.load(tmp_path / "b" / "checkpoint" / "tensors.pt", weights_only=True)
-    assert a["model"].keys() == b["model"].keys()
-    assert all(torch.equal(a["model"][k], b["model"][k]) for k in a["model"])  # bit-identical weights
+    a, b = weights(tmp_path / "a"), weights(tmp_path / "b")
+    assert a.keys() == b.keys()
+    assert all(torch.equal(a[k], b[k]) for k in a)  # bit-identical weights
 
 
 def test_resume_from_a_checkpoint_inside_an_epoch(treebank, tmp_path):
@@ -159,8 +164,7 @@ def test_resume_from_a_checkpoint_inside_an_epoch(treebank, tmp_path):
     assert (saved["step"], saved["epoch"], saved["step_in_epoch"]) == (4, 1, 1)
     resumed = train_parser(config, show_progress=False)
     assert without_times(resumed["history"]) == without_times(whole["history"])
-    a = torch.load(tmp_path / "a" / "checkpoint" / "tensors.pt", weights_only=True)["model"]
-    b = torch.load(tmp_path / "b" / "checkpoint" / "tensors.pt", weights_only=True)["model"]
+    a, b = weights(tmp_path / "a"), weights(tmp_path / "b")
     assert all(torch.equal(a[k], b[k]) for k in a)
     assert lines(tmp_path / "b" / "test.trees") == lines(tmp_path / "a" / "test.trees")
 
@@ -171,10 +175,9 @@ def test_resume_without_restoring_rng_would_differ(treebank, tmp_path, monkeypat
     train_parser(tiny(tmp_path / "a", epochs=2, max_eval_trees=2), show_progress=False)
     config = tiny(tmp_path / "b", epochs=2, max_eval_trees=2)
     train_parser(config, show_progress=False, stop_after_steps=4)
-    monkeypatch.setattr(parsing_training, "_restore_rng", lambda state, rng: None)
+    monkeypatch.setattr(engine_module, "set_rng_json", lambda rng: None)
     train_parser(config, show_progress=False)
-    a = torch.load(tmp_path / "a" / "checkpoint" / "tensors.pt", weights_only=True)["model"]
-    b = torch.load(tmp_path / "b" / "checkpoint" / "tensors.pt", weights_only=True)["model"]
+    a, b = weights(tmp_path / "a"), weights(tmp_path / "b")
     assert not all(torch.equal(a[k], b[k]) for k in a)
 
 
@@ -196,23 +199,50 @@ def test_resume_with_other_settings_is_refused(treebank, tmp_path):
     assert "output-dir" in message and "seed" not in message
 
 
-def test_a_checkpoint_from_before_the_precision_field_resumes_exactly_in_fp32(treebank, tmp_path):
-    """Checkpoints written before --precision (no ``precision`` in config.json, no ``scaler`` in tensors.pt)."""
+def to_old_layout(out: Path, precision_field: bool = True) -> None:
+    """Turn the engine's checkpoint into the parser's own layout of earlier versions: tensors.pt (model, optimizer,
+    scheduler, torch RNG), state.json (ParserTrainState), config.json, data.json; no settings.json."""
+    from safetensors.torch import load_file
+
+    ckpt = out / "checkpoint"
+    state = json.loads((ckpt / "state.json").read_text())
+    rng = json.loads((ckpt / "rng-0.json").read_text())
+    tensors = torch.load(ckpt / "tensors.pt", weights_only=True)
+    settings = json.loads((out / "settings.json").read_text())
+    data = settings.pop("data")
+    if not precision_field:
+        del settings["precision"]
+    torch.save({"model": load_file(str(ckpt / "model.safetensors")), "optimizer": tensors["optimizer"],
+                "scheduler": {}, "rng": {"torch": torch.tensor(rng["torch"], dtype=torch.uint8)}},
+               ckpt / "tensors.pt")
+    old = {"step": state["step"], "epoch": state["epoch"], "step_in_epoch": state["step_in_epoch"],
+           "best_f1": state["best"], "best_epoch": state["extra"]["best_epoch"], "best_step": state["best_step"],
+           "evals_without_improvement": state["evals_without_improvement"], "history": state["history"],
+           "epoch_train_seconds": state["epoch_seconds"], "current_epoch_seconds": 0.0,
+           "elapsed_seconds": state["elapsed_seconds"], "finished": state["finished"],
+           "python_rng": rng["python"], "numpy_rng": rng["numpy"]}
+    (ckpt / "state.json").write_text(json.dumps(old))
+    (ckpt / "config.json").write_text(json.dumps({**settings, "output_dir": str(out)}))
+    (ckpt / "data.json").write_text(json.dumps(data))
+    for name in ("rng-0.json", "model.safetensors"):
+        (ckpt / name).unlink()
+    (out / "settings.json").unlink()
+
+
+def test_a_checkpoint_of_the_earlier_layout_is_rewritten_and_resumes_exactly(treebank, tmp_path):
+    """Checkpoints of the parser's own loop (before the engine), and from before --precision (no ``precision``
+    in config.json): read once without pickle, rewritten, resumed exactly; another precision is refused."""
     torch.set_num_threads(1)
     whole = train_parser(tiny(tmp_path / "a", epochs=2), show_progress=False)
     config = tiny(tmp_path / "b", epochs=2)
     train_parser(config, show_progress=False, stop_after_steps=4)
-    ckpt = tmp_path / "b" / "checkpoint"
-    saved = json.loads((ckpt / "config.json").read_text())
-    del saved["precision"]
-    (ckpt / "config.json").write_text(json.dumps(saved))
-    tensors = torch.load(ckpt / "tensors.pt", weights_only=True)
-    del tensors["scaler"]
-    torch.save(tensors, ckpt / "tensors.pt")
+    to_old_layout(tmp_path / "b", precision_field=False)
     with pytest.raises(UserError, match="precision: 'fp32' -> 'bf16'"):
         train_parser(tiny(tmp_path / "b", epochs=2, precision="bf16"), show_progress=False)
+    assert (tmp_path / "b" / "checkpoint" / "rng-0.json").is_file()  # rewritten at the first read
     resumed = train_parser(config, show_progress=False)
     assert without_times(resumed["history"]) == without_times(whole["history"])
+    assert all(torch.equal(weights(tmp_path / "a")[k], v) for k, v in weights(tmp_path / "b").items())
 
 
 # ---------------------------------------------------------------------------------------------- precision
@@ -235,7 +265,7 @@ def test_bf16_trains_in_bfloat16_gives_finite_scores_and_a_resume_must_match_it(
     assert dtypes == {torch.bfloat16}
     assert all(math.isfinite(h["f1"]) and math.isfinite(h["train_loss"]) for h in summary["history"])
     assert math.isfinite(summary["test"]["f1"]) and summary["config"]["precision"] == "bf16"
-    saved = json.loads((tmp_path / "run" / "checkpoint" / "config.json").read_text())
+    saved = json.loads((tmp_path / "run" / "settings.json").read_text())
     assert saved["precision"] == "bf16"
     with pytest.raises(UserError, match="precision: 'bf16' -> 'fp32'"):
         train_parser(tiny(tmp_path / "run"), show_progress=False)
@@ -304,15 +334,10 @@ def test_optimizer_groups_and_warmup_follow_the_config():
             return [{"name": "encoder", "params": list(self.encoder.parameters()), "lr": encoder_learning_rate},
                     {"name": "parser", "params": list(self.head.parameters()), "lr": learning_rate}]
 
-    optimizer, scheduler = make_optimizer(Model(), ParserConfig(learning_rate=1e-3, encoder_learning_rate=5e-5,
-                                                                warmup_steps=4))
-    rates = []
-    for _ in range(5):
-        rates.append([g["lr"] for g in optimizer.param_groups])
-        optimizer.step()
-        scheduler.step()
-    expected = [[5e-5 * f, 1e-3 * f] for f in (0.25, 0.5, 0.75, 1.0, 1.0)]
-    assert all(r == pytest.approx(e) for r, e in zip(rates, expected))
+    optimizer = make_optimizer(Model(), ParserConfig(learning_rate=1e-3, encoder_learning_rate=5e-5))
+    assert [(g["name"], g["lr"]) for g in optimizer.param_groups] == [("encoder", 5e-5), ("parser", 1e-3)]
+    # the engine sets each group's rate to its initial rate times warmup_factor(step) before each step
+    assert [warmup_factor(s, 4) for s in range(5)] == [0.25, 0.5, 0.75, 1.0, 1.0]
 
 
 def test_real_parser_has_one_group_without_pretrained_encoder(treebank):
@@ -320,7 +345,7 @@ def test_real_parser_has_one_group_without_pretrained_encoder(treebank):
     from structattn.tasks.ptb import read_split
 
     model = ChartParser.build(tiny("unused"), read_split("train")[:5])
-    optimizer, _ = make_optimizer(model, tiny("unused", warmup_steps=0))
+    optimizer = make_optimizer(model, tiny("unused", warmup_steps=0))
     assert [g["lr"] for g in optimizer.param_groups] == [1e-2]
     assert sum(len(g["params"]) for g in optimizer.param_groups) == len(list(model.parameters()))
 
@@ -412,7 +437,7 @@ def test_own_treebank_files_are_the_ones_trained_parsed_and_scored(own_files, tm
     assert all(summary["test"][k] == again[k] for k in ("recall", "precision", "f1", "complete_match"))
     assert {split: entry["path"] for split, entry in summary["data"].items()} == {
         split: str(path.resolve()) for split, path in own_files.items()}
-    assert json.loads((out / "checkpoint" / "data.json").read_text()) == summary["data"]
+    assert json.loads((out / "settings.json").read_text())["data"] == summary["data"]
 
 
 def test_without_a_test_file_there_is_no_test_parse(own_files, tmp_path):
@@ -430,9 +455,9 @@ def test_resume_on_other_files_is_refused(own_files, tmp_path):
     data = TreebankFiles(train=str(own_files["train"]), dev=str(own_files["dev"]))
     train_parser(tiny(out, **own()), show_progress=False, data=data)
     own_files["train"].write_text(OWN_TRAIN.replace("Mary", "John"), encoding="utf-8")  # same path, other trees
-    with pytest.raises(UserError, match="holds a parser run on other treebank files"):
+    with pytest.raises(UserError, match=r"holds a run with other settings \(data: "):
         train_parser(tiny(out, **own()), show_progress=False, data=data)
-    with pytest.raises(UserError, match="holds a parser run on other treebank files"):  # nor on the WSJ sample
+    with pytest.raises(UserError, match=r"holds a run with other settings \(data: "):  # nor on the WSJ sample
         train_parser(tiny(out, **own()), show_progress=False)
 
 

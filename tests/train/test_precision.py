@@ -1,16 +1,14 @@
-"""MixedPrecision, the update step of the translation and parsing trainers: fp32 is the plain step, bf16 computes
-in bfloat16 with float32 weights, fp16's loss scaling (run here on the CPU, which the trainers refuse) unscales
-before clipping, skips an overflowed step and round-trips its state."""
+"""The engine's update step in each precision: fp32 is the plain step, bf16 computes in bfloat16 with float32
+weights, fp16's loss scaling (run here on the CPU with a CPU scaler, which the trainers refuse) unscales before
+clipping, skips an overflowed step and its scale survives a checkpoint."""
 from __future__ import annotations
 
 import pytest
 import torch
 
 from structattn.errors import UserError
-from structattn.train import precision as precision_module
-from structattn.train.precision import MixedPrecision, recorded_precision
-
-CPU = torch.device("cpu")
+from structattn.train.engine import Engine
+from structattn.train.legacy import recorded_precision
 
 
 def _model_and_batch(seed: int = 0):
@@ -23,75 +21,92 @@ def _loss(model, x, y):
     return torch.nn.functional.mse_loss(model(x).float(), y)
 
 
-def test_fp32_is_the_plain_update_bit_for_bit():
+def _engine(tmp_path, model, optimizer, precision="fp32", clip=0.0, schedule=lambda step: 1.0):
+    engine = Engine(tmp_path / "run", seed=0, precision=precision, clip_norm=clip, show_progress=False)
+    engine.prepare(model, optimizer, schedule)
+    return engine
+
+
+def _update(engine, model, x, y):
+    with engine.autocast():
+        loss = _loss(model, x, y)
+    engine._backward(loss, 1)
+    engine._step()
+    engine.state.step += 1
+
+
+def test_fp32_is_the_plain_update_bit_for_bit_with_clipping_and_the_schedule(tmp_path):
     plain, x, y = _model_and_batch()
     mixed, _, _ = _model_and_batch()
     opt_plain, opt_mixed = (torch.optim.Adam(m.parameters(), lr=1e-2) for m in (plain, mixed))
-    amp = MixedPrecision("fp32", CPU)
+    sched = torch.optim.lr_scheduler.LambdaLR(opt_plain, lambda s: (s + 1) / 3)
+    engine = _engine(tmp_path, mixed, opt_mixed, clip=0.5, schedule=lambda s: (s + 1) / 3)
     for _ in range(3):
         opt_plain.zero_grad()
         _loss(plain, x, y).backward()
         torch.nn.utils.clip_grad_norm_(plain.parameters(), 0.5)
         opt_plain.step()
-        opt_mixed.zero_grad()
-        with amp.autocast():
-            loss = _loss(mixed, x, y)
-        amp.step(loss, opt_mixed, mixed.parameters(), 0.5)
+        sched.step()
+        _update(engine, mixed, x, y)
     assert all(torch.equal(a, b) for a, b in zip(plain.parameters(), mixed.parameters()))
-    assert amp.state_dict() == {}
 
 
-def test_bf16_computes_in_bfloat16_and_keeps_float32_weights():
+def test_bf16_computes_in_bfloat16_and_keeps_float32_weights(tmp_path):
     model, x, y = _model_and_batch()
-    amp = MixedPrecision("bf16", CPU)
-    with amp.autocast():
+    engine = _engine(tmp_path, model, torch.optim.SGD(model.parameters(), lr=0.1), precision="bf16")
+    with engine.autocast():
         assert model(x).dtype == torch.bfloat16
-        loss = _loss(model, x, y)
     before = [p.detach().clone() for p in model.parameters()]
-    amp.step(loss, torch.optim.SGD(model.parameters(), lr=0.1), model.parameters(), 0.0)
-    assert all(p.dtype == torch.float32 and p.grad.dtype == torch.float32 for p in model.parameters())
+    _update(engine, model, x, y)
+    assert all(p.dtype == torch.float32 for p in model.parameters())
     assert not all(torch.equal(a, b) for a, b in zip(before, model.parameters()))
 
 
 @pytest.fixture
-def fp16_on_cpu(monkeypatch):
-    """fp16 with a CPU GradScaler: the trainers refuse it (check_precision), the scaling logic is the same."""
-    monkeypatch.setattr(precision_module, "check_precision", lambda precision, on_cuda: None)
-    return MixedPrecision("fp16", CPU)
+def fp16_on_cpu(tmp_path):
+    """The engine with a CPU GradScaler: the trainers refuse fp16 off CUDA, the scaling logic is the same."""
+    def make(model, optimizer, clip=0.0):
+        engine = _engine(tmp_path, model, optimizer, clip=clip)
+        engine.scaler = torch.amp.GradScaler("cpu", enabled=True)
+        return engine
+    return make
 
 
 def test_fp16_clips_the_unscaled_gradients(fp16_on_cpu):
     model, x, y = _model_and_batch()
     opt = torch.optim.SGD(model.parameters(), lr=0.0)  # lr 0: only the gradients are looked at
-    with fp16_on_cpu.autocast():
-        loss = _loss(model, x, y) * 1e-2  # scaled by 65536, its gradients stay within float16's range
-    fp16_on_cpu.step(loss, opt, model.parameters(), 1e-4)
-    norm = torch.linalg.vector_norm(torch.stack([p.grad.norm() for p in model.parameters()]))
-    assert fp16_on_cpu.state_dict()["scale"] == 65536.0  # the loss was scaled, no overflow ...
-    assert norm == pytest.approx(1e-4, rel=1e-3)  # ... and the clipped norm is that of the true gradients
+    engine = fp16_on_cpu(model, opt, clip=1e-4)
+    engine._backward(_loss(model, x, y) * 1e-2, 1)  # scaled by 65536, its gradients stay within float16's range
+    grads = [p.grad for p in model.parameters()]
+    engine.scaler.unscale_(opt)
+    torch.nn.utils.clip_grad_norm_(list(model.parameters()), 1e-4)
+    norm = torch.linalg.vector_norm(torch.stack([g.norm() for g in grads]))
+    assert engine.scaler.get_scale() == 65536.0 and norm == pytest.approx(1e-4, rel=1e-3)
 
 
-def test_fp16_skips_an_overflowed_step_lowers_the_scale_and_round_trips_it(fp16_on_cpu, monkeypatch):
+def test_fp16_skips_an_overflowed_step_and_the_scale_survives_a_checkpoint(fp16_on_cpu, tmp_path):
     model, x, y = _model_and_batch()
     opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    engine = fp16_on_cpu(model, opt)
+    engine.begin({"seed": 0})
     before = [p.detach().clone() for p in model.parameters()]
-    scale = fp16_on_cpu.state_dict()["scale"]
-    with fp16_on_cpu.autocast():
-        loss = _loss(model, x, y) * float("inf")
-    fp16_on_cpu.step(loss, opt, model.parameters(), 0.0)
+    engine._backward(_loss(model, x, y) * float("inf"), 1)
+    engine._step()
     assert all(torch.equal(a, b) for a, b in zip(before, model.parameters()))  # skipped
-    saved = fp16_on_cpu.state_dict()
-    assert saved["scale"] == scale * 0.5
-    again = MixedPrecision("fp16", CPU)
-    again.load_state_dict(saved)
-    assert again.state_dict() == saved
+    assert engine.scaler.get_scale() == 65536.0 * 0.5
+    engine.save_checkpoint()
+    other = _model_and_batch(1)[0]
+    again = fp16_on_cpu(other, torch.optim.SGD(other.parameters(), lr=0.1))
+    again._load_checkpoint()
+    assert again.scaler.get_scale() == 65536.0 * 0.5
 
 
-def test_unknown_precision_and_fp16_on_cpu_are_user_errors():
+def test_unknown_precision_and_fp16_on_cpu_are_user_errors(tmp_path):
     with pytest.raises(UserError, match="unknown precision 'fp8'; valid: fp32, bf16, fp16"):
-        MixedPrecision("fp8", CPU)
-    with pytest.raises(UserError, match="needs a CUDA GPU"):
-        MixedPrecision("fp16", CPU)
+        Engine(tmp_path, seed=0, precision="fp8")
+    if not torch.cuda.is_available():
+        with pytest.raises(UserError, match="needs a CUDA GPU"):
+            Engine(tmp_path, seed=0, precision="fp16")
 
 
 def test_runs_saved_before_the_field_count_as_fp32():

@@ -93,35 +93,51 @@ def test_unknown_variant_lists_the_valid_ones(corpus, tmp_path):
 
 
 # ---------------------------------------------------------------------------------------------- no pickle
-def _to_old_layout(ckpt, extra: dict | None = None) -> None:
-    """Turn a checkpoint of today's layout into the one earlier versions wrote: trainer.pt (optimizer, torch and
-    Python RNG states in one torch.save) and a state.json without RNG states; ``extra`` adds entries."""
+def _to_old_layout(ckpt, layout: str, extra: dict | None = None) -> None:
+    """Turn the engine's checkpoint into a layout earlier versions wrote: ``tensors`` (model.safetensors,
+    tensors.pt with optimizer and torch RNG, state.json with the trainer state and Python/NumPy RNG states) or
+    ``trainer`` (trainer.pt: optimizer, torch and Python RNG states in one torch.save; no NumPy state); no
+    settings.json (run_config.json was the record). ``extra`` adds entries to trainer.pt."""
     import torch
 
-    tensors = torch.load(ckpt / "tensors.pt", weights_only=True)
     state = json.loads((ckpt / "state.json").read_text())
-    python_rng = state.pop("python_rng")
-    del state["numpy_rng"]
-    torch.save({"optimizer": tensors["optimizer"], "torch_rng": tensors["rng"]["torch"],
-                "python_rng": (python_rng[0], tuple(python_rng[1]), python_rng[2]), **(extra or {})},
-               ckpt / "trainer.pt")
-    (ckpt / "tensors.pt").unlink()
-    (ckpt / "state.json").write_text(json.dumps(state))
+    rng = json.loads((ckpt / "rng-0.json").read_text())
+    tensors = torch.load(ckpt / "tensors.pt", weights_only=True)
+    torch_rng = torch.tensor(rng["torch"], dtype=torch.uint8)
+    old = {"step": state["step"], "epoch": state["epoch"], "batch_in_epoch": state["step_in_epoch"],
+           "best_bleu": state["best"], "best_step": state["best_step"],
+           "evals_without_improvement": state["evals_without_improvement"], "history": state["history"],
+           "recent": state["extra"].get("recent", []), "train_seconds": state["train_seconds"],
+           "target_tokens": state["extra"]["target_tokens"], "elapsed_seconds": state["elapsed_seconds"],
+           "finished": state["finished"]}
+    if layout == "tensors":
+        old.update(python_rng=rng["python"], numpy_rng=rng["numpy"])
+        torch.save({"optimizer": tensors["optimizer"], "rng": {"torch": torch_rng}, "scaler": {}}, ckpt / "tensors.pt")
+    else:
+        python_rng = rng["python"]
+        torch.save({"optimizer": tensors["optimizer"], "torch_rng": torch_rng,
+                    "python_rng": (python_rng[0], tuple(python_rng[1]), python_rng[2]), **(extra or {})},
+                   ckpt / "trainer.pt")
+        (ckpt / "tensors.pt").unlink()
+    (ckpt / "rng-0.json").unlink()
+    (ckpt / "state.json").write_text(json.dumps(old))
+    (ckpt.parent / "settings.json").unlink()
 
 
-def test_a_checkpoint_in_the_earlier_layout_is_read_once_and_rewritten(corpus, tmp_path):
+@pytest.mark.parametrize("layout", ["tensors", "trainer"])
+def test_a_checkpoint_in_an_earlier_layout_is_read_once_and_rewritten(corpus, tmp_path, layout):
     cfg = dict(max_updates=6, average_last=0)
     whole = train_translation(_config(corpus, tmp_path / "whole", **cfg), show_progress=False)
     killed = _config(corpus, tmp_path / "killed", **cfg)
     train_translation(killed, show_progress=False, stop_after_updates=5)  # the checkpoint of update 3 stays
     ckpt = tmp_path / "killed" / "checkpoint"
-    _to_old_layout(ckpt)
+    _to_old_layout(ckpt, layout)
     resumed = train_translation(killed, show_progress=False)
     assert [(h["step"], h["dev_bleu"], h["train_loss"]) for h in resumed["history"]] == \
         [(h["step"], h["dev_bleu"], h["train_loss"]) for h in whole["history"]]
     assert resumed["tests"]["test"]["bleu"] == whole["tests"]["test"]["bleu"]
     assert not (ckpt / "trainer.pt").exists() and (ckpt / "tensors.pt").is_file()
-    assert len(json.loads((ckpt / "state.json").read_text())["python_rng"][1]) == 625
+    assert len(json.loads((ckpt / "rng-0.json").read_text())["python"][1]) == 625
 
 
 class _RunsCode:
@@ -140,7 +156,7 @@ def test_an_earlier_trainer_file_the_safe_loader_refuses_is_not_unpickled(corpus
     cfg = _config(corpus, tmp_path / "run", max_updates=3, eval_every=1, average_last=0)
     train_translation(cfg, show_progress=False, stop_after_updates=2)
     marker = tmp_path / "code-ran"
-    _to_old_layout(tmp_path / "run" / "checkpoint", {"hook": _RunsCode(marker)})
+    _to_old_layout(tmp_path / "run" / "checkpoint", "trainer", {"hook": _RunsCode(marker)})
     with pytest.raises(UserError, match=r"trainer.pt .*not unpickled.*Delete .*run to train this run again"):
         train_translation(cfg, show_progress=False)
     assert not marker.exists()
@@ -177,10 +193,11 @@ def test_bf16_trains_in_bfloat16_gives_finite_scores_and_a_resume_must_match_it(
 def test_a_run_recorded_before_the_precision_field_resumes_in_fp32_only(corpus, tmp_path):
     cfg = _config(corpus, tmp_path / "run", max_updates=3, average_last=0)
     train_translation(cfg, show_progress=False, stop_after_updates=1)
-    path = tmp_path / "run/run_config.json"
+    path = tmp_path / "run/run_config.json"  # as earlier versions recorded a run: no settings.json
     saved = json.loads(path.read_text())
     del saved["precision"]
     path.write_text(json.dumps(saved))
+    (tmp_path / "run/settings.json").unlink()
     assert train_translation(cfg, show_progress=False, stop_after_updates=1) == {"stopped_at_update": 1}
     with pytest.raises(UserError, match="precision: 'fp32' -> 'bf16'"):
         train_translation(_config(corpus, tmp_path / "run", max_updates=3, average_last=0, precision="bf16"),

@@ -12,6 +12,7 @@ def add_parser(sub) -> None:
                        description="Fine-tune one configuration. Every TrainConfig field is a flag; --config "
                                    "reads a JSON file first. Rerunning in the same --output-dir resumes.")
     add_config_arguments(p)
+    p.add_argument("--no-progress", action="store_true", help="no progress bars (one line per evaluation stays)")
     p.set_defaults(func=run)
 
 
@@ -20,7 +21,7 @@ def run(args) -> int:
     from ..train.trainers import trainer_for
 
     cfg = config_from_args(args)
-    trainer = trainer_for(cfg)
+    trainer = trainer_for(cfg, show_progress=not args.no_progress)
     summary = trainer.train()
     summary.pop("history", None)
     acc = trainer.accelerator

@@ -45,7 +45,9 @@ def add_parser(sub) -> None:
     data.add_argument("--dev", metavar="FILE", help="dev trees (model selection, early stopping); needs --train")
     data.add_argument("--test", metavar="FILE", help="test trees, parsed and scored once at the end (optional)")
     add_parser_config_arguments(p)
-    p.add_argument("--no-progress", action="store_true", help="no progress bar")
+    p.add_argument("--no-progress", action="store_true", help="no progress bar (one line per evaluation stays)")
+    p.add_argument("--checkpoint-every", type=int, default=0, metavar="N",
+                   help="also write a resumable checkpoint every N updates (default 0: whenever 5 minutes passed)")
     p.set_defaults(func=run)
 
 
@@ -55,7 +57,18 @@ def run(args) -> int:
     data = TreebankFiles(train=args.train, dev=args.dev, test=args.test)
     config = parser_config_from_args(args)
     summary = train_parser(config, show_progress=not args.no_progress, command=getattr(args, "argv", None),
-                           data=data)
-    summary = {k: v for k, v in summary.items() if k != "history"}  # the history stays in summary.json
-    print(json.dumps(summary, indent=2))
+                           data=data, checkpoint_every=args.checkpoint_every)
+    print_summary(summary)
     return 0
+
+
+def print_summary(summary: dict) -> None:
+    """The main process prints the summary (without the history, which stays in summary.json); the others of a
+    launch with several processes say where they stopped."""
+    import sys
+
+    if "process" in summary:
+        print(f"process {summary['process']}: stopped at step {summary['steps']}, best step {summary['best_step']}, "
+              f"best {summary['best']}", file=sys.stderr)
+    else:
+        print(json.dumps({k: v for k, v in summary.items() if k != "history"}, indent=2))

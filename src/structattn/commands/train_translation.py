@@ -6,8 +6,6 @@ same settings in the same ``--output-dir`` resumes; the summary JSON is printed 
 """
 from __future__ import annotations
 
-import json
-
 
 def add_parser(sub) -> None:
     from ..config_io import add_dataclass_arguments
@@ -21,7 +19,7 @@ def add_parser(sub) -> None:
                                    "translate the test sets into OUTPUT_DIR/hypotheses and write summary.json. "
                                    "Rerunning in the same --output-dir resumes.")
     add_dataclass_arguments(p, NMTConfig)
-    p.add_argument("--no-progress", action="store_true", help="no progress bar")
+    p.add_argument("--no-progress", action="store_true", help="no progress bar (one line per evaluation stays)")
     p.set_defaults(func=run)
 
 
@@ -30,7 +28,7 @@ def run(args) -> int:
     from ..train.translation import NMTConfig, train_translation
 
     config = dataclass_from_args(args, NMTConfig)
-    summary = train_translation(config, show_progress=not args.no_progress, command=getattr(args, "argv", None))
-    summary = {k: v for k, v in summary.items() if k != "history"}  # the history stays in summary.json
-    print(json.dumps(summary, indent=2))
+    from .train_parsing import print_summary
+
+    print_summary(train_translation(config, show_progress=not args.no_progress, command=getattr(args, "argv", None)))
     return 0

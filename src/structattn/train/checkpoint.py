@@ -5,8 +5,9 @@ a run killed at any moment leaves either the previous checkpoint or the new one,
 never half of one.
 
 RNG states are stored without pickle: Python's and NumPy's as JSON values (:func:`python_rng_json`,
-:func:`numpy_rng_json`), torch's as tensors (:func:`torch_rng_tensors`, for a file read with
-``torch.load(..., weights_only=True)``).
+:func:`numpy_rng_json`), torch's as tensors (:func:`torch_rng_tensors`) or, in the engine's checkpoints, all
+of them as one JSON object (:func:`rng_json`). Model weights go to safetensors once each
+(:func:`model_tensors`, :func:`load_model_tensors`).
 """
 from __future__ import annotations
 
@@ -87,7 +88,7 @@ def recover_atomic_dirs(parent: Path) -> list[Path]:
     old version is renamed back (the newest one if several). Roll back rather than forward because
     the old version is the last committed one: a complete ``.tmp-*`` cannot be told from one killed
     while being written, and for ``best/`` the old version is the one the last checkpoint's
-    ``trainer_state.json`` names (checkpoints are written after ``best/``), so a resumed run stays
+    ``state.json`` names (checkpoints are written after ``best/``), so a resumed run stays
     consistent and recomputes the lost update. Every other leftover (``.tmp-*``, ``.old-*`` beside an
     existing ``final``) is deleted. Call it only while no writer is active in ``parent``.
     """
@@ -110,7 +111,8 @@ def recover_atomic_dirs(parent: Path) -> list[Path]:
 
 
 def latest_checkpoint(output_dir: Path) -> Path | None:
-    """The newest complete ``checkpoint-<step>`` folder in ``output_dir`` (None if there is none)."""
+    """The newest complete ``checkpoint-<step>`` folder (the layout of the earlier Accelerate loop, see
+    :mod:`structattn.train.legacy`) in ``output_dir`` (None if there is none)."""
     output_dir = Path(output_dir)
     best, best_step = None, -1
     for p in output_dir.glob("checkpoint-*"):
@@ -173,3 +175,52 @@ def _lists(obj):
 
 def _tuples(obj):
     return tuple(_tuples(x) for x in obj) if isinstance(obj, list) else obj
+
+
+# ---------------------------------------------------------------------------------------------- model tensors
+def model_tensors(model) -> dict:
+    """The model's tensors once each (tied weights share one key), on the CPU, for safetensors."""
+    seen, out = set(), {}
+    for key, value in model.state_dict().items():
+        if value.data_ptr() not in seen:
+            seen.add(value.data_ptr())
+            out[key] = value.detach().cpu().contiguous()
+    return out
+
+
+def load_model_tensors(model, weights: dict) -> None:
+    """Load tensors saved by :func:`model_tensors` or ``save_pretrained``; a key missing must be a tensor tied to a
+    loaded one or a fixed table the model rebuilds itself (e.g. Marian's sinusoidal positions)."""
+    from ..errors import UserError
+
+    current = model.state_dict()
+    fixed = {name for name, p in model.named_parameters() if not p.requires_grad}
+    unexpected = sorted(set(weights) - set(current))
+    if unexpected:
+        raise UserError(f"saved weights hold keys this model does not have ({', '.join(unexpected[:3])}); the "
+                        "checkpoint belongs to another configuration")
+    model.load_state_dict({k: v.to(current[k].dtype) for k, v in weights.items()}, strict=False)
+    loaded = {current[k].data_ptr() for k in weights}
+    missing = [k for k in current if k not in weights and k not in fixed and current[k].data_ptr() not in loaded]
+    if missing:
+        raise UserError(f"saved weights lack {', '.join(missing[:3])}; the checkpoint is incomplete")
+
+
+def rng_json() -> dict:
+    """Every RNG state of this process as JSON values: Python's, NumPy's, torch's CPU (and CUDA) bytes."""
+    rng = {"python": python_rng_json(), "numpy": numpy_rng_json()}
+    for key, value in torch_rng_tensors().items():
+        rng[key] = value.tolist() if key == "torch" else [t.tolist() for t in value]
+    return rng
+
+
+def set_rng_json(rng: dict) -> None:
+    """Restore what :func:`rng_json` returned."""
+    import torch
+
+    set_python_rng(rng["python"])
+    set_numpy_rng(rng["numpy"])
+    tensors = {"torch": torch.tensor(rng["torch"], dtype=torch.uint8)}
+    if "cuda" in rng:
+        tensors["cuda"] = [torch.tensor(t, dtype=torch.uint8) for t in rng["cuda"]]
+    set_torch_rng(tensors)

@@ -64,7 +64,8 @@ class TrainConfig(JsonConfig):
     deterministic: bool = False
     preprocess_workers: int = 0  # processes that build span-QA features; 0 = one per core, up to 16; 1 = none
     precision: str = "fp32"  # fp32 | bf16 (autocast; CPUs with avx512_bf16/AMX, GPUs) | fp16 (CUDA only, loss scaling)
-    save_checkpoints: bool = True  # keep a resumable checkpoint at every evaluation
+    save_checkpoints: bool = True  # keep a resumable checkpoint at every evaluation (and every checkpoint_every)
+    checkpoint_every: int = 0  # also checkpoint every N updates; 0 = whenever 5 minutes passed since the last one
     keep_best_model: bool = True  # write best/ (Hugging Face format) when the metric improves
     log_every: int = 50
     max_answer_length: int = 30  # span QA: longest answer, in words
@@ -101,7 +102,7 @@ def task_defaults(task: str) -> dict[str, Any]:
 # Fields that never change a run's results (where it writes, how often it logs, how it batches evaluation,
 # what it keeps on disk, free-form notes). Every other field does, and is part of the run's key.
 RESULT_NEUTRAL_FIELDS = frozenset({"output_dir", "log_every", "eval_batch_size", "save_checkpoints",
-                                   "keep_best_model", "extra", "n_best", "preprocess_workers"})
+                                   "checkpoint_every", "keep_best_model", "extra", "n_best", "preprocess_workers"})
 
 
 def mechanism_options(mechanism: str, m: int | None = None, k: int | None = None,

@@ -1,42 +1,32 @@
-"""The fine-tuning loop on Accelerate: train, evaluate every N steps, keep the best, resume.
+"""The fine-tuning trainer of sentence and token tasks (and, in subclasses, QA and multiple choice).
 
-The same code runs on one CPU, one GPU or many processes (``accelerate launch``).
-State that makes a run resumable lives in ``<output_dir>/checkpoint-<step>/``:
-model, optimizer, scheduler and RNG states (``Accelerator.save_state``) plus
-``trainer_state.json`` (step, epoch, position in the epoch, best metric, history: per evaluation the dev metrics and
-``train_loss``, the mean training loss since the previous evaluation).
-The data order of epoch e is a permutation seeded by (seed, e), so a resumed run
-sees exactly the batches the interrupted run would have seen.
-
-With several processes every one keeps an identical ``TrainerState``: the main process
-evaluates and broadcasts the result, so all take the same early-stopping decision at the
-same step; every process writes its own RNG state into the shared checkpoint folder, and a
-resume loads each one (and refuses a checkpoint written by another number of processes).
+The family part of :mod:`structattn.train.engine`: the task's features, batches, loss (the model's own, plus
+LISA's), dev metric and summary; the engine trains (one or many processes, ``accelerate launch``), evaluates,
+checkpoints into ``<output_dir>/checkpoint/`` (no pickle) and resumes. The data order of epoch e is a
+permutation seeded by (seed, e), so a resumed run sees exactly the batches the interrupted run would have seen.
+AdamW (no decay on biases and norms), linear warm-up over ``warmup_ratio`` of the updates then linear decay,
+gradients clipped to norm 1. At the end ``trainer_state.json`` holds the engine's state (step, best, history: per
+evaluation the dev metrics and ``train_loss``, the mean training loss since the previous evaluation).
 """
 from __future__ import annotations
 
-import json
+import dataclasses
 import logging
 import math
-import os
-import signal
-import time
 from collections.abc import Sequence
-from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
 import torch
-from torch.utils.data import DataLoader, Sampler
+from torch.utils.data import Sampler
 
-from ..errors import UserError
 from ..tasks import get_task
 from ..io import atomic_write_json
-from .checkpoint import AtomicDir, latest_checkpoint, recover_atomic_dirs
-from .config import RESULT_NEUTRAL_FIELDS, TrainConfig, check_precision
+from .checkpoint import AtomicDir
+from .config import RESULT_NEUTRAL_FIELDS, TrainConfig
+from .engine import Engine, EngineState
 from .data import StructureSpec, aggregate_predictions, build_features
 from .model_loading import load_model_and_tokenizer
-from .running_mean import RunningMean
 
 log = logging.getLogger(__name__)
 
@@ -86,38 +76,6 @@ class LengthGroupedSampler(EpochPermutationSampler):
         return iter([i for b in order for i in batches[b]] + ordered[n_full * self.batch_size:])
 
 
-@dataclass
-class TrainerState:
-    global_step: int = 0
-    epoch: int = 0
-    step_in_epoch: int = 0  # optimizer steps already taken in the current epoch
-    best_metric: float | None = None
-    best_step: int = -1
-    evals_without_improvement: int = 0
-    history: list = field(default_factory=list)
-    finished: bool = False
-    num_processes: int = 1  # processes that wrote it: the data shards and RNG files depend on it
-    kernels: list = field(default_factory=list)  # attention kernels that actually ran (resolved, never "auto")
-
-    def save(self, path: Path) -> None:
-        atomic_write_json(path, self.__dict__)
-
-    @classmethod
-    def load(cls, path: Path) -> "TrainerState":
-        return cls(**json.loads(Path(path).read_text()))
-
-
-FAULT_ENV = "STRUCTATTN_KILL_AT_STEP"
-
-
-def _maybe_inject_fault(step: int) -> None:
-    """Fault injection for the resume test: ``STRUCTATTN_KILL_AT_STEP=N`` SIGKILLs this process right
-    after optimizer step N (no cleanup, no flush), exactly as an out-of-memory kill or a pre-emption would."""
-    target = os.environ.get(FAULT_ENV)
-    if target and int(target) == step:
-        os.kill(os.getpid(), signal.SIGKILL)
-
-
 def structure_spec_for(model, cfg: TrainConfig) -> StructureSpec:
     """The relation the model's installed mechanism needs (the model is the one source of truth)."""
     from ..models.encoder import mechanism_of
@@ -125,40 +83,20 @@ def structure_spec_for(model, cfg: TrainConfig) -> StructureSpec:
     return StructureSpec.for_mechanism(mechanism_of(model), need_parents=cfg.lisa_weight > 0)
 
 
-def _allow_precision(mixed: str) -> None:
-    """Let this process's next Accelerator use ``mixed`` precision. Accelerate keeps one state per process and
-    refuses another precision once it is set (a second run in one Python session, e.g. fp32 then bf16): forget
-    that state then, keeping the process group (PartialState) of a distributed launch."""
-    from accelerate.state import AcceleratorState
-
-    known = AcceleratorState._shared_state.get("_mixed_precision")
-    if known is not None and known != mixed:
-        AcceleratorState._reset_state(reset_partial_state=False)
-
-
 class Trainer:
     """Fine-tunes one configuration; see module docstring."""
 
     def __init__(self, cfg: TrainConfig, *, show_progress: bool = True):
-        from accelerate import Accelerator
-        from accelerate.utils import set_seed
-
         self.cfg = cfg
         self.show_progress = show_progress
         self.task = self._get_task(cfg.task)
         self.out = Path(cfg.output_dir)
-        # Without an accelerator device, Accelerate joins the processes of a launch (torchrun, accelerate
-        # launch) into one gloo group only when told cpu=True; otherwise every process trains alone.
-        on_gpu = torch.accelerator.is_available()
-        check_precision(cfg.precision, on_cuda=on_gpu and torch.cuda.is_available())
-        # bf16/fp16: Accelerate runs forward and loss under autocast (fp32 master weights; fp16 adds loss scaling)
-        mixed = "no" if cfg.precision == "fp32" else cfg.precision
-        _allow_precision(mixed)
-        self.accelerator = Accelerator(gradient_accumulation_steps=cfg.grad_accum, cpu=not on_gpu,
-                                       mixed_precision=mixed)
-        set_seed(cfg.seed, deterministic=cfg.deterministic)
-        if cfg.deterministic:
-            torch.use_deterministic_algorithms(True, warn_only=True)
+        self.engine = Engine(cfg.output_dir, seed=cfg.seed, precision=cfg.precision, grad_accum=cfg.grad_accum,
+                             clip_norm=1.0, checkpoint_every=cfg.checkpoint_every, checkpoints=cfg.save_checkpoints,
+                             deterministic=cfg.deterministic, show_progress=show_progress,
+                             name=f"{cfg.task} {cfg.mechanism}")
+        self.accelerator = self.engine.acc
+        self.engine.seed()
         self.model, self.tokenizer = self._load_model()
         self.structure = structure_spec_for(self.model, cfg)
         self.label_list = list(self.task.label_list) if getattr(self.task, "label_list", None) else None
@@ -301,101 +239,61 @@ class Trainer:
         return {**metrics, **stats}
 
     # ------------------------------------------------------------------ training
+    # Settings that do not change what a run computes; anything else must match to resume.
+    _RESUME_FREE = RESULT_NEUTRAL_FIELDS  # the same fields a sweep ignores when it keys runs
+
     def train(self) -> dict:
-        cfg, acc = self.cfg, self.accelerator
-        self.out.mkdir(parents=True, exist_ok=True)
-        self._recover_interrupted_writes()
-        ckpt = latest_checkpoint(self.out)
-        self._check_resumable(ckpt)
-        cfg.save(self.out / "train_config.json")
+        cfg, engine = self.cfg, self.engine
+        if engine.is_main:
+            from .legacy import upgrade_accelerate_checkpoint
+
+            upgrade_accelerate_checkpoint(self.out)
+        engine.begin({k: v for k, v in vars(cfg).items() if k not in self._RESUME_FREE})
+        if engine.is_main:
+            cfg.save(self.out / "train_config.json")
         train_examples, train_feats = self.features("train", cfg.max_train_examples, training=True)
         eval_examples, eval_feats = self.features(cfg.eval_split, cfg.max_eval_examples)
         if cfg.group_by_length:
             sampler = LengthGroupedSampler([self.feature_length(f) for f in train_feats], cfg.batch_size, cfg.seed)
         else:
             sampler = EpochPermutationSampler(len(train_feats), cfg.seed)
-        # The loader gets a private generator: creating an iterator draws a seed from it, and drawing from
-        # the global RNG instead would shift every dropout mask after a resume.
-        loader = DataLoader(train_feats, batch_size=cfg.batch_size, sampler=sampler, collate_fn=self.collator(),
-                            drop_last=False, generator=torch.Generator().manual_seed(cfg.seed))
-        # Each process sees 1/num_processes of the batches: count an epoch in this process's batches.
-        prepared_loader = acc.prepare(loader)
-        steps_per_epoch = math.ceil(len(prepared_loader) / cfg.grad_accum)
+        collate = self.collator()
+
+        def epoch_batches(epoch: int) -> list[list[int]]:
+            sampler.set_epoch(epoch)
+            order = list(sampler)
+            return [order[i:i + cfg.batch_size] for i in range(0, len(order), cfg.batch_size)]
+
+        def loss(indices: list[int]):
+            batch = collate([train_feats[i] for i in indices])
+            return self._loss({k: v.to(engine.device) for k, v in batch.items()}), 1
+
+        steps_per_epoch = engine.steps_per_epoch(math.ceil(len(train_feats) / cfg.batch_size))
         total = cfg.max_steps or int(math.ceil(steps_per_epoch * cfg.epochs))
         params = [p for p in self.model.parameters() if p.requires_grad]
-        decay = [p for p in params if p.ndim >= 2]
-        no_decay = [p for p in params if p.ndim < 2]
-        optim = torch.optim.AdamW([{"params": decay, "weight_decay": cfg.weight_decay},
-                                   {"params": no_decay, "weight_decay": 0.0}], lr=cfg.learning_rate)
-        from transformers import get_linear_schedule_with_warmup
-        sched = get_linear_schedule_with_warmup(optim, int(cfg.warmup_ratio * total), total)
-        self.model, optim, sched = acc.prepare(self.model, optim, sched)
-        eval_every = cfg.eval_every or steps_per_epoch
+        optim = torch.optim.AdamW([{"params": [p for p in params if p.ndim >= 2], "weight_decay": cfg.weight_decay},
+                                   {"params": [p for p in params if p.ndim < 2], "weight_decay": 0.0}],
+                                  lr=cfg.learning_rate)
+        warmup = int(cfg.warmup_ratio * total)
+        state = engine.prepare(self.model, optim, lambda step: linear_schedule(step, warmup, total))
 
-        state = TrainerState(num_processes=acc.num_processes)
-        if ckpt is not None:
-            state = TrainerState.load(ckpt / "trainer_state.json")
-            self._check_same_processes(ckpt, state)
-            acc.load_state(str(ckpt))
-            log.info("resumed from %s (step %d)", ckpt, state.global_step)
-            if state.finished:
-                return self._summary(state)
-        from tqdm.auto import tqdm
-        bar = tqdm(total=total, initial=state.global_step, disable=not (self.show_progress and acc.is_main_process),
-                   desc=f"{cfg.task} {cfg.mechanism}")
-        t0 = time.time()
-        stop = False
-        batch_losses = RunningMean()  # training loss since the last evaluation, this process (a tensor sum: no sync)
-        while state.global_step < total and not stop:
-            skip = state.step_in_epoch * cfg.grad_accum
-            epoch_loader = acc.skip_first_batches(prepared_loader, skip) if skip else prepared_loader
-            # Accelerate's loaders re-seed the sampler from their own iteration counter on every iter();
-            # a fresh (skipping) loader starts that counter at 0, so set the real epoch explicitly.
-            epoch_loader.set_epoch(state.epoch)
-            # ... and tell the sampler itself: with several processes the skipping loader nests it where
-            # Accelerate's set_epoch does not reach (the resumed epoch would reuse epoch 0's order).
-            sampler.set_epoch(state.epoch)
-            self.model.train()
-            for batch in epoch_loader:
-                with acc.accumulate(self.model):
-                    loss = self._loss(batch)
-                    acc.backward(loss)
-                    batch_losses.add(loss.detach().float())
-                    if acc.sync_gradients:
-                        acc.clip_grad_norm_(self.model.parameters(), 1.0)
-                    optim.step()
-                    sched.step()
-                    optim.zero_grad()
-                if not acc.sync_gradients:
-                    continue
-                state.global_step += 1
-                state.step_in_epoch += 1
-                bar.update(1)
-                _maybe_inject_fault(state.global_step)
-                if state.global_step % cfg.log_every == 0:
-                    bar.set_postfix(loss=f"{loss.item():.4f}")
-                if state.global_step % eval_every == 0 or state.global_step == total:
-                    # every process reaches this step; the mean over processes of their mean losses
-                    # this step's batch ran, so the mean is never None here
-                    mean = torch.as_tensor(batch_losses.take(), device=acc.device)
-                    train_loss = acc.reduce(mean, reduction="mean").item()
-                    stop = self._evaluate_and_checkpoint(state, eval_examples, eval_feats, time.time() - t0,
-                                                         train_loss)
-                    self.model.train()
-                if stop or state.global_step >= total:
-                    break
-            else:
-                state.epoch += 1
-                state.step_in_epoch = 0
-        bar.close()
-        state.finished = True
+        def evaluate(state: EngineState, end_of_epoch: bool) -> dict:
+            with engine.autocast():  # as the model trains (bf16/fp16); fp32: no autocast
+                metrics = self.evaluate(eval_examples, eval_feats, with_gates=True)
+            return {"step": state.step, "epoch": state.epoch - end_of_epoch, "elapsed_s": round(engine.elapsed(), 1),
+                    **metrics}
+
+        def on_best(entry: dict) -> None:
+            if cfg.keep_best_model and engine.is_main:
+                self.save_model(self.out / "best", {k: v for k, v in entry.items()
+                                                    if k not in ("step", "epoch", "elapsed_s", "train_loss")})
+
+        engine.run(total=total, epoch_batches=epoch_batches, loss=loss, evaluate=evaluate,
+                   main_metric=self.main_metric, eval_every=cfg.eval_every or steps_per_epoch, patience=cfg.patience,
+                   on_best=on_best, on_evaluated=lambda entry: self._note_kernels(state))
         self._note_kernels(state)
-        if acc.is_main_process:
-            state.save(self.out / "trainer_state.json")
-            if cfg.save_checkpoints:
-                ck = latest_checkpoint(self.out)
-                if ck is not None:
-                    state.save(ck / "trainer_state.json")
+        if engine.is_main:
+            atomic_write_json(self.out / "trainer_state.json", dataclasses.asdict(state))
         return self._summary(state)
 
     def _loss(self, batch) -> torch.Tensor:
@@ -406,97 +304,11 @@ class Trainer:
             return out.loss + self.cfg.lisa_weight * self.lisa.loss()
         return self.model(**batch).loss
 
-    def _evaluate_and_checkpoint(self, state: TrainerState, examples, feats, elapsed: float,
-                                 train_loss: float | None = None) -> bool:
-        """Evaluate, save best model and a resumable checkpoint; return True to stop early.
-
-        ``train_loss`` (the mean training loss over the batches since the previous evaluation, or since a
-        resume, averaged over processes) goes into the history entry beside the dev metrics.
-
-        Called by every process at the same step; all of them get the same metrics and so update
-        their ``state`` identically (same best, same patience count, same decision to stop).
-        """
-        acc = self.accelerator
-        entry = self._evaluate_on_main(state, examples, feats, elapsed)
-        metrics = {k: v for k, v in entry.items() if k not in ("step", "epoch", "elapsed_s")}
-        if train_loss is not None:
-            entry["train_loss"] = round(train_loss, 4)
-        main = metrics.get(self.main_metric)
-        state.history.append(entry)
-        self._note_kernels(state)
-        improved = main is not None and (state.best_metric is None or main > state.best_metric)
-        if improved:
-            state.best_metric, state.best_step = main, state.global_step
-            state.evals_without_improvement = 0
-            if self.cfg.keep_best_model and acc.is_main_process:
-                self.save_model(self.out / "best", metrics)
-        else:
-            state.evals_without_improvement += 1
-        stop = bool(self.cfg.patience and state.evals_without_improvement >= self.cfg.patience)
-        if self.cfg.save_checkpoints:
-            self._save_checkpoint(state)
-        acc.wait_for_everyone()
-        return stop
-
-    def _evaluate_on_main(self, state: TrainerState, examples, feats, elapsed: float) -> dict:
-        """The history entry of this evaluation: computed by the main process, broadcast to all."""
-        from accelerate.utils import broadcast_object_list
-
-        acc = self.accelerator
-        entry = [None]
-        if acc.is_main_process:
-            entry[0] = {"step": state.global_step, "epoch": state.epoch, "elapsed_s": round(elapsed, 1),
-                        **self.evaluate(examples, feats, with_gates=True)}
-        broadcast_object_list(entry, from_process=0)  # a no-op with one process
-        return entry[0]
-
-    def _save_checkpoint(self, state: TrainerState) -> None:
-        """Every process writes into one shared temporary folder (the main process: model, optimizer,
-        scheduler, trainer state; each process: its RNG state); the main process commits it once all
-        are done, then prunes older checkpoints."""
-        import shutil
-
-        acc = self.accelerator
-        final = self.out / f"checkpoint-{state.global_step}"
-        staging = AtomicDir(final, tag="ranks")  # one name that every process computes alike
-        if acc.is_main_process:
-            staging.begin()
-        acc.wait_for_everyone()
-        acc.save_state(str(staging.tmp))
-        if acc.is_main_process:
-            state.save(staging.tmp / "trainer_state.json")
-        acc.wait_for_everyone()
-        if acc.is_main_process:
-            staging.commit()
-            for old in self.out.glob("checkpoint-*"):  # keep only the newest resumable checkpoint
-                if old != final and old.is_dir():
-                    shutil.rmtree(old)
-
-    def _recover_interrupted_writes(self) -> None:
-        """Repair folders whose atomic replacement was killed half-way (e.g. ``best/``) before reading any."""
-        if self.accelerator.is_main_process:
-            for folder in recover_atomic_dirs(self.out):
-                log.warning("restored %s: a previous run was killed while replacing it", folder)
-        self.accelerator.wait_for_everyone()
-
-    def _check_same_processes(self, ckpt: Path, state: TrainerState) -> None:
-        """Refuse a checkpoint that cannot resume exactly with this number of processes."""
-        acc = self.accelerator
-        if state.num_processes != acc.num_processes:
-            raise UserError(f"{ckpt} was written by {state.num_processes} process(es), this run has "
-                            f"{acc.num_processes}: the data shards and RNG states would not match. Resume with "
-                            f"{state.num_processes} process(es), or give a new --output-dir to start over.")
-        rng_file = ckpt / f"random_states_{acc.process_index}.pkl"
-        if not rng_file.is_file():
-            raise UserError(f"{ckpt} holds no RNG state for process {acc.process_index} ({rng_file.name} is "
-                            "missing), so the run cannot resume exactly. Give a new --output-dir, or delete "
-                            "that folder to start over.")
-
-    def _note_kernels(self, state: TrainerState) -> None:
-        """Add the kernels the model has run so far (``auto`` resolved) to ``state.kernels``."""
+    def _note_kernels(self, state: EngineState) -> None:
+        """Add the kernels the model has run so far (``auto`` resolved) to ``state.extra["kernels"]``."""
         from .provenance import kernels_used
 
-        state.kernels = sorted(set(state.kernels) | set(kernels_used(self.accelerator.unwrap_model(self.model))))
+        state.extra["kernels"] = sorted(set(state.extra.get("kernels", [])) | set(kernels_used(self.model)))
 
     def save_model(self, folder: Path, metrics: dict) -> None:
         model = self.accelerator.unwrap_model(self.model)
@@ -506,36 +318,27 @@ class Trainer:
             self.cfg.save(tmp / "train_config.json")
             atomic_write_json(tmp / "metrics.json", metrics)
 
-    # Settings that do not change what a run computes; anything else must match to resume.
-    _RESUME_FREE = RESULT_NEUTRAL_FIELDS  # the same fields a sweep ignores when it keys runs
-
-    def _check_resumable(self, ckpt: Path | None) -> None:
-        """Refuse to resume a checkpoint that another configuration wrote (it would mix two runs)."""
-        saved_path = self.out / "train_config.json"
-        if ckpt is None or not saved_path.is_file():
-            return
-        saved = TrainConfig.load(saved_path)
-        diffs = [f"{k}: {getattr(saved, k)!r} -> {getattr(self.cfg, k)!r}"
-                 for k in sorted(vars(self.cfg)) if k not in self._RESUME_FREE
-                 and getattr(saved, k) != getattr(self.cfg, k)]
-        if diffs:
-            raise UserError(f"{self.out} holds a run ({ckpt.name}) with other settings ({'; '.join(diffs)}); "
-                            "resuming it would mix two runs. Give a new --output-dir, or delete that folder "
-                            "to start over.")
-
-    def _summary(self, state: TrainerState) -> dict:
+    def _summary(self, state: EngineState) -> dict:
         best = next((h for h in state.history if h["step"] == state.best_step), {})
         return {"task": self.cfg.task, "mechanism": self.cfg.mechanism, "m": self.cfg.m, "k": self.cfg.k,
                 "lisa_weight": self.cfg.lisa_weight, "seed": self.cfg.seed, "learning_rate": self.cfg.learning_rate,
                 "epochs": self.cfg.epochs, "model": self.cfg.model or "all-MiniLM-L6-v2",
-                "main_metric": self.main_metric, "best": state.best_metric, "best_step": state.best_step,
+                "main_metric": self.main_metric, "best": state.best, "best_step": state.best_step,
                 "best_metrics": {k: v for k, v in best.items() if k not in ("step", "epoch", "elapsed_s")},
-                "steps": state.global_step, "history": state.history, **self._provenance(state)}
+                "steps": state.step, "history": state.history, **self._provenance(state)}
 
-    def _provenance(self, state: TrainerState) -> dict:
+    def _provenance(self, state: EngineState) -> dict:
         """Package version, git commit and the kernel(s) that ran (recorded in the state, so a finished
         run that is asked again still reports what ran when it trained)."""
         from .provenance import provenance
 
         self._note_kernels(state)
-        return {**provenance(), "kernel": "+".join(state.kernels) or None}
+        return {**provenance(), "kernel": "+".join(state.extra.get("kernels", [])) or None}
+
+
+def linear_schedule(step: int, warmup: int, total: int) -> float:
+    """Learning-rate factor of transformers' linear schedule: 0 -> 1 over ``warmup`` steps, then down to 0."""
+    if step < warmup:
+        return float(step) / float(max(1, warmup))
+    return max(0.0, float(total - step) / float(max(1, total - warmup)))
+

@@ -1,4 +1,5 @@
-"""Train the BNA chart parser on a treebank: a resumable loop with dev EVALB, best model and test parses.
+"""Train the BNA chart parser on a treebank (the parsing family of :mod:`structattn.train.engine`): dev EVALB,
+best model and test parses.
 
 ``train_parser(config, data=...)`` runs one :class:`~structattn.models.parser.ParserConfig` in ``config.output_dir``:
 
@@ -14,25 +15,19 @@
    entry also has ``train_loss``, the mean batch loss since the previous evaluation); a better
    dev F1 replaces ``best/`` (``ChartParser.save_pretrained``); ``patience`` evaluations without improvement stop
    the run;
-4. after each evaluation writes ``checkpoint/`` (model, optimizer, scheduler, Python/numpy/torch RNG states,
-   epoch, step, best F1, history) atomically, so running the same command in the same ``output_dir`` after a
-   kill resumes exactly where the last checkpoint left off and ends with the same results;
+4. the engine writes ``checkpoint/`` at each evaluation and every ``checkpoint_every`` updates, so running the
+   same command in the same ``output_dir`` after a kill resumes exactly where the last checkpoint left off and
+   ends with the same results; with several processes (``accelerate launch``) each takes every N-th batch;
 5. at the end loads ``best/``, parses dev and test, writes ``dev.trees`` and ``test.trees`` (one tree per line in
    treebank order), scores them against the raw treebank files (as ``structattn score evalb`` does) and writes
    ``summary.json`` (its ``data`` says which files were read; with own files and no test file there is no test
    parse and ``test`` is null).
 
-``config.precision`` (``--precision``): ``fp32`` (default), ``bf16`` (forward and loss under bfloat16 autocast,
-float32 weights) or ``fp16`` (CUDA only, loss scaling), see :mod:`structattn.train.precision`. Only training runs
-in it; dev and test parses run in float32, as a saved parser parses later. It is one of the settings a resume
-must match (a checkpoint from before the field existed counts as fp32).
+``config.precision`` (``--precision``): ``fp32`` (default), ``bf16`` or ``fp16`` (CUDA only), as the engine runs it.
+Only training runs in it; dev and test parses run in float32, as a saved parser parses later.
 
-Checkpoints hold no pickle: tensors (weights, optimizer, scheduler, torch RNG, fp16 loss scale) in
-``tensors.pt``, read with ``torch.load(..., weights_only=True)``; Python's and NumPy's RNG states as JSON in
-``state.json``.
-
-The files a run reads are part of what a resume must match: ``checkpoint/data.json`` records them (path and
-SHA-256 of each own file), and a run in the same folder on other files is refused.
+The settings a resume must match (``settings.json``) include the files read (path and SHA-256 of each own file).
+Checkpoints of earlier versions are read once and rewritten (:mod:`structattn.train.legacy`).
 """
 from __future__ import annotations
 
@@ -40,49 +35,22 @@ import dataclasses
 import hashlib
 import json
 import math
-import random
-import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Sequence
 
-import numpy as np
 import torch
 
 from ..errors import UserError
 from ..io import atomic_write_json, atomic_write_text
-from .checkpoint import (AtomicDir, numpy_rng_json, python_rng_json, recover_atomic_dirs, set_numpy_rng,
-                         set_python_rng, set_torch_rng, torch_rng_tensors)
+from .checkpoint import AtomicDir
+from .engine import Engine, EngineState, device_description
 from .loop import LengthGroupedSampler
-from .precision import MixedPrecision, recorded_precision
-from .running_mean import RunningMean
 
 # Fields that never change what a run computes; every other field must match for a resume.
 RESULT_NEUTRAL_FIELDS = frozenset({"output_dir"})
 
-CHECKPOINT = "checkpoint"
 BEST = "best"
-
-
-# ---------------------------------------------------------------------------------------------- run state
-@dataclass
-class ParserTrainState:
-    """What a resumed run needs besides the tensors (saved as ``checkpoint/state.json``)."""
-
-    step: int = 0  # optimizer steps taken
-    epoch: int = 0  # completed epochs
-    step_in_epoch: int = 0  # optimizer steps already taken in epoch ``epoch``
-    best_f1: float | None = None
-    best_epoch: int = -1  # epochs completed when the best dev F1 was reached
-    best_step: int = -1
-    evals_without_improvement: int = 0
-    history: list = field(default_factory=list)  # one entry per dev evaluation (EVALB figures, train_loss)
-    epoch_train_seconds: list = field(default_factory=list)  # training time (no evaluation) of each finished epoch
-    current_epoch_seconds: float = 0.0  # training time so far in the unfinished epoch
-    elapsed_seconds: float = 0.0  # wall time of all sessions up to this checkpoint
-    finished: bool = False
-    python_rng: Any = None
-    numpy_rng: Any = None
 
 
 # ---------------------------------------------------------------------------------------------- data
@@ -225,12 +193,10 @@ def epoch_batches(n: int, batch_size: int, seed: int, epoch: int,
 
 
 # ---------------------------------------------------------------------------------------------- optimiser
-def make_optimizer(model, config) -> tuple[torch.optim.Optimizer, torch.optim.lr_scheduler.LambdaLR]:
+def make_optimizer(model, config) -> torch.optim.Optimizer:
     """Adam over the model's two parameter groups (``ChartParser.parameter_groups``: the pretrained encoder at
-    ``encoder_learning_rate``, the rest at ``learning_rate``) with both rates ramped up by :func:`warmup_factor`."""
-    optimizer = torch.optim.Adam(model.parameter_groups(config.learning_rate, config.encoder_learning_rate))
-    scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda s: warmup_factor(s, config.warmup_steps))
-    return optimizer, scheduler
+    ``encoder_learning_rate``, the rest at ``learning_rate``); the engine ramps both by :func:`warmup_factor`."""
+    return torch.optim.Adam(model.parameter_groups(config.learning_rate, config.encoder_learning_rate))
 
 
 def warmup_factor(step: int, warmup_steps: int) -> float:
@@ -241,110 +207,10 @@ def warmup_factor(step: int, warmup_steps: int) -> float:
     return min(1.0, (step + 1) / warmup_steps)
 
 
-# ---------------------------------------------------------------------------------------------- checkpoints
-def _comparable(config) -> dict:
-    """The config's result-changing fields as JSON would give them back."""
-    data = json.loads(json.dumps(dataclasses.asdict(config)))
-    return {k: v for k, v in data.items() if k not in RESULT_NEUTRAL_FIELDS}
-
-
-def check_resumable(out: Path, config, data: dict | None = None) -> None:
-    """Refuse to resume a checkpoint that another configuration wrote (UserError naming the fields), or one
-    trained on other files (``data``: :meth:`TreebankFiles.describe`; a checkpoint without ``data.json`` was
-    written before it existed, on the WSJ sample)."""
-    saved_path = out / CHECKPOINT / "config.json"
-    if not saved_path.is_file():
-        return
-    if data is not None:
-        data_path = out / CHECKPOINT / "data.json"
-        saved_data = (json.loads(data_path.read_text(encoding="utf-8")) if data_path.is_file()
-                      else TreebankFiles().describe())
-        if saved_data != data:
-            raise UserError(f"{out} holds a parser run on other treebank files ({saved_data} -> {data}); resuming "
-                            "it would mix two runs. Use another --output-dir, or delete that folder to start over.")
-    try:
-        saved = json.loads(saved_path.read_text(encoding="utf-8"))
-    except (OSError, ValueError) as exc:
-        raise UserError(f"{saved_path} is unreadable ({exc}); delete {out / CHECKPOINT} to start over, or use "
-                        "another --output-dir") from exc
-    now = _comparable(config)
-    saved = {k: v for k, v in recorded_precision(saved).items() if k not in RESULT_NEUTRAL_FIELDS}
-    diffs = [f"{k}: {saved.get(k, '<absent>')!r} -> {now.get(k, '<absent>')!r}"
-             for k in sorted(set(now) | set(saved)) if saved.get(k, "<absent>") != now.get(k, "<absent>")]
-    if diffs:
-        raise UserError(f"{out} holds a parser run with other settings ({'; '.join(diffs)}); resuming it would mix "
-                        "two runs. Use another --output-dir, or delete that folder to start over.")
-
-
-def _capture_rng(state: ParserTrainState) -> dict:
-    """Python's and NumPy's RNG states into ``state`` (JSON); torch's returned (tensors)."""
-    state.python_rng, state.numpy_rng = python_rng_json(), numpy_rng_json()
-    return torch_rng_tensors()
-
-
-def _restore_rng(state: ParserTrainState, rng: dict) -> None:
-    set_python_rng(state.python_rng)
-    set_numpy_rng(state.numpy_rng)
-    set_torch_rng(rng)
-
-
-def save_checkpoint(out: Path, config, state: ParserTrainState, model, optimizer, scheduler,
-                    precision: MixedPrecision, data: dict | None = None) -> None:
-    """Write ``checkpoint/`` (replacing the previous one atomically); ``data`` (the files read) as data.json;
-    ``precision``'s loss-scaler state (fp16) in tensors.pt."""
-    rng = _capture_rng(state)
-    with AtomicDir(out / CHECKPOINT) as tmp:
-        torch.save({"model": model.state_dict(), "optimizer": optimizer.state_dict(),
-                    "scheduler": scheduler.state_dict(), "rng": rng,
-                    "scaler": precision.state_dict()}, tmp / "tensors.pt")
-        atomic_write_json(tmp / "state.json", dataclasses.asdict(state))
-        config.save(tmp / "config.json")
-        if data is not None:
-            atomic_write_json(tmp / "data.json", data)
-
-
-def load_checkpoint(out: Path, model, optimizer, scheduler, precision: MixedPrecision) -> ParserTrainState | None:
-    """Restore model, optimizer, scheduler, RNG and (``precision``) loss-scaler states from ``checkpoint/``; None
-    when there is none."""
-    folder = out / CHECKPOINT
-    if not (folder / "state.json").is_file() or not (folder / "tensors.pt").is_file():
-        return None
-    state = ParserTrainState(**json.loads((folder / "state.json").read_text(encoding="utf-8")))
-    tensors = torch.load(folder / "tensors.pt", map_location="cpu", weights_only=True)
-    model.load_state_dict(tensors["model"])
-    optimizer.load_state_dict(tensors["optimizer"])
-    scheduler.load_state_dict(tensors["scheduler"])
-    precision.load_state_dict(tensors.get("scaler", {}))  # absent in checkpoints from before the option
-    _restore_rng(state, tensors["rng"])
-    return state
-
-
-# ---------------------------------------------------------------------------------------------- environment
-def seed_everything(seed: int) -> None:
-    random.seed(seed)
-    np.random.seed(seed)
-    torch.manual_seed(seed)
-
-
-def training_device() -> torch.device:
-    """CUDA when there is a GPU, else the CPU (the summary records which)."""
-    return torch.device("cuda" if torch.cuda.is_available() else "cpu")
-
-
-def device_description(device: torch.device | None = None) -> str:
-    """``"cpu (<model name from /proc/cpuinfo>)"``, or ``"cuda (<GPU name>)"``."""
-    if device is not None and device.type == "cuda":
-        return f"cuda ({torch.cuda.get_device_name(device)})"
-    name = "unknown CPU"
-    try:
-        with open("/proc/cpuinfo", encoding="utf-8") as fh:
-            for line in fh:
-                if line.startswith("model name"):
-                    name = line.split(":", 1)[1].strip()
-                    break
-    except OSError:
-        pass
-    return f"cpu ({name})"
+def settings(config, data: dict) -> dict:
+    """What a resume must match: the config's result-changing fields and the files read (``data``)."""
+    fields = json.loads(json.dumps(dataclasses.asdict(config)))
+    return {**{k: v for k, v in fields.items() if k not in RESULT_NEUTRAL_FIELDS}, "data": data}
 
 
 def _metrics(result) -> dict:
@@ -357,31 +223,30 @@ def _metrics(result) -> dict:
 
 # ---------------------------------------------------------------------------------------------- the run
 def train_parser(config, *, show_progress: bool = True, stop_after_steps: int | None = None,
-                 command: list[str] | None = None, data: TreebankFiles | None = None) -> dict:
-    """Train, evaluate and test one parser configuration in ``config.output_dir``; return the summary.
+                 command: list[str] | None = None, data: TreebankFiles | None = None,
+                 checkpoint_every: int = 0) -> dict:
+    """Train, evaluate and test one parser configuration in ``config.output_dir``; return the summary (on the
+    main process; the others return where they stopped).
 
-    ``data``: the treebank files (default: the NLTK WSJ sample's fixed split).
-
-    Rerunning with the same config in the same folder resumes from ``checkpoint/`` (a finished run only
-    redoes the final parses). ``stop_after_steps`` (tests only) returns right after that optimizer step
-    without saving anything, as a kill would; the returned dict is then ``{"stopped_at_step": N}``.
-    ``command`` (the argv) is copied into the summary.
+    ``data``: the treebank files (default: the NLTK WSJ sample's fixed split). Rerunning with the same config in
+    the same folder resumes from ``checkpoint/`` (a finished run only redoes the final parses).
+    ``stop_after_steps`` (tests only) returns ``{"stopped_at_step": N}`` right after that optimizer step without
+    saving anything, as a kill would. ``command`` (the argv) is copied into the summary.
     """
-    from tqdm.auto import tqdm
-
     from ..models.parser import ChartParser
     from ..tasks.evalb import evalb
+    from .legacy import upgrade_parser_checkpoint
 
     data = data or TreebankFiles()
     data.check()
     data_read = data.describe()
-    device = training_device()
-    precision = MixedPrecision(config.precision, device)  # fp16 on a CPU stops here, before anything is written
+    engine = Engine(config.output_dir, seed=config.seed, precision=config.precision, clip_norm=config.clip_grad,
+                    checkpoint_every=checkpoint_every, show_progress=show_progress, name="train-parsing")
     out = Path(config.output_dir)
-    out.mkdir(parents=True, exist_ok=True)
-    recover_atomic_dirs(out)  # a kill between AtomicDir's two renames: put the last committed folder back
-    check_resumable(out, config, data_read)
-    seed_everything(config.seed)
+    if engine.is_main:
+        upgrade_parser_checkpoint(out, RESULT_NEUTRAL_FIELDS, TreebankFiles().describe())
+    engine.begin(settings(config, data_read))
+    engine.seed()
 
     train_trees = _limit(data.read("train"), config.max_train_trees, "train")
     train_lengths = [len(t.leaves()) for t in train_trees]
@@ -392,92 +257,49 @@ def train_parser(config, *, show_progress: bool = True, stop_after_steps: int | 
     dev_tags = tags_for(dev_trees, config)
     dev_words = _words(dev_trees)
 
-    model = ChartParser.build(config, train_trees).to(device)
-    optimizer, scheduler = make_optimizer(model, config)
-    steps_per_epoch = math.ceil(len(train_trees) / config.batch_size)
+    model = ChartParser.build(config, train_trees)
+    state = engine.prepare(model, make_optimizer(model, config), lambda step: warmup_factor(step, config.warmup_steps))
+    steps_per_epoch = engine.steps_per_epoch(math.ceil(len(train_trees) / config.batch_size))
     total = steps_per_epoch * config.epochs
 
-    state = load_checkpoint(out, model, optimizer, scheduler, precision)
-    if state is None:
-        state = ParserTrainState()
-    else:
-        print(f"resuming {out / CHECKPOINT}: step {state.step}, {state.epoch} epoch(s) done, "
-              f"best dev F1 {state.best_f1}")
-    session_start, elapsed_before = time.time(), state.elapsed_seconds
+    def loss(batch: list[int]):
+        tags = [train_tags[i] for i in batch] if train_tags is not None else None
+        return model.loss([train_trees[i] for i in batch], tags), 1
 
-    def evaluate_and_checkpoint(train_loss: float | None) -> bool:
-        """Dev EVALB, best/ on improvement, checkpoint/; True = stop early. ``train_loss``: the mean training
-        loss per batch since the previous evaluation (or since the resume), None when no batch ran."""
+    def evaluate(state: EngineState, end_of_epoch: bool) -> dict:
         model.eval()
         with torch.no_grad():
             # Output trees carry the gold tags (as SuPar does): EVALB deletes punctuation by each tree's own
             # tags, and the parser does not predict tags, so its input tags must not decide what is scored.
             predicted = model.parse(dev_words, dev_tags, batch_size=config.batch_size,
                                     output_tags=[t.tags() for t in dev_trees])
-        dev = _metrics(evalb(dev_trees, predicted))
-        entry = {"step": state.step, "epoch": state.epoch, **dev}
-        if train_loss is not None:
-            entry["train_loss"] = round(train_loss, 4)
-        state.history.append(entry)
-        if state.best_f1 is None or dev["f1"] > state.best_f1:
-            state.best_f1, state.best_epoch, state.best_step = dev["f1"], state.epoch, state.step
-            state.evals_without_improvement = 0
+        # an evaluation due by eval_every at an epoch's last step records that epoch; one due at its end, the next
+        counted = end_of_epoch and bool(config.eval_every) and state.step % config.eval_every == 0
+        return {"step": state.step, "epoch": state.epoch - counted, **_metrics(evalb(dev_trees, predicted))}
+
+    def on_best(entry: dict) -> None:
+        state.extra["best_epoch"] = entry["epoch"]
+        if engine.is_main:
             with AtomicDir(out / BEST) as tmp:
                 model.save_pretrained(tmp)
-        else:
-            state.evals_without_improvement += 1
-        stop = bool(config.patience and state.evals_without_improvement >= config.patience)
-        state.finished = stop or state.step >= total
-        state.elapsed_seconds = elapsed_before + time.time() - session_start
-        save_checkpoint(out, config, state, model, optimizer, scheduler, precision, data_read)
-        bar.set_postfix(dev_f1=f"{dev['f1']:.2f}", best=f"{state.best_f1:.2f}")
-        model.train()
-        return state.finished
 
-    bar = tqdm(total=total, initial=state.step, disable=not show_progress, desc="train-parsing")
-    model.train()
-    batch_losses = RunningMean()  # since the last evaluation
-    while not state.finished:
-        batches = epoch_batches(len(train_trees), config.batch_size, config.seed, state.epoch,
-                                train_lengths if config.group_by_length else None)
-        t_epoch = time.time()
-        for batch in batches[state.step_in_epoch:]:
-            trees = [train_trees[i] for i in batch]
-            tags = [train_tags[i] for i in batch] if train_tags is not None else None
-            with precision.autocast():
-                loss = model.loss(trees, tags)
-            optimizer.zero_grad(set_to_none=True)
-            precision.step(loss, optimizer, model.parameters(), config.clip_grad)
-            scheduler.step()
-            state.step += 1
-            state.step_in_epoch += 1
-            loss_value = loss.item()
-            batch_losses.add(loss_value)
-            bar.update(1)
-            bar.set_postfix(loss=f"{loss_value:.3f}")
-            if stop_after_steps is not None and state.step >= stop_after_steps:
-                bar.close()
-                return {"stopped_at_step": state.step}
-            if config.eval_every and state.step % config.eval_every == 0:
-                state.current_epoch_seconds += time.time() - t_epoch
-                if evaluate_and_checkpoint(batch_losses.take()):
-                    break
-                t_epoch = time.time()
-        else:  # the epoch ran to its end
-            state.current_epoch_seconds += time.time() - t_epoch
-            state.epoch_train_seconds.append(round(state.current_epoch_seconds, 3))
-            state.epoch += 1
-            state.step_in_epoch, state.current_epoch_seconds = 0, 0.0
-            evaluated = bool(state.history) and state.history[-1]["step"] == state.step
-            if not evaluated and (not config.eval_every or state.step >= total):
-                evaluate_and_checkpoint(batch_losses.take())
-    bar.close()
-    return _finish(config, out, state, wall_before=elapsed_before, session_start=session_start, command=command,
-                   data=data)
+    finished = engine.run(
+        total=total, loss=loss, evaluate=evaluate, main_metric="f1", eval_every=config.eval_every or steps_per_epoch,
+        patience=config.patience, on_best=on_best, stop_after=stop_after_steps,
+        epoch_batches=lambda epoch: epoch_batches(len(train_trees), config.batch_size, config.seed, epoch,
+                                                  train_lengths if config.group_by_length else None))
+    if not finished:
+        return {"stopped_at_step": state.step}
+    if not engine.is_main:
+        engine.acc.wait_for_everyone()
+        return {"process": engine.acc.process_index, "steps": state.step, "best_step": state.best_step,
+                "best": state.best}
+    summary = _finish(config, out, state, engine, command=command, data=data)
+    engine.acc.wait_for_everyone()
+    return summary
 
 
-def _finish(config, out: Path, state: ParserTrainState, *, wall_before: float, session_start: float,
-            command, data: TreebankFiles) -> dict:
+def _finish(config, out: Path, state: EngineState, engine: Engine, *, command, data: TreebankFiles) -> dict:
     """Load best/, parse dev and test (when there is a test file), write the .trees files, score them against
     the raw treebank files and write summary.json (``wall_seconds``: all sessions of the run, resumed ones
     included, final parses too)."""
@@ -485,8 +307,7 @@ def _finish(config, out: Path, state: ParserTrainState, *, wall_before: float, s
     from .provenance import provenance
     from ..tasks.evalb import evalb, evalb_files
 
-    device = training_device()
-    best = ChartParser.from_pretrained(out / BEST, device=device)
+    best = ChartParser.from_pretrained(out / BEST, device=engine.device)
     best.eval()
     scores = {"test": None}
     for split in data.splits():
@@ -507,12 +328,13 @@ def _finish(config, out: Path, state: ParserTrainState, *, wall_before: float, s
         "data": data.describe(),
         "layers": list(best.kinds),
         "dev": scores["dev"], "test": scores["test"],
-        "best_dev_f1": state.best_f1, "best_epoch": state.best_epoch, "best_step": state.best_step,
+        "best_dev_f1": state.best, "best_epoch": state.extra.get("best_epoch", -1), "best_step": state.best_step,
         "steps": state.step, "epochs_completed": state.epoch,
         "history": state.history,
-        "wall_seconds": round(wall_before + time.time() - session_start, 1),
-        "train_seconds_per_epoch": state.epoch_train_seconds,
-        "device": device_description(device), "torch_threads": torch.get_num_threads(),
+        "wall_seconds": round(engine.elapsed(), 1),
+        "train_seconds_per_epoch": state.epoch_seconds,
+        "device": device_description(engine.device), "torch_threads": torch.get_num_threads(),
+        "processes": engine.num_processes,
         "parameters": sum(p.numel() for p in best.parameters()),
         "trainable_parameters": sum(p.numel() for p in best.parameters() if p.requires_grad),
         "provenance": provenance(), "command": command,

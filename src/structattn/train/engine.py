@@ -1,0 +1,433 @@
+"""The one training engine of every trainer (sentence tasks, reading, translation, parsing), on Accelerate.
+
+A family (:mod:`~structattn.train.loop`, :mod:`~structattn.train.translation`, :mod:`~structattn.train.parsing`)
+supplies its data, loss, evaluation and summary; the engine does the rest, written once:
+
+- processes and device: ``Accelerator(cpu=True)`` without a GPU, so that a launch with several processes
+  (``torchrun --nproc_per_node N``; ``accelerate launch --multi_gpu`` on GPUs) joins one process group (CPUs:
+  gloo); ``--precision fp32|bf16|fp16`` (autocast around the loss, float32 weights; fp16 CUDA only, with loss
+  scaling); :func:`device_description`;
+- seeding (:meth:`Engine.seed`) and the update: gradients of ``grad_accum`` batches summed, averaged over the
+  processes (one all-reduce), clipped to ``clip_norm`` (0 = none); before optimizer step ``s`` (0-based) every
+  parameter group's learning rate is its initial rate times ``schedule(s)``. The engine averages the gradients
+  itself rather than wrapping the model in DistributedDataParallel, whose hooks need ``forward`` (the parser's
+  loss is a method of its own), and the schedule counts optimizer steps whatever the number of processes (the
+  earlier loop's ``AcceleratedScheduler`` advanced N steps per update on N processes);
+- the batches: ``epoch_batches(epoch)`` lists the epoch's global batches (a permutation seeded by (seed, epoch));
+  process r takes batches r, r + N, ... (the last round completed from the epoch's first batches, so that every
+  process takes as many steps); ``loss(batch) -> (loss, weight)``, ``loss`` the mean over ``weight`` items: with
+  N processes each loss is scaled by ``N * weight / (sum of the processes' weights)``, so the averaged gradient
+  is that of the mean over all items (1 process at batch 2b = 2 processes at b);
+- evaluation every ``eval_every`` updates and at the last one: ``evaluate(state, end_of_epoch)`` runs on the main
+  process only and its entry is broadcast, so every process takes the same decisions; better main metric ->
+  ``on_best``; ``patience`` evaluations without improvement stop (0 = never); one line per evaluation on stderr
+  (step, dev score, best so far), with or without progress bars;
+- checkpoints without pickle in ``<output_dir>/checkpoint/``, written atomically at every evaluation and every
+  ``checkpoint_every`` updates (0: whenever 5 minutes have passed since the last one)::
+
+      model.safetensors   the weights
+      tensors.pt          optimizer state, fp16 loss scale (tensors and numbers, read with weights_only=True)
+      rng-<rank>.json     each process's Python, NumPy and torch RNG states and its running training loss
+      state.json          EngineState: step, epoch, position in the epoch, best, patience, history, family records
+
+- resume: ``settings`` (what decides a run's result) are recorded in ``<output_dir>/settings.json``; a rerun with
+  other settings or another number of processes is refused (UserError), the same one continues from the
+  checkpoint exactly (same batches, same RNG streams). ``STRUCTATTN_KILL_AT_STEP=N`` SIGKILLs every process
+  right after update N (the kill tests).
+"""
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+import os
+import signal
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable
+
+import torch
+
+from ..errors import UserError
+from ..io import atomic_write_json
+from .checkpoint import AtomicDir, load_model_tensors, model_tensors, recover_atomic_dirs, rng_json, set_rng_json
+from .config import check_precision
+
+CHECKPOINT = "checkpoint"
+FAULT_ENV = "STRUCTATTN_KILL_AT_STEP"
+AUTO_CHECKPOINT_SECONDS = 300  # checkpoint_every=0: at most this much work is lost to a kill
+
+
+@dataclass
+class EngineState:
+    """What a resumed run needs besides the tensors (``checkpoint/state.json``); identical on every process."""
+
+    step: int = 0  # optimizer steps taken
+    epoch: int = 0  # completed epochs
+    step_in_epoch: int = 0  # optimizer steps taken in epoch ``epoch``
+    best: float | None = None  # best main metric so far (greater is better)
+    best_step: int = -1
+    evals_without_improvement: int = 0
+    history: list = field(default_factory=list)  # one entry per evaluation (the family's, plus train_loss)
+    finished: bool = False
+    num_processes: int = 1  # processes that wrote it: the batches and RNG files depend on it
+    train_seconds: float = 0.0  # time in updates (no evaluation, no checkpoints), all sessions
+    epoch_seconds: list = field(default_factory=list)  # update time of each finished epoch
+    elapsed_seconds: float = 0.0  # wall time of all sessions up to the last checkpoint
+    extra: dict = field(default_factory=dict)  # the family's own records (JSON values)
+
+
+def device_description(device: torch.device) -> str:
+    """``"cuda (<GPU name>)"``, or ``"cpu (<model name from /proc/cpuinfo>)"``."""
+    if device.type == "cuda":
+        return f"cuda ({torch.cuda.get_device_name(device)})"
+    name = "unknown CPU"
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8") as fh:
+            name = next((line.split(":", 1)[1].strip() for line in fh if line.startswith("model name")), name)
+    except OSError:
+        pass
+    return f"cpu ({name})"
+
+
+def _allow_precision(mixed: str) -> None:
+    """Let this process's next Accelerator use ``mixed`` precision: Accelerate keeps one state per process and
+    refuses another precision once set (a second run in one Python session), so forget it then, keeping the
+    process group of a distributed launch."""
+    from accelerate.state import AcceleratorState
+
+    known = AcceleratorState._shared_state.get("_mixed_precision")
+    if known is not None and known != mixed:
+        AcceleratorState._reset_state(reset_partial_state=False)
+
+
+def settings_differences(saved: dict, now: dict) -> list[str]:
+    """``"key: saved -> now"`` for every key whose value differs (a key on one side only: ``<absent>``)."""
+    now = json.loads(json.dumps(now))
+    return [f"{k}: {saved.get(k, '<absent>')!r} -> {now.get(k, '<absent>')!r}"
+            for k in sorted(set(saved) | set(now)) if saved.get(k, "<absent>") != now.get(k, "<absent>")]
+
+
+class Engine:
+    """One run's processes, precision, update step, checkpoints and train loop (module docstring)."""
+
+    def __init__(self, output_dir: str | Path, *, seed: int, precision: str = "fp32", grad_accum: int = 1,
+                 clip_norm: float = 0.0, checkpoint_every: int = 0, checkpoints: bool = True,
+                 deterministic: bool = False, show_progress: bool = True, name: str = "train"):
+        from accelerate import Accelerator
+
+        on_gpu = torch.accelerator.is_available()
+        check_precision(precision, on_cuda=on_gpu and torch.cuda.is_available())  # before anything is written
+        mixed = "no" if precision == "fp32" else precision
+        _allow_precision(mixed)
+        self.acc = Accelerator(cpu=not on_gpu, mixed_precision=mixed)
+        self.out, self.ckpt = Path(output_dir), Path(output_dir) / CHECKPOINT
+        self.seed_value, self.deterministic, self.precision = seed, deterministic, precision
+        self.grad_accum, self.clip_norm = grad_accum, clip_norm
+        self.checkpoint_every, self.checkpoints = checkpoint_every, checkpoints
+        self.show_progress, self.name = show_progress, name
+        self.scaler = torch.amp.GradScaler(self.device.type, enabled=precision == "fp16")
+        self.state = EngineState(num_processes=self.num_processes)
+        self.running = [0.0, 0]  # this process's training loss (weighted sum, weight) since the last evaluation
+        self.session_start = time.time()
+        self.settings: dict | None = None  # given by begin()
+
+    @property
+    def device(self) -> torch.device:
+        """The device this process trains on (``cpu``, not Accelerate's ``cpu:<rank>``, which safetensors and
+        ``torch.load`` refuse)."""
+        return torch.device("cpu") if self.acc.device.type == "cpu" else self.acc.device
+
+    @property
+    def is_main(self) -> bool:
+        return self.acc.is_main_process
+
+    @property
+    def num_processes(self) -> int:
+        return self.acc.num_processes
+
+    def autocast(self):
+        """The context forward passes and losses run in: autocast to bfloat16/float16, nothing in fp32 (the run's
+        own precision, whatever another Accelerator of this process was told)."""
+        import contextlib
+
+        if self.precision == "fp32":
+            return contextlib.nullcontext()
+        return torch.autocast(self.device.type, dtype=torch.bfloat16 if self.precision == "bf16" else torch.float16)
+
+    def seed(self) -> None:
+        """Seed Python, NumPy and torch (every device) with the run's seed."""
+        from accelerate.utils import set_seed
+
+        set_seed(self.seed_value, deterministic=self.deterministic)
+        if self.deterministic:
+            torch.use_deterministic_algorithms(True, warn_only=True)
+
+    def begin(self, settings: dict) -> None:
+        """Create the output folder, repair interrupted atomic writes, and refuse a folder that holds a run with
+        other ``settings`` (recorded by :meth:`prepare`, once the family has read its data without error)."""
+        if self.is_main:
+            self.out.mkdir(parents=True, exist_ok=True)
+            for folder in recover_atomic_dirs(self.out):
+                print(f"restored {folder}: a previous run was killed while replacing it", file=sys.stderr)
+        self.acc.wait_for_everyone()
+        path = self.out / "settings.json"
+        if path.is_file():
+            diffs = settings_differences(json.loads(path.read_text(encoding="utf-8")), settings)
+            if diffs:
+                raise UserError(f"{self.out} holds a run with other settings ({'; '.join(diffs)}); resuming it "
+                                "would mix two runs. Use another --output-dir, or delete that folder to start over.")
+        self.settings = settings
+
+    def prepare(self, model: torch.nn.Module, optimizer: torch.optim.Optimizer,
+                schedule: Callable[[int], float] = lambda step: 1.0) -> EngineState:
+        """Move ``model`` to the device (the same weights on every process) and resume from the checkpoint
+        when there is one; the state to continue from."""
+        self.model, self.optimizer, self.schedule = model.to(self.device), optimizer, schedule
+        if self.settings is not None and self.is_main and not (self.out / "settings.json").is_file():
+            atomic_write_json(self.out / "settings.json", self.settings)
+        self.base_lrs = [group["lr"] for group in optimizer.param_groups]
+        if self.num_processes > 1:
+            for tensor in model.state_dict().values():
+                torch.distributed.broadcast(tensor.data, src=0)
+        if (self.ckpt / "state.json").is_file():
+            self._load_checkpoint()
+            print(f"resuming {self.ckpt} at step {self.state.step:,} (epoch {self.state.epoch}, best "
+                  f"{self.state.best})", file=sys.stderr)
+        return self.state
+
+    # ------------------------------------------------------------------ checkpoints
+    def _load_checkpoint(self) -> None:
+        from safetensors.torch import load_file
+
+        state = EngineState(**json.loads((self.ckpt / "state.json").read_text(encoding="utf-8")))
+        rng_file = self.ckpt / f"rng-{self.acc.process_index}.json"
+        if state.num_processes != self.num_processes or not rng_file.is_file():
+            raise UserError(f"{self.ckpt} was written by {state.num_processes} process(es), this run has "
+                            f"{self.num_processes}: the batches and RNG states would not match. Resume with "
+                            f"{state.num_processes} process(es), or give a new --output-dir to start over.")
+        load_model_tensors(self.model, load_file(str(self.ckpt / "model.safetensors")))
+        tensors = torch.load(self.ckpt / "tensors.pt", map_location="cpu", weights_only=True)
+        self.optimizer.load_state_dict(tensors["optimizer"])
+        if self.scaler.is_enabled() and tensors.get("scaler"):
+            self.scaler.load_state_dict(tensors["scaler"])
+        rng = json.loads(rng_file.read_text(encoding="utf-8"))
+        set_rng_json(rng)
+        self.running = list(rng.get("running_loss", [0.0, 0]))
+        self.state = state
+
+    def save_checkpoint(self) -> None:
+        """Write ``checkpoint/`` atomically: every process its RNG file, the main process the rest."""
+        from safetensors.torch import save_file
+
+        state, acc = self.state, self.acc
+        state.elapsed_seconds += time.time() - self.session_start
+        self.session_start = time.time()
+        staging = AtomicDir(self.ckpt, tag="ranks")  # one name every process computes alike
+        if self.is_main:
+            staging.begin()
+        acc.wait_for_everyone()
+        atomic_write_json(staging.tmp / f"rng-{acc.process_index}.json",
+                          {**rng_json(), "running_loss": [float(self.running[0]), self.running[1]]})
+        if self.is_main:
+            save_file(model_tensors(self.model), str(staging.tmp / "model.safetensors"))
+            scaler = self.scaler.state_dict() if self.scaler.is_enabled() else {}
+            torch.save({"optimizer": self.optimizer.state_dict(), "scaler": scaler}, staging.tmp / "tensors.pt")
+            atomic_write_json(staging.tmp / "state.json", dataclasses.asdict(state))
+        acc.wait_for_everyone()
+        if self.is_main:
+            staging.commit()
+        acc.wait_for_everyone()
+        self.last_save = time.time()
+
+    def _checkpoint_due(self) -> bool:
+        """Every ``checkpoint_every`` updates; with 0, when the main process has not saved for 5 minutes."""
+        if not self.checkpoints:
+            return False
+        if self.checkpoint_every:
+            return self.state.step % self.checkpoint_every == 0
+        due = torch.tensor([time.time() - self.last_save >= AUTO_CHECKPOINT_SECONDS], device=self.device)
+        if self.num_processes > 1:
+            torch.distributed.broadcast(due, src=0)
+        return bool(due.item())
+
+    # ------------------------------------------------------------------ the update
+    def _backward(self, loss: torch.Tensor, weight: float) -> None:
+        if self.num_processes > 1:  # scale so that the processes' mean gradient is that of the global mean
+            total = torch.tensor([float(weight)], device=self.device)
+            torch.distributed.all_reduce(total)
+            loss = loss * (self.num_processes * weight / total.item())
+        if self.grad_accum > 1:
+            loss = loss / self.grad_accum
+        self.scaler.scale(loss).backward()
+
+    def _sync_gradients(self) -> list[torch.Tensor]:
+        """Average the gradients over the processes (one all-reduce); the parameters that have one."""
+        params = [p for group in self.optimizer.param_groups for p in group["params"] if p.grad is not None]
+        if self.num_processes > 1 and params:
+            from torch._utils import _flatten_dense_tensors, _unflatten_dense_tensors
+
+            flat = _flatten_dense_tensors([p.grad for p in params])
+            torch.distributed.all_reduce(flat)
+            flat /= self.num_processes
+            for p, g in zip(params, _unflatten_dense_tensors(flat, [p.grad for p in params])):
+                p.grad.copy_(g)
+        return params
+
+    def _step(self) -> None:
+        """Average the gradients over the processes, clip, set the learning rates, step, clear."""
+        params = self._sync_gradients()
+        if self.clip_norm > 0:
+            self.scaler.unscale_(self.optimizer)
+            torch.nn.utils.clip_grad_norm_(params, self.clip_norm)
+        factor = self.schedule(self.state.step)
+        for group, base in zip(self.optimizer.param_groups, self.base_lrs):
+            group["lr"] = base * factor
+        self.scaler.step(self.optimizer)
+        self.scaler.update()
+        self.optimizer.zero_grad(set_to_none=True)
+
+    def local_batches(self, batches: list) -> list:
+        """This process's share of an epoch's global batches: r, r + N, ... (last round completed from the start)."""
+        n = self.num_processes
+        if n > 1 and len(batches) % n:
+            batches = batches + batches[:n - len(batches) % n]
+        return batches[self.acc.process_index::n]
+
+    def steps_per_epoch(self, n_batches: int) -> int:
+        """Optimizer steps of an epoch of ``n_batches`` global batches."""
+        return math.ceil(math.ceil(n_batches / self.num_processes) / self.grad_accum)
+
+    # ------------------------------------------------------------------ the loop
+    def run(self, *, total: int, epoch_batches: Callable[[int], list], loss: Callable[[Any], tuple],
+            evaluate: Callable[[EngineState, bool], dict], main_metric: str, eval_every: int, patience: int = 0,
+            on_best: Callable[[dict], None] | None = None, on_evaluated: Callable[[dict], None] | None = None,
+            train_mode: Callable[[], None] | None = None, stop_after: int | None = None) -> bool:
+        """Train until ``total`` updates or early stopping; True when finished (False: ``stop_after``, tests only,
+        returned right after that update without saving anything, as a kill would).
+
+        ``evaluate(state, end_of_epoch)`` -> the history entry with ``main_metric`` in it, or (entry, unrounded
+        score); it runs on the main process only, after an epoch's last update with the epoch already counted;
+        ``on_best(entry)``, ``on_evaluated(entry)`` run on every process after it (files: main process only);
+        ``train_mode()`` puts the model back in training mode after an evaluation (default ``model.train()``).
+        """
+        from tqdm.auto import tqdm
+
+        state = self.state
+        train_mode = train_mode or self.model.train
+        self.last_save = time.time()
+        bar = tqdm(total=total, initial=state.step, desc=self.name, dynamic_ncols=True,
+                   disable=not (self.show_progress and self.is_main))
+        train_mode()
+        while not state.finished:
+            local = self.local_batches(epoch_batches(state.epoch))
+            groups = [local[i:i + self.grad_accum] for i in range(0, len(local), self.grad_accum)]
+            for k, group in enumerate(groups[state.step_in_epoch:], start=state.step_in_epoch + 1):
+                t0 = time.time()
+                for batch in group:
+                    with self.autocast():
+                        value, weight = loss(batch)
+                    self.running[0] = self.running[0] + value.detach().double() * weight
+                    self.running[1] += weight
+                    self._backward(value, weight)
+                self._step()
+                state.step, state.step_in_epoch = state.step + 1, k
+                spent = time.time() - t0
+                state.train_seconds += spent
+                state.extra["current_epoch_seconds"] = state.extra.get("current_epoch_seconds", 0.0) + spent
+                bar.update(1)
+                if stop_after is not None and state.step >= stop_after:
+                    bar.close()
+                    return False
+                _maybe_inject_fault(state.step)
+                end_of_epoch = k == len(groups)
+                if state.step % eval_every == 0 or state.step >= total:
+                    if end_of_epoch:
+                        self._end_epoch()
+                    stop = self._evaluate(evaluate, main_metric, patience, end_of_epoch, on_best, on_evaluated)
+                    state.finished = stop or state.step >= total
+                    if self.checkpoints:
+                        self.save_checkpoint()
+                    train_mode()
+                    if state.finished or end_of_epoch:
+                        break
+                else:
+                    if end_of_epoch:
+                        self._end_epoch()
+                    if self._checkpoint_due():
+                        self.save_checkpoint()
+                    if end_of_epoch:
+                        break
+            else:  # no batch left: resumed after the epoch's last update (a checkpoint of earlier versions)
+                if not groups:
+                    raise UserError("an epoch without batches: there is no training data")
+                self._end_epoch()
+        bar.close()
+        return True
+
+    def _end_epoch(self) -> None:
+        state = self.state
+        state.epoch_seconds.append(round(state.extra.pop("current_epoch_seconds", 0.0), 3))
+        state.epoch, state.step_in_epoch = state.epoch + 1, 0
+
+    def _evaluate(self, evaluate, main_metric, patience, end_of_epoch, on_best, on_evaluated) -> bool:
+        """Evaluate on the main process, broadcast, update best and patience; True = stop early."""
+        from accelerate.utils import broadcast_object_list
+
+        state = self.state
+        # end_of_epoch: the epoch counter already counts the finished epoch; the family decides what to record
+        # evaluate: the entry, or (entry, main score) when the score to compare is not the entry's (rounded) one
+        result = evaluate(state, end_of_epoch) if self.is_main else None
+        if self.is_main and not isinstance(result, tuple):
+            result = (result, result.get(main_metric))
+        result = [result]
+        broadcast_object_list(result, from_process=0)  # a no-op with one process
+        entry, main = result[0]
+        mean = torch.tensor([float(self.running[0]), float(self.running[1])], dtype=torch.float64)
+        self.running = [0.0, 0]
+        if self.num_processes > 1:  # the mean over processes of each process's mean
+            per = torch.tensor([mean[0].item() / max(mean[1].item(), 1)], device=self.device)
+            train_loss = self.acc.reduce(per, reduction="mean").item() if mean[1] else None
+        else:
+            train_loss = (mean[0] / mean[1]).item() if mean[1] else None
+        if train_loss is not None:
+            entry["train_loss"] = round(train_loss, 4)
+        state.history.append(entry)
+        if main is not None and (state.best is None or main > state.best):
+            state.best, state.best_step, state.evals_without_improvement = main, state.step, 0
+            if on_best is not None:
+                on_best(entry)
+        else:
+            state.evals_without_improvement += 1
+        if on_evaluated is not None:
+            on_evaluated(entry)
+        if self.is_main:
+            best = f"{state.best:.4g} at step {state.best_step:,}" if state.best is not None else "none"
+            shown = f"{main:.4g}" if isinstance(main, (int, float)) else main
+            loss = f", train loss {train_loss:.4f}" if train_loss is not None else ""
+            print(f"{self.name} step {state.step:,}: dev {main_metric} {shown} (best {best}){loss}",
+                  file=sys.stderr, flush=True)
+        return bool(patience and state.evals_without_improvement >= patience)
+
+    def finish(self) -> None:
+        """Mark the run finished in the checkpoint (a rerun goes straight to the family's final steps)."""
+        self.state.finished = True
+        if self.checkpoints and self.is_main and (self.ckpt / "state.json").is_file():
+            saved = json.loads((self.ckpt / "state.json").read_text(encoding="utf-8"))
+            if saved["step"] == self.state.step:
+                atomic_write_json(self.ckpt / "state.json", dataclasses.asdict(self.state))
+        self.acc.wait_for_everyone()
+
+    def elapsed(self) -> float:
+        """Wall time of all sessions of the run so far."""
+        return self.state.elapsed_seconds + time.time() - self.session_start
+
+
+def _maybe_inject_fault(step: int) -> None:
+    """``STRUCTATTN_KILL_AT_STEP=N`` SIGKILLs this process right after update N (no cleanup, no flush), as an
+    out-of-memory kill or a pre-emption would."""
+    target = os.environ.get(FAULT_ENV)
+    if target and int(target) == step:
+        os.kill(os.getpid(), signal.SIGKILL)

@@ -1,0 +1,38 @@
+"""Pieces of the training engine that need no run: how batches are dealt to processes, the settings check."""
+from types import SimpleNamespace
+
+import pytest
+
+from structattn.errors import UserError
+from structattn.train.engine import Engine, settings_differences
+
+
+def _engine(processes: int, rank: int, grad_accum: int = 1) -> Engine:
+    engine = Engine.__new__(Engine)  # no Accelerator: only the process count and rank are read
+    engine.acc = SimpleNamespace(num_processes=processes, process_index=rank)
+    engine.grad_accum = grad_accum
+    return engine
+
+
+def test_each_process_takes_every_nth_batch_and_the_last_round_is_completed():
+    batches = [[0, 1], [2, 3], [4, 5], [6, 7], [8]]
+    assert _engine(1, 0).local_batches(batches) == batches
+    assert _engine(2, 0).local_batches(batches) == [[0, 1], [4, 5], [8]]
+    assert _engine(2, 1).local_batches(batches) == [[2, 3], [6, 7], [0, 1]]  # completed from the start
+    assert _engine(3, 2).local_batches(batches) == [[4, 5], [0, 1]]
+    assert [_engine(n, 0, a).steps_per_epoch(5) for n, a in ((1, 1), (2, 1), (3, 1), (1, 2), (2, 2))] == \
+        [5, 3, 2, 3, 2]
+
+
+def test_settings_differences_name_each_key_and_absent_ones():
+    assert settings_differences({"seed": 1, "lr": 0.1}, {"seed": 1, "lr": 0.1}) == []
+    assert settings_differences({"seed": 1, "old": True}, {"seed": 2, "new": (1, 2)}) == [
+        "new: '<absent>' -> [1, 2]", "old: True -> '<absent>'", "seed: 1 -> 2"]
+
+
+def test_a_folder_with_other_settings_is_refused_before_anything_runs(tmp_path):
+    engine = Engine(tmp_path / "run", seed=0, show_progress=False)
+    engine.begin({"seed": 0})
+    (tmp_path / "run" / "settings.json").write_text('{"seed": 1}')
+    with pytest.raises(UserError, match=r"holds a run with other settings \(seed: 1 -> 0\).*--output-dir"):
+        Engine(tmp_path / "run", seed=0, show_progress=False).begin({"seed": 0})
