@@ -420,6 +420,13 @@ class Engine:
                 atomic_write_json(self.ckpt / "state.json", dataclasses.asdict(self.state))
         self.acc.wait_for_everyone()
 
+    def worker_summary(self) -> dict:
+        """What a process other than the main one returns at the end (the main process writes the summary):
+        waits for the main process's final steps, then gives this process's step and best."""
+        self.acc.wait_for_everyone()
+        return {"process": self.acc.process_index, "steps": self.state.step, "best_step": self.state.best_step,
+                "best": self.state.best}
+
     def elapsed(self) -> float:
         """Wall time of all sessions of the run so far."""
         return self.state.elapsed_seconds + time.time() - self.session_start

@@ -291,9 +291,7 @@ def train_parser(config, *, show_progress: bool = True, stop_after_steps: int | 
     if not finished:
         return {"stopped_at_step": state.step}
     if not engine.is_main:
-        engine.acc.wait_for_everyone()
-        return {"process": engine.acc.process_index, "steps": state.step, "best_step": state.best_step,
-                "best": state.best}
+        return engine.worker_summary()
     summary = _finish(config, out, state, engine, command=command, data=data)
     engine.acc.wait_for_everyone()
     return summary

@@ -298,9 +298,7 @@ def train_translation(config: NMTConfig, *, show_progress: bool = True, stop_aft
     if not finished:
         return {"stopped_at_update": state.step}
     if not engine.is_main:
-        engine.acc.wait_for_everyone()
-        return {"process": engine.acc.process_index, "steps": state.step, "best_step": state.best_step,
-                "best": state.best}
+        return engine.worker_summary()
     summary = _finish(config, out, state, tokenizer, data, model)
     summary.update({"wall_seconds": round(engine.elapsed(), 1), "device": device_description(engine.device),
                     "torch_threads": torch.get_num_threads(), "processes": engine.num_processes,
