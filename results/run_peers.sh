@@ -21,12 +21,14 @@ PEERS=${PEERS:-/work/peers}
 PY=${PY:-$REPO/.venv/bin/python}            # our library (or: PY=/work/main/.venv/bin/python with PYTHONPATH=src)
 export PYTHONPATH=$REPO/src${PYTHONPATH:+:$PYTHONPATH}
 export OMP_NUM_THREADS=1 MKL_NUM_THREADS=1
-# SuPar saves its models with pickled objects; torch >= 2.6 refuses them by default (weights_only=True):
-# this torch switch restores the old default for the loads that do not say (our own files only)
-export TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD=1
 SUPAR=$PEERS/supar-venv/bin
 JOEY=$PEERS/joey-venv/bin
-RAW=${STRUCTATTN_DATA:-$REPO/../shared/data}/multi30k/raw
+# SuPar 1.1.4 pickles objects into its model files; torch >= 2.6 refuses them by default (weights_only=True).
+# torch's switch restores the old default, for SuPar's commands only (and only on files written here)
+SUPAR_PY="env TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD=1 $SUPAR/python"
+raw_dir() {  # the Multi30k raw folder where the library finds its data (STRUCTATTN_DATA or ../shared/data)
+  $PY -c "from structattn.tasks.multi30k import split_paths; print(split_paths('train')[0].parent)"
+}
 
 venvs() {
   mkdir -p "$PEERS" && echo "torch==2.13.0" > "$PEERS/constraints.txt"
@@ -46,7 +48,7 @@ supar() {  # supar [EPOCHS]: SuPar's own training command; an interrupted run re
   local epochs=${1:-12} run=$PEERS/supar-run/crf-char resume=""
   [ -f "$run/model" ] && resume=--checkpoint
   mkdir -p "$run"
-  /usr/bin/time -v "$SUPAR/python" -m supar.cmds.crf_con --mbr -d=-1 -t 1 -s 1 -c results/peers/supar_crf_con.ini \
+  /usr/bin/time -v $SUPAR_PY -m supar.cmds.crf_con --mbr -d=-1 -t 1 -s 1 -c results/peers/supar_crf_con.ini \
     -p "$run/model" train ${resume:--b} -f char --embed= --train "$PEERS/data/ptb.train.trees" --dev "$PEERS/data/ptb.dev.trees" \
     --test "$PEERS/data/ptb.test.trees" --epochs=$epochs --patience=100 >> "$run/train.out" 2>&1 || { echo "SuPar training failed: $run/train.out"; return 1; }
   supar_predict
@@ -54,7 +56,7 @@ supar() {  # supar [EPOCHS]: SuPar's own training command; an interrupted run re
 
 supar_predict() {
   local run=$PEERS/supar-run/crf-char
-  "$SUPAR/python" -m supar.cmds.crf_con --mbr -d=-1 -t 1 -p "$run/model" predict --data "$PEERS/data/ptb.test.trees" \
+  $SUPAR_PY -m supar.cmds.crf_con --mbr -d=-1 -t 1 -p "$run/model" predict --data "$PEERS/data/ptb.test.trees" \
     --pred "$run/test.pred" > "$run/predict.out" 2>&1 || { echo "SuPar prediction failed: $run/predict.out"; return 1; }
   cp "$run/test.pred" results/peers/supar.test.txt
   $PY -m structattn.cli score evalb "$PEERS/data/ptb.test.gold" results/peers/supar.test.txt | tee "$run/test.evalb"
@@ -80,6 +82,7 @@ joey_config() {  # joey_config OUT [sed expressions...]: the committed config wi
 }
 
 joeynmt_smoke() {
+  local RAW; RAW=$(raw_dir)
   joey_config "$PEERS/joey-smoke.yaml" -e 's#joey-run/multi30k#joey-run/smoke#' -e 's#^    updates: 4000#    updates: 100#' \
     -e 's#validation_freq: 500#validation_freq: 100#' -e 's#bpe/dev"#bpe/dev20"#'
   head -20 "$PEERS/data/multi30k/bpe/dev.en" > "$PEERS/data/multi30k/bpe/dev20.en"
