@@ -1,0 +1,141 @@
+#!/usr/bin/env bash
+# Peers on our data with their own code (issue 27, part 5; results/PEERS.md): SuPar's CRF constituency parser and
+# Joey NMT's Transformer. Everything the peers write (virtual environments, data files, models, logs) lives under
+# $PEERS (default /work/peers), outside the repository; only the scores, predictions and timings are committed.
+# One thread for every training and evaluation (OMP/MKL and the tools' own options).
+#
+#   bash results/run_peers.sh venvs            # the two virtual environments (python3.11, torch 2.13.0 CPU first)
+#   bash results/run_peers.sh data             # SuPar's tree files and Joey's BPE files, written by OUR readers
+#   bash results/run_peers.sh supar [EPOCHS]   # train (default 12 epochs: the CPU budget, as our BNA's), predict
+#                                              #   test, score; run again to resume an interrupted training
+#   bash results/run_peers.sh supar-speed      # test parse sentences/s, SuPar vs BNA, 1 thread, same session
+#                                              #   (trains a 1-epoch BNA model for it first if none is there)
+#   bash results/run_peers.sh joeynmt-smoke    # 100 updates of Joey and of ours (transformer, hybrid_gate) at once
+#   bash results/run_peers.sh joeynmt          # the full Joey run (4,000 updates; hours on 1 CPU thread),
+#                                              #   resumed from its latest checkpoint when run again
+#   bash results/run_peers.sh joeynmt-test     # Joey's test2016 hypotheses (beam 5) -> text -> our BLEU
+set -uo pipefail
+cd "$(dirname "$0")/.."
+REPO=$(pwd)
+PEERS=${PEERS:-/work/peers}
+PY=${PY:-$REPO/.venv/bin/python}            # our library (or: PY=/work/main/.venv/bin/python with PYTHONPATH=src)
+export PYTHONPATH=$REPO/src${PYTHONPATH:+:$PYTHONPATH}
+export OMP_NUM_THREADS=1 MKL_NUM_THREADS=1
+SUPAR=$PEERS/supar-venv/bin
+JOEY=$PEERS/joey-venv/bin
+# SuPar 1.1.4 pickles objects into its model files; torch >= 2.6 refuses them by default (weights_only=True).
+# torch's switch restores the old default, for SuPar's commands only (and only on files written here)
+SUPAR_PY="env TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD=1 $SUPAR/python"
+raw_dir() {  # the Multi30k raw folder where the library finds its data (STRUCTATTN_DATA or ../shared/data)
+  $PY -c "from structattn.tasks.multi30k import split_paths; print(split_paths('train')[0].parent)"
+}
+
+venvs() {
+  mkdir -p "$PEERS" && echo "torch==2.13.0" > "$PEERS/constraints.txt"
+  python3.11 -m venv "$PEERS/supar-venv" && "$SUPAR/pip" install torch==2.13.0 \
+    && "$SUPAR/pip" install -c "$PEERS/constraints.txt" supar==1.1.4
+  python3.11 -m venv "$PEERS/joey-venv" && "$JOEY/pip" install torch==2.13.0 \
+    && "$JOEY/pip" install -c "$PEERS/constraints.txt" joeynmt==2.3.0 importlib_metadata  # joeynmt imports it, does not declare it
+}
+
+data() {
+  $PY results/peers/prepare_peer_data.py ptb "$PEERS/data"
+  $PY results/peers/prepare_peer_data.py multi30k "$PEERS/data/multi30k"
+}
+
+supar() {  # supar [EPOCHS]: SuPar's own training command; an interrupted run resumes (--checkpoint) from its last
+  # checkpoint (SuPar writes one at every dev improvement; a finished run leaves only the best model, not resumable)
+  local epochs=${1:-12} run=$PEERS/supar-run/crf-char resume=""
+  [ -f "$run/model" ] && resume=--checkpoint
+  mkdir -p "$run"
+  /usr/bin/time -v $SUPAR_PY -m supar.cmds.crf_con --mbr -d=-1 -t 1 -s 1 -c results/peers/supar_crf_con.ini \
+    -p "$run/model" train ${resume:--b} -f char --embed= --train "$PEERS/data/ptb.train.trees" --dev "$PEERS/data/ptb.dev.trees" \
+    --test "$PEERS/data/ptb.test.trees" --epochs=$epochs --patience=100 >> "$run/train.out" 2>&1 || { echo "SuPar training failed: $run/train.out"; return 1; }
+  supar_predict
+}
+
+supar_predict() {
+  local run=$PEERS/supar-run/crf-char
+  $SUPAR_PY -m supar.cmds.crf_con --mbr -d=-1 -t 1 -p "$run/model" predict --data "$PEERS/data/ptb.test.trees" \
+    --pred "$run/test.pred" > "$run/predict.out" 2>&1 || { echo "SuPar prediction failed: $run/predict.out"; return 1; }
+  cp "$run/test.pred" results/peers/supar.test.txt
+  $PY -m structattn.cli score evalb "$PEERS/data/ptb.test.gold" results/peers/supar.test.txt | tee "$run/test.evalb"
+}
+
+bna_model() {  # a BNA parser for the speed comparison only: run_parsing_experiments.sh's none-bna-posnone-s1
+  # settings, 1 epoch (parse time does not depend on the weights: the CKY chart over all spans is always full)
+  mkdir -p "$PEERS/bna-run"
+  $PY -m structattn.cli train-parsing --d-model 128 --heads 4 --d-head 32 --d-ff 256 --label-hidden 128 --epochs 1 \
+    --patience 4 --no-progress --encoder none --variant bna --pos none --seed 1 \
+    --output-dir "$PEERS/bna-run/none-bna-posnone-s1-e1" > "$PEERS/bna-run/none-bna-posnone-s1-e1.log" 2>&1
+}
+
+supar_speed() {  # both parsers on the 518 test sentences, 1 thread, alternating, 3 rounds
+  [ -d "$PEERS/bna-run/none-bna-posnone-s1-e1/best" ] || bna_model
+  $PY results/peers/parse_speed.py --peers "$PEERS" --bna "$PEERS/bna-run/none-bna-posnone-s1-e1/best" --rounds 3 \
+    | tee "$PEERS/supar-run/speed.out"
+}
+
+joey_config() {  # joey_config OUT [sed expressions...]: the committed config with $PEERS filled in
+  local out=$1; shift
+  sed -e "s#\$PEERS#$PEERS#g" "$@" results/peers/joeynmt_multi30k.yaml > "$out"
+}
+
+joeynmt_smoke() {
+  local RAW; RAW=$(raw_dir)
+  joey_config "$PEERS/joey-smoke.yaml" -e 's#joey-run/multi30k#joey-run/smoke#' -e 's#^    updates: 4000#    updates: 100#' \
+    -e 's#validation_freq: 500#validation_freq: 100#' -e 's#bpe/dev"#bpe/dev20"#'
+  head -20 "$PEERS/data/multi30k/bpe/dev.en" > "$PEERS/data/multi30k/bpe/dev20.en"
+  head -20 "$PEERS/data/multi30k/bpe/dev.de" > "$PEERS/data/multi30k/bpe/dev20.de"
+  head -20 "$RAW/val.en" > "$PEERS/data/multi30k/dev20.en"; head -20 "$RAW/val.de" > "$PEERS/data/multi30k/dev20.de"
+  mkdir -p "$PEERS/joey-run" "$PEERS/ours-run"
+  rm -rf "$PEERS/joey-run/smoke" "$PEERS/ours-run/transformer" "$PEERS/ours-run/hybrid_gate"
+  "$JOEY/python" -m joeynmt train -t "$PEERS/joey-smoke.yaml" > "$PEERS/joey-run/smoke.out" 2>&1 &
+  local pids=$!
+  for v in transformer hybrid_gate; do  # ours: 100 updates, same data/BPE/batches; a 20-line dev set keeps decoding short
+    $PY -m structattn.cli train-translation --variant $v --seed 1 --train-source "$RAW/train.en" --train-target "$RAW/train.de" \
+      --dev-source "$PEERS/data/multi30k/dev20.en" --dev-target "$PEERS/data/multi30k/dev20.de" --max-updates 100 \
+      --warmup 2000 --learning-rate 5e-3 --eval-every 100 --patience 4 --average-last 1 --max-tokens 4096 --beam 1 \
+      --threads 1 --no-progress --output-dir "$PEERS/ours-run/$v" > "$PEERS/ours-run/$v.out" 2>&1 &
+    pids=$pids,$!
+  done
+  $PY results/peers/cpu_monitor.py "$PEERS/smoke-cpu.jsonl" ${pids//,/ } &
+  wait
+  $PY results/peers/nmt_throughput.py "$PEERS/joey-run/smoke/train.log" "$PEERS"/ours-run/{transformer,hybrid_gate} \
+    --cpu "$PEERS/smoke-cpu.jsonl" --pids "$pids" | tee "$PEERS/smoke-throughput.jsonl"
+}
+
+joeynmt() {  # the full run; a second call resumes from the latest checkpoint into joey-run/multi30k-resumeN
+  local dir=$PEERS/joey-run/multi30k cfg=$PEERS/joey-multi30k.yaml
+  if [ -e "$dir/latest.ckpt" ]; then
+    local n=1; while [ -d "$dir-resume$n" ]; do n=$((n + 1)); done
+    local last=$dir; [ $n -gt 1 ] && last=$dir-resume$((n - 1))
+    joey_config "$cfg" -e "s#joey-run/multi30k\"#joey-run/multi30k-resume$n\"#" \
+      -e "s#^training:#training:\n    load_model: \"$last/latest.ckpt\"#"
+    dir=$dir-resume$n
+  else
+    joey_config "$cfg"
+  fi
+  "$JOEY/python" -m joeynmt train -t "$cfg" > "$dir.out" 2>&1 || { echo "Joey NMT training failed: $dir.out"; return 1; }
+  echo "trained: $dir"
+}
+
+joeynmt_test() {  # joeynmt_test [MODEL_DIR]: test2016 with the best checkpoint, beam 5, alpha 1.0
+  local dir=${1:-$(ls -d "$PEERS"/joey-run/multi30k* | tail -1)}
+  "$JOEY/python" -m joeynmt test "$dir/config.yaml" --output-path "$dir/hyp" > "$dir/test.out" 2>&1 \
+    || { echo "Joey NMT test failed: $dir/test.out"; return 1; }
+  $PY results/peers/prepare_peer_data.py detok "$PEERS/data/multi30k" "$dir/hyp.test" results/peers/joeynmt.test2016.de
+  $PY -m structattn.cli score bleu --split test2016 --hypotheses results/peers/joeynmt.test2016.de
+}
+
+case "${1:-}" in
+  venvs) venvs ;;
+  data) data ;;
+  supar) shift; supar "$@" ;;
+  supar-predict) supar_predict ;;
+  supar-speed) supar_speed ;;
+  joeynmt-smoke) joeynmt_smoke ;;
+  joeynmt) joeynmt ;;
+  joeynmt-test) shift; joeynmt_test "$@" ;;
+  *) echo "usage: $0 venvs | data | supar [EPOCHS] | supar-predict | supar-speed | joeynmt-smoke | joeynmt | joeynmt-test [DIR]"; exit 2 ;;
+esac
