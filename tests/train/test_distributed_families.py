@@ -37,7 +37,7 @@ def _parser(data, out, nproc=2, kill_at=None, extra=()):
 
 
 def _translation(data, out, nproc=2, kill_at=None, extra=()):
-    cmd = ["-m", "structattn.cli", "train-nmt", "--size", "micro", "--variant", "hybrid_gate",
+    cmd = ["-m", "structattn.cli", "train-nmt", "--size", "micro", "--max-length", "64", "--variant", "hybrid_gate",
            "--train-source", str(data / "train.en"), "--train-target", str(data / "train.de"),
            "--dev-source", str(data / "dev.en"), "--dev-target", str(data / "dev.de"),
            "--test-source", str(data / "test.en"), "--test-target", str(data / "test.de"), "--vocab-size", "200",

@@ -38,7 +38,8 @@ def _config(corpus, out, **extra) -> NMTConfig:
                 train_target=str(corpus / "train.de"), dev_source=str(corpus / "dev.en"),
                 dev_target=str(corpus / "dev.de"), test_source=str(corpus / "test.en"),
                 test_target=str(corpus / "test.de"), vocab_size=200, max_tokens=256, warmup=4, max_updates=9,
-                eval_every=3, patience=10, average_last=2, beam=2, learning_rate=3e-3, threads=1)
+                eval_every=3, patience=10, average_last=2, beam=2, learning_rate=3e-3, threads=1,
+                max_length=64)  # micro's positions
     base.update(extra)
     return NMTConfig(**base)
 
@@ -90,6 +91,13 @@ def test_own_data_needs_all_four_files(corpus, tmp_path):
 def test_unknown_variant_lists_the_valid_ones(corpus, tmp_path):
     with pytest.raises(UserError, match="valid variants: transformer, local, hybrid_gate"):
         train_translation(_config(corpus, tmp_path / "y", variant="hybrid"), show_progress=False)
+
+
+def test_pairs_longer_than_the_sizes_positions_are_a_clear_error_before_anything_is_written(corpus, tmp_path):
+    # micro has 64 positions: the default --max-length 100 used to end in an IndexError on a long batch
+    with pytest.raises(UserError, match="--max-length 100: size 'micro' has 64 positions.*--max-length 64 or less"):
+        train_translation(_config(corpus, tmp_path / "run", size="micro", max_length=100), show_progress=False)
+    assert not (tmp_path / "run").exists()
 
 
 # ---------------------------------------------------------------------------------------------- no pickle

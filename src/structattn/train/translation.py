@@ -222,6 +222,18 @@ def _average_weights(paths: list[Path]) -> dict[str, torch.Tensor]:
 # ---------------------------------------------------------------------------------------------- the run
 
 
+def check_max_length(config: NMTConfig) -> None:
+    """A clear error when training pairs as long as ``max_length`` would not fit the size's position table (the
+    model would fail with an IndexError on the first long batch)."""
+    from ..models.translation import SIZES
+
+    size = SIZES.get(config.size)  # an unknown size is refused, with the valid ones, when the model is built
+    if size is not None and config.max_length > size.max_positions:
+        raise UserError(f"--max-length {config.max_length}: size {config.size!r} has {size.max_positions} positions, "
+                        f"so pairs up to {config.max_length} sub-words would not fit; pass --max-length "
+                        f"{size.max_positions} or less, or a larger --size")
+
+
 def train_translation(config: NMTConfig, *, show_progress: bool = True, stop_after_updates: int | None = None,
                       command: list[str] | None = None) -> dict:
     """Train, select and test one translation run in ``config.output_dir``; return the summary dict (on the main
@@ -236,6 +248,7 @@ def train_translation(config: NMTConfig, *, show_progress: bool = True, stop_aft
     from ..tasks.bleu import corpus_bleu
     from .legacy import upgrade_translation_checkpoint
 
+    check_max_length(config)
     engine = Engine(config.output_dir, seed=config.seed, precision=config.precision, clip_norm=config.clip_norm,
                     checkpoint_every=config.checkpoint_every, show_progress=show_progress, name=config.variant)
     if config.threads:
