@@ -106,11 +106,10 @@ def load_sgnet_and_tokenizer(cfg, head: str, num_labels: int, model_path: str | 
     the same head loaded whole must have the configuration's ``sgnet`` aggregation. ``head`` is a
     task kind (``classification``, ``regression``, ``tagging``) or ``span_qa`` / ``multiple_choice``.
     """
-    from ..settings import default_encoder
-    from ..models.sgnet import SGNetConfig, SGNetModel
-    from .model_loading import load_tokenizer, mechanism_overrides
-
     from ..errors import UserError
+    from ..models.sgnet import SGNetConfig, SGNetModel
+    from ..settings import default_encoder
+    from .model_loading import load_tokenizer, mechanism_overrides
 
     name = model_path or cfg.model or default_encoder()
     sg = SGNetConfig(aggregation=cfg.sgnet, alpha=cfg.sgnet_alpha, init=cfg.sgnet_init,
