@@ -343,23 +343,18 @@ class Engine:
                     return False
                 _maybe_inject_fault(state.step)
                 end_of_epoch = k == len(groups)
+                if end_of_epoch:  # counted before an evaluation, so its entry and checkpoint name the next epoch
+                    self._end_epoch()
                 if state.step % eval_every == 0 or state.step >= total:
-                    if end_of_epoch:
-                        self._end_epoch()
                     stop = self._evaluate(evaluate, main_metric, patience, end_of_epoch, on_best, on_evaluated)
                     state.finished = stop or state.step >= total
                     if self.checkpoints:
                         self.save_checkpoint()
                     train_mode()
-                    if state.finished or end_of_epoch:
-                        break
-                else:
-                    if end_of_epoch:
-                        self._end_epoch()
-                    if self._checkpoint_due():
-                        self.save_checkpoint()
-                    if end_of_epoch:
-                        break
+                elif self._checkpoint_due():
+                    self.save_checkpoint()
+                if state.finished or end_of_epoch:
+                    break
             else:  # no batch left: resumed after the epoch's last update (a checkpoint of earlier versions)
                 if not groups:
                     raise UserError("an epoch without batches: there is no training data")
