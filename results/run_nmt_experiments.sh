@@ -15,7 +15,7 @@ set -uo pipefail
 cd "$(dirname "$0")/.."
 export OMP_NUM_THREADS=1 MKL_NUM_THREADS=1
 BIN=${BIN:-.venv/bin}
-NMT="--max-updates 4000 --warmup 2000 --learning-rate 5e-3 --eval-every 500 --patience 4 --average-last 5
+NMT="--preset full --max-updates 4000 --warmup 2000 --learning-rate 5e-3 --eval-every 500 --patience 4 --average-last 5
      --max-tokens 4096 --beam 5 --length-penalty 1.0 --threads 1 --no-progress"
 
 run() {  # run NAME FLAGS...

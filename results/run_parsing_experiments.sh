@@ -14,7 +14,7 @@ set -uo pipefail
 cd "$(dirname "$0")/.."
 export OMP_NUM_THREADS=1 MKL_NUM_THREADS=1
 BIN=.venv/bin
-COMMON="--d-model 128 --heads 4 --d-head 32 --d-ff 256 --label-hidden 128 --epochs 12 --patience 4 --no-progress"
+COMMON="--preset full --d-model 128 --heads 4 --d-head 32 --d-ff 256 --label-hidden 128 --epochs 12 --patience 4 --no-progress"
 PLM="--fine-tune-encoder false"
 NONE="--encoder none"
 

@@ -14,6 +14,8 @@
 #   bash results/run_peers.sh joeynmt          # the full Joey run (4,000 updates; hours on 1 CPU thread),
 #                                              #   resumed from its latest checkpoint when run again
 #   bash results/run_peers.sh joeynmt-test     # Joey's test2016 hypotheses (beam 5) -> text -> our BLEU
+#   bash results/run_peers.sh joeynmt-laptop   # Joey cut as our --preset laptop (800 updates, all warm-up), then
+#                                              #   its test2016 BLEU (results/peers/joeynmt-laptop.test2016.de)
 set -uo pipefail
 cd "$(dirname "$0")/.."
 REPO=$(pwd)
@@ -65,7 +67,7 @@ supar_predict() {
 bna_model() {  # a BNA parser for the speed comparison only: run_parsing_experiments.sh's none-bna-posnone-s1
   # settings, 1 epoch (parse time does not depend on the weights: the CKY chart over all spans is always full)
   mkdir -p "$PEERS/bna-run"
-  $PY -m structattn.cli train-parsing --d-model 128 --heads 4 --d-head 32 --d-ff 256 --label-hidden 128 --epochs 1 \
+  $PY -m structattn.cli train-parsing --preset full --d-model 128 --heads 4 --d-head 32 --d-ff 256 --label-hidden 128 --epochs 1 \
     --patience 4 --no-progress --encoder none --variant bna --pos none --seed 1 \
     --output-dir "$PEERS/bna-run/none-bna-posnone-s1-e1" > "$PEERS/bna-run/none-bna-posnone-s1-e1.log" 2>&1
 }
@@ -93,7 +95,7 @@ joeynmt_smoke() {
   "$JOEY/python" -m joeynmt train -t "$PEERS/joey-smoke.yaml" > "$PEERS/joey-run/smoke.out" 2>&1 &
   local pids=$!
   for v in transformer hybrid_gate; do  # ours: 100 updates, same data/BPE/batches; a 20-line dev set keeps decoding short
-    $PY -m structattn.cli train-translation --variant $v --seed 1 --train-source "$RAW/train.en" --train-target "$RAW/train.de" \
+    $PY -m structattn.cli train-translation --preset full --variant $v --seed 1 --train-source "$RAW/train.en" --train-target "$RAW/train.de" \
       --dev-source "$PEERS/data/multi30k/dev20.en" --dev-target "$PEERS/data/multi30k/dev20.de" --max-updates 100 \
       --warmup 2000 --learning-rate 5e-3 --eval-every 100 --patience 4 --average-last 1 --max-tokens 4096 --beam 1 \
       --threads 1 --no-progress --output-dir "$PEERS/ours-run/$v" > "$PEERS/ours-run/$v.out" 2>&1 &
@@ -120,12 +122,21 @@ joeynmt() {  # the full run; a second call resumes from the latest checkpoint in
   echo "trained: $dir"
 }
 
-joeynmt_test() {  # joeynmt_test [MODEL_DIR]: test2016 with the best checkpoint, beam 5, alpha 1.0
-  local dir=${1:-$(ls -d "$PEERS"/joey-run/multi30k* | tail -1)}
+joeynmt_laptop() {  # the recipe cut as our `train-translation --preset laptop`: 800 updates, all warm-up, dev every 200
+  local dir=$PEERS/joey-run/laptop cfg=$PEERS/joey-laptop.yaml
+  rm -rf "$dir"
+  joey_config "$cfg" -e 's#joey-run/multi30k"#joey-run/laptop"#' -e 's#^    updates: 4000#    updates: 800#' \
+    -e 's#learning_rate_warmup: 2000#learning_rate_warmup: 800#' -e 's#validation_freq: 500#validation_freq: 200#'
+  "$JOEY/python" -m joeynmt train -t "$cfg" > "$dir.out" 2>&1 || { echo "Joey NMT training failed: $dir.out"; return 1; }
+  joeynmt_test "$dir" joeynmt-laptop
+}
+
+joeynmt_test() {  # joeynmt_test [MODEL_DIR [NAME]]: test2016 with the best checkpoint, beam 5, alpha 1.0
+  local dir=${1:-$(ls -d "$PEERS"/joey-run/multi30k* | tail -1)} name=${2:-joeynmt}
   "$JOEY/python" -m joeynmt test "$dir/config.yaml" --output-path "$dir/hyp" > "$dir/test.out" 2>&1 \
     || { echo "Joey NMT test failed: $dir/test.out"; return 1; }
-  $PY results/peers/prepare_peer_data.py detok "$PEERS/data/multi30k" "$dir/hyp.test" results/peers/joeynmt.test2016.de
-  $PY -m structattn.cli score bleu --split test2016 --hypotheses results/peers/joeynmt.test2016.de
+  $PY results/peers/prepare_peer_data.py detok "$PEERS/data/multi30k" "$dir/hyp.test" results/peers/$name.test2016.de
+  $PY -m structattn.cli score bleu --split test2016 --hypotheses results/peers/$name.test2016.de
 }
 
 case "${1:-}" in
@@ -137,5 +148,6 @@ case "${1:-}" in
   joeynmt-smoke) joeynmt_smoke ;;
   joeynmt) joeynmt ;;
   joeynmt-test) shift; joeynmt_test "$@" ;;
-  *) echo "usage: $0 venvs | data | supar [EPOCHS] | supar-predict | supar-speed | joeynmt-smoke | joeynmt | joeynmt-test [DIR]"; exit 2 ;;
+  joeynmt-laptop) joeynmt_laptop ;;
+  *) echo "usage: $0 venvs | data | supar [EPOCHS] | supar-predict | supar-speed | joeynmt-smoke | joeynmt | joeynmt-test [DIR [NAME]] | joeynmt-laptop"; exit 2 ;;
 esac

@@ -108,14 +108,29 @@ def read_json(path: str | Path, what: str = "JSON file", missing: str = "") -> A
 # ---------------------------------------------------------------------------------------------- command line
 
 
-def add_dataclass_arguments(parser: argparse.ArgumentParser, cls) -> None:
+def add_dataclass_arguments(parser: argparse.ArgumentParser, cls, presets: dict[str, dict] | None = None) -> None:
     """``--config FILE`` plus one ``--<field>`` flag per field of the :class:`JsonConfig` dataclass ``cls``
-    (all default to None = not given; values are converted by :meth:`JsonConfig.from_dict`)."""
+    (all default to None = not given; values are converted by :meth:`JsonConfig.from_dict`).
+
+    ``presets`` (name -> field values; the first name is the command line's default) adds ``--preset NAME``: a
+    named set of values applied over the dataclass's defaults, under ``--config`` and the flags. Each flag's help
+    gives the default preset's value."""
+    if presets:
+        names = list(presets)
+        defaults = dataclasses.asdict(cls())
+        keys = list(dict.fromkeys(k for values in presets.values() for k in values))  # what any preset sets
+        described = "; ".join(f"{name}: " + ", ".join(f"{k}={values.get(k, defaults[k])!r}" for k in keys)
+                              for name, values in presets.items())
+        parser.add_argument("--preset", choices=names, default=names[0],
+                            help=f"named settings under --config and the flags (default {names[0]}): {described}")
     parser.add_argument("--config", help="JSON file with the configuration's keys; flags override it")
     hints = get_type_hints(cls)
+    preset = next(iter(presets.values())) if presets else {}
     for f in dataclasses.fields(cls):
         flag = "--" + f.name.replace("_", "-")
-        if f.default is not dataclasses.MISSING:
+        if f.name in preset:
+            default = preset[f.name]
+        elif f.default is not dataclasses.MISSING:
             default = f.default
         elif f.default_factory is not dataclasses.MISSING:  # type: ignore[misc]
             default = f.default_factory()  # type: ignore[misc]
@@ -142,8 +157,16 @@ def given_dataclass_flags(args: argparse.Namespace, cls) -> dict[str, Any]:
     return out
 
 
-def dataclass_from_args(args: argparse.Namespace, cls):
-    """A ``cls`` from ``--config`` (if given) with every flag that was given applied on top."""
-    base = cls.load(args.config) if getattr(args, "config", None) else cls()
-    data = dataclasses.asdict(base) | given_dataclass_flags(args, cls)
+def dataclass_from_args(args: argparse.Namespace, cls, presets: dict[str, dict] | None = None):
+    """A ``cls`` from the defaults, then ``--preset``'s values (when ``presets`` is given), then ``--config``'s
+    keys (if given), then every flag that was given."""
+    data = dataclasses.asdict(cls())
+    if presets:
+        data |= dataclasses.asdict(cls.from_dict(presets[getattr(args, "preset", None) or next(iter(presets))],
+                                                 source="preset"))
+    if getattr(args, "config", None):
+        file_config = cls.load(args.config)  # checks the file's keys and types
+        file_keys = read_json(args.config).keys()
+        data |= {k: v for k, v in dataclasses.asdict(file_config).items() if k in file_keys}
+    data |= given_dataclass_flags(args, cls)
     return cls.from_dict(data, source="command line")

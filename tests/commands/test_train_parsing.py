@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from structattn.models.parser import ParserConfig
+from structattn.models.parser import PARSER_PRESETS, ParserConfig
 from structattn.commands import train_parsing as command
 from structattn.errors import UserError
 
@@ -31,8 +31,35 @@ def test_every_field_is_a_flag(capsys):
         assert "--" + f.name.replace("_", "-") in out, f.name
 
 
-def test_no_flags_give_the_defaults():
-    assert command.parser_config_from_args(parse()) == ParserConfig()
+def test_no_flags_give_the_laptop_preset_and_full_gives_the_class_defaults():
+    laptop = command.parser_config_from_args(parse())
+    assert laptop == ParserConfig(**PARSER_PRESETS["laptop"])
+    # the laptop preset is the shipped bna-minilm's configuration (results/make_models.sh)
+    assert (laptop.fine_tune_encoder, laptop.d_model, laptop.heads, laptop.d_ff, laptop.label_hidden, laptop.pos,
+            laptop.epochs, laptop.patience) == (False, 128, 4, 256, 128, "spacy", 12, 4)
+    assert command.parser_config_from_args(parse("--preset", "full")) == ParserConfig()
+
+
+def test_config_file_and_flags_override_the_preset(tmp_path):
+    path = tmp_path / "c.json"
+    path.write_text(json.dumps({"d_model": 64, "epochs": 3}))
+    cfg = command.parser_config_from_args(parse("--config", str(path), "--epochs", "2"))
+    assert (cfg.d_model, cfg.epochs, cfg.heads, cfg.pos) == (64, 2, 4, "spacy")  # heads and pos from the preset
+    cfg = command.parser_config_from_args(parse("--preset", "full", "--config", str(path)))
+    assert (cfg.d_model, cfg.epochs, cfg.heads, cfg.pos) == (64, 3, 8, "none")
+
+
+def test_help_gives_the_presets_values(capsys):
+    with pytest.raises(SystemExit):
+        parse("--help")
+    out = " ".join(capsys.readouterr().out.split())
+    assert "--preset {laptop,full}" in out and "int (default 128)" in out  # --d-model under the laptop preset
+
+
+def test_unknown_preset_is_refused(capsys):
+    with pytest.raises(SystemExit) as exc:
+        parse("--preset", "paper")
+    assert exc.value.code == 2 and "invalid choice: 'paper'" in capsys.readouterr().err
 
 
 def test_flags_are_typed_and_lists_comma_separated():
@@ -76,7 +103,7 @@ def test_run_trains_and_prints_the_summary(tmp_path, monkeypatch, capsys):
     out = tmp_path / "run"
     args = parse("--encoder", "none", "--d-model", "16", "--heads", "2", "--d-head", "8", "--d-ff", "32",
                  "--num-layers", "2", "--label-hidden", "16", "--char-dim", "8", "--word-dim", "16",
-                 "--epochs", "1", "--batch-size", "4", "--max-train-trees", "8", "--max-eval-trees", "4",
+                 "--epochs", "1", "--batch-size", "4", "--max-train-trees", "8", "--max-eval-trees", "4", "--pos", "none",
                  "--output-dir", str(out), "--no-progress")
     args.argv = ["train-parser", "--output-dir", str(out)]
     assert command.run(args) == 0
@@ -89,7 +116,7 @@ def test_run_trains_and_prints_the_summary(tmp_path, monkeypatch, capsys):
 
 TINY_FLAGS = ["--encoder", "none", "--d-model", "16", "--heads", "2", "--d-head", "8", "--d-ff", "32",
               "--num-layers", "2", "--label-hidden", "16", "--char-dim", "8", "--word-dim", "16", "--epochs", "1",
-              "--batch-size", "2", "--no-progress"]
+              "--batch-size", "2", "--pos", "none", "--no-progress"]
 
 
 def test_own_train_and_dev_files(tmp_path, monkeypatch, capsys):

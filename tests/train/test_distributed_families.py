@@ -32,7 +32,7 @@ def _parser(data, out, nproc=2, kill_at=None, extra=()):
            "--encoder", "none", "--variant", "bna", "--num-layers", "2", "--d-model", "16", "--heads", "2",
            "--d-head", "8", "--d-ff", "32", "--label-hidden", "16", "--char-dim", "8", "--word-dim", "16",
            "--ngram", "2", "--seed", "3", "--batch-size", "4", "--learning-rate", "1e-2", "--warmup-steps", "2",
-           "--patience", "0", "--no-progress", "--output-dir", str(out), *extra]
+           "--patience", "0", "--pos", "none", "--no-progress", "--output-dir", str(out), *extra]
     return _run(cmd, out, nproc, kill_at)
 
 

@@ -19,16 +19,16 @@ from ..config_io import add_dataclass_arguments, dataclass_from_args
 
 def add_parser_config_arguments(parser: argparse.ArgumentParser) -> None:
     """``--config FILE`` plus one ``--<field>`` flag per ParserConfig field (all default to None = not given)."""
-    from ..models.parser import ParserConfig
+    from ..models.parser import PARSER_PRESETS, ParserConfig
 
-    add_dataclass_arguments(parser, ParserConfig)
+    add_dataclass_arguments(parser, ParserConfig, PARSER_PRESETS)
 
 
 def parser_config_from_args(args: argparse.Namespace):
     """A ParserConfig from ``--config`` (if given) with every flag that was given applied on top."""
-    from ..models.parser import ParserConfig
+    from ..models.parser import PARSER_PRESETS, ParserConfig
 
-    return dataclass_from_args(args, ParserConfig)
+    return dataclass_from_args(args, ParserConfig, PARSER_PRESETS)
 
 
 def add_parser(sub) -> None:

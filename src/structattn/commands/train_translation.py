@@ -10,7 +10,7 @@ from __future__ import annotations
 def add_parser(sub) -> None:
     from ..config_io import add_dataclass_arguments
     from ..models.translation import VARIANTS
-    from ..train.translation import NMTConfig
+    from ..train.translation import NMT_PRESETS, NMTConfig
 
     p = sub.add_parser("train-translation", aliases=["train-nmt"],
                        help="train a translation model with structure-aware encoder attention",
@@ -18,16 +18,16 @@ def add_parser(sub) -> None:
                                    "the best dev-BLEU model, pick the final model (best or checkpoint average), "
                                    "translate the test sets into OUTPUT_DIR/hypotheses and write summary.json. "
                                    "Rerunning in the same --output-dir resumes.")
-    add_dataclass_arguments(p, NMTConfig)
+    add_dataclass_arguments(p, NMTConfig, NMT_PRESETS)
     p.add_argument("--no-progress", action="store_true", help="no progress bar (one line per evaluation stays)")
     p.set_defaults(func=run)
 
 
 def run(args) -> int:
     from ..config_io import dataclass_from_args
-    from ..train.translation import NMTConfig, train_translation
+    from ..train.translation import NMT_PRESETS, NMTConfig, train_translation
 
-    config = dataclass_from_args(args, NMTConfig)
+    config = dataclass_from_args(args, NMTConfig, NMT_PRESETS)
     from .train_parsing import print_summary
 
     print_summary(train_translation(config, show_progress=not args.no_progress, command=getattr(args, "argv", None)))

@@ -1,0 +1,43 @@
+#!/usr/bin/env bash
+# The README's training commands with the laptop presets (issue 27), timed end to end (data preparation, spaCy
+# tagging, training, evaluation, test parse / translation): results/laptop_defaults.jsonl and results/laptop/.
+#   THREADS=2 bash results/run_laptop_defaults.sh [parsing|translation|all]
+# Each run starts in a fresh folder under runs/laptop/ (an earlier one is removed: a resumed run would not time
+# the whole command). The load average before and after is recorded: on a shared machine the time is an upper
+# bound for an idle one.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+THREADS=${THREADS:-2}
+export OMP_NUM_THREADS=$THREADS MKL_NUM_THREADS=$THREADS
+BIN=${BIN:-.venv/bin}
+mkdir -p runs/laptop results/laptop
+
+timed() {  # timed NAME OUTPUT_FILE COMMAND...: run the README command in a fresh folder, then record it
+  local name=$1 output=$2; shift 2
+  rm -rf "runs/laptop/$name"
+  local load_before start end
+  load_before=$(cut -d' ' -f1-3 /proc/loadavg)
+  start=$(date +%s.%N)
+  echo "== $name: $*"
+  "$@" > "runs/laptop/$name.log" 2>&1 || { echo "FAILED $name (see runs/laptop/$name.log)"; return 1; }
+  end=$(date +%s.%N)
+  $BIN/python results/record_laptop_run.py "$name" "runs/laptop/$name" "$output" \
+    --seconds "$(echo "$end - $start" | bc)" --threads "$THREADS" --load-before "$load_before" \
+    --load-after "$(cut -d' ' -f1-3 /proc/loadavg)" --command "$*"
+}
+
+parsing() {
+  timed bna test.trees $BIN/structattn train-parsing --variant bna --output-dir runs/laptop/bna
+}
+
+translation() {
+  timed hg hypotheses/test2016.de $BIN/structattn train-translation --variant hybrid_gate --seed 1 \
+    --output-dir runs/laptop/hg
+}
+
+case "${1:-all}" in
+  parsing) parsing ;;
+  translation) translation ;;
+  all) parsing; translation ;;
+  *) echo "usage: $0 parsing | translation | all"; exit 2 ;;
+esac
