@@ -27,8 +27,8 @@ test: $(STAMP)
 	$(BIN)/python -m pytest tests
 
 # The trained models that load by name (src/structattn/trained/, `structattn models`): train and ship them again
-# (results/make_models.sh; a finished run in runs/ is only shipped again). The parsers are committed; the
-# translation model is not shipped yet (models-nmt: about 1.5-2.5 h on one CPU thread).
+# (results/make_models.sh; a finished run in runs/ is only shipped again). All three are committed; `models`
+# rebuilds the parsers (about half an hour each on one CPU thread), `models-nmt` the translator (about 2 hours).
 models: models-parsers
 
 models-parsers: $(STAMP)

@@ -2,7 +2,7 @@
 # Build the trained models that load by name (issue 27; structattn.models.trained) into src/structattn/trained/:
 # train each with the settings of its results file, then results/ship_model.py saves it into the package, parses /
 # translates its test set with the shipped weights and writes its card. `make models` runs `parsers` (the parsers
-# are committed: rerunning rebuilds them); `make models-nmt` runs `nmt` (not shipped yet: about 1.5-2.5 h on one
+# are committed: rerunning rebuilds them); `make models-nmt` runs `nmt` (committed too: about 2 h on one
 # CPU thread). A finished run in runs/ is not trained again (train-parsing / train-translation resume), only shipped.
 #   bash results/make_models.sh parsers | nmt | all
 set -euo pipefail

@@ -158,7 +158,7 @@ def ship_translator(run_dir: Path, entry: TrainedModel) -> dict:
 
     translator = Translator.load(entry.name)  # by name, as users load it
     SHIPPED.mkdir(exist_ok=True)
-    tests, same = {}, {}
+    tests, same, same_row = {}, {}, {}
     for split in summary["tests"]:
         data = read_split(split)
         hyps = translator.translate(data.sources, beam=cfg["beam"], length_penalty=cfg["length_penalty"],
@@ -170,6 +170,8 @@ def ship_translator(run_dir: Path, entry: TrainedModel) -> dict:
                         "score_command": f"structattn score bleu --split {split} --hypotheses {_rel(out)}"}
         run_hyps = run_dir / "hypotheses" / f"{split}.de"
         same[split] = run_hyps.is_file() and run_hyps.read_text(encoding="utf-8") == out.read_text(encoding="utf-8")
+        row = RESULTS / "nmt" / f"{run_dir.name}.{split}.de"  # the run's row of NMT.md, when it is one
+        same_row[split] = row.is_file() and row.read_text(encoding="utf-8") == out.read_text(encoding="utf-8")
     first = "test2016" if "test2016" in tests else next(iter(tests))
     kept = re.search(r"kept ([\d,]+) pairs", summary.get("filter") or "")
     kept = kept.group(1) if kept else "?"
@@ -183,7 +185,9 @@ def ship_translator(run_dir: Path, entry: TrainedModel) -> dict:
         "commit": _commit(run_dir, summary),
         "test": {"set": first, "metric": "BLEU", "score": tests[first]["bleu"],
                  "predictions": tests[first]["predictions"], "score_command": tests[first]["score_command"],
-                 "equals_run_predictions": same[first], "signature": "sacreBLEU 13a, detokenised, case-sensitive"},
+                 "equals_run_predictions": same[first], "signature": "sacreBLEU 13a, detokenised, case-sensitive",
+                 "equals_results_row": (_rel(RESULTS / "nmt" / f"{run_dir.name}.<split>.de")
+                                        if same_row and all(same_row.values()) else None)},
         "tests": tests, "equals_run_predictions": same,
         "decoding": {"beam": cfg["beam"], "length_penalty": cfg["length_penalty"], "max_tokens": MAX_TOKENS},
         "final_model": summary.get("final_model"),
@@ -210,8 +214,10 @@ def card_markdown(card: dict) -> str:
              f"equal to the training run's own predictions: {'yes' if test['equals_run_predictions'] else 'no'})",
              ]
     if test.get("equals_results_row"):
-        lines.append(f"- the same trees, byte for byte, as the committed row `{test['equals_results_row']}` "
-                     "(results/PARSING.md): this run reproduced it")
+        what, table = (("trees", "PARSING.md") if card["kind"] == "parser"
+                       else ("translations of every test set", "NMT.md"))
+        lines.append(f"- the same {what}, byte for byte, as the committed row `{test['equals_results_row']}` "
+                     f"(results/{table}): this run reproduced it")
     if card["kind"] == "parser":
         lines.append(f"- recall / precision / complete match: {test['recall']} / {test['precision']} / "
                      f"{test['complete_match']}; dev F1 {card['dev']['f1']} (best epoch {card['dev']['best_epoch']})")
@@ -222,8 +228,9 @@ def card_markdown(card: dict) -> str:
             lines.append(f"  (pip package {ref['package']} {ref['version']}, weights SHA-256 {ref['sha256']})")
         lines.append(f"- parameters: {card['parameters']:,} ({card['trainable_parameters']:,} trained)")
     else:
+        decoding = card["decoding"]
         lines.append("- all test sets: " + ", ".join(f"{s} {t['bleu']}" for s, t in card["tests"].items())
-                     + f"; decoding beam {card['decoding']['beam']}, length penalty {card['decoding']['length_penalty']}")
+                     + f"; decoding beam {decoding['beam']}, length penalty {decoding['length_penalty']}")
     lines += [f"- weights: {card['precision']}; size {card['size_bytes'] / 1e6:.2f} MB (this folder)",
               f"- time to train: {card['train']['wall_seconds']} s on {card['train']['device']}"
               + (f", {card['train']['torch_threads']} thread(s)" if card["train"].get("torch_threads") else ""),
