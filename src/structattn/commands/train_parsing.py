@@ -1,8 +1,10 @@
 """``structattn train-parsing``: train one BNA chart parser configuration (flags or --config JSON).
 
 Every :class:`~structattn.models.parser.ParserConfig` field is a flag (``--d-model 256``, ``--layers bimsa,nsa``,
-``--fine-tune-encoder false``); ``--config FILE.json`` is read first and the flags given override it. Rerunning
-with the same settings in the same ``--output-dir`` resumes; the summary JSON is printed at the end.
+``--fine-tune-encoder false``) over ``--preset laptop`` (the default: the shipped bna-minilm's CPU settings) or
+``--preset full`` (ParserConfig's own, larger defaults); ``--config FILE.json`` is read next and the flags given
+override it. Rerunning with the same settings in the same ``--output-dir`` resumes; the summary JSON is printed at
+the end.
 
 Data: the fixed split of the NLTK WSJ sample, or ``--train FILE --dev FILE [--test FILE]``: any bracketed
 treebank (one tree per line, or the PTB's multi-line layout), read and cleaned by the rules of
@@ -18,14 +20,15 @@ from ..config_io import add_dataclass_arguments, dataclass_from_args
 
 
 def add_parser_config_arguments(parser: argparse.ArgumentParser) -> None:
-    """``--config FILE`` plus one ``--<field>`` flag per ParserConfig field (all default to None = not given)."""
+    """``--preset laptop|full``, ``--config FILE`` and one ``--<field>`` flag per ParserConfig field (all default to
+    None = not given)."""
     from ..models.parser import PARSER_PRESETS, ParserConfig
 
     add_dataclass_arguments(parser, ParserConfig, PARSER_PRESETS)
 
 
 def parser_config_from_args(args: argparse.Namespace):
-    """A ParserConfig from ``--config`` (if given) with every flag that was given applied on top."""
+    """A ParserConfig: ``--preset``'s values (default laptop), then ``--config`` (if given), then every flag given."""
     from ..models.parser import PARSER_PRESETS, ParserConfig
 
     return dataclass_from_args(args, ParserConfig, PARSER_PRESETS)

@@ -104,10 +104,11 @@ class ParserConfig(JsonConfig):
         return dataclasses.asdict(self)
 
 
-#: ``structattn train-parsing --preset NAME``; the command line's default is "laptop": results/run_parsing_
-#: experiments.sh's CPU configuration with spaCy POS tags, the settings of the shipped ``bna-minilm`` (frozen
-#: MiniLM, d 128, 12 epochs at most). "full" is this class's own defaults, the larger and longer setting closer to
-#: the paper (fine-tuned encoder, d 256, 8 heads, 30 epochs; an hour or more on a 2-core CPU).
+#: ``structattn train-parsing --preset NAME``; the command line's default is "laptop": the CPU configuration of
+#: results/run_parsing_experiments.sh with spaCy POS tags, the settings of the shipped ``bna-minilm`` (frozen
+#: MiniLM, d 128, 12 epochs at most; about 4 minutes on 2 threads). "full" is this class's own defaults, the larger
+#: and longer setting closer to the paper (fine-tuned encoder, d 256, 8 heads, 30 epochs; an hour or more on a
+#: 2-core CPU).
 PARSER_PRESETS: dict[str, dict[str, Any]] = {
     "laptop": {"fine_tune_encoder": False, "d_model": 128, "heads": 4, "d_ff": 256, "pos": "spacy",
                "label_hidden": 128, "epochs": 12, "patience": 4},
