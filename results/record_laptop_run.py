@@ -25,7 +25,7 @@ from structattn.tasks.multi30k import read_split  # noqa: E402
 from structattn.tasks.ptb import split_files  # noqa: E402
 
 
-def score(target: Path) -> tuple[str, float]:
+def score_test_output(target: Path) -> tuple[str, float]:
     """(metric, value) of a committed test parse (``.trees``) or test2016 translation file."""
     if target.suffix == ".trees":
         return "test F1 (EVALB)", evalb_files(split_files("test"), target).to_dict()["f1"]
@@ -49,7 +49,7 @@ def main() -> None:
     target = RESULTS / "laptop" / f"{args.name}.{source.name}"
     target.parent.mkdir(exist_ok=True)
     shutil.copyfile(source, target)
-    metric, value = score(target)
+    metric, value = score_test_output(target)
     line = {"name": args.name, "command": args.command, "wall_seconds": round(args.seconds, 1),
             "wall_minutes": round(args.seconds / 60, 1), "metric": metric, "score": round(value, 2),
             "output": str(target.relative_to(RESULTS.parent)),

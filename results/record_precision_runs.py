@@ -25,11 +25,7 @@ from pathlib import Path
 RESULTS = Path(__file__).resolve().parent
 sys.path.insert(0, str(RESULTS.parent / "benchmarks"))
 from machine import cpu_flags, cpu_name  # noqa: E402
-
-from structattn.tasks.evalb import evalb_files  # noqa: E402
-from structattn.tasks.multi30k import read_split  # noqa: E402
-from structattn.tasks.ptb import split_files  # noqa: E402
-from structattn.tasks.bleu import corpus_bleu  # noqa: E402
+from record_laptop_run import score_test_output  # noqa: E402
 
 WORKLOADS = {  # name: (family, what, metric)
     "sentence": ("sentence (train)", "MiniLM, SST-2: 4,000 training sentences, 2 epochs", "dev accuracy (%)"),
@@ -43,23 +39,17 @@ WORKLOADS = {  # name: (family, what, metric)
 PRECISIONS = ("fp32", "bf16")
 
 
-def _score(workload: str, run: Path, precision: str) -> float:
+def _score(workload: str, run: Path, precision: str, state: dict) -> float:
     """The run's final score, from its committed output where it has one (see the module docstring)."""
-    state = json.loads((run / "checkpoint" / "state.json").read_text())
     if workload == "sentence":
         return 100 * state["history"][-1]["accuracy"]
     if workload == "qa":
         return state["history"][-1]["f1"]
-    out = RESULTS / "precision"
-    out.mkdir(exist_ok=True)
-    if workload == "parsing":
-        target = out / f"parsing-{precision}.test.trees"
-        shutil.copyfile(run / "test.trees", target)
-        return evalb_files(split_files("test"), target).to_dict()["f1"]
-    target = out / f"translation-{precision}.test2016.de"
-    shutil.copyfile(run / "hypotheses" / "test2016.de", target)
-    references = read_split("test2016").targets
-    return corpus_bleu(target.read_text(encoding="utf-8").split("\n")[:-1], references)["bleu"]
+    output = run / ("test.trees" if workload == "parsing" else "hypotheses/test2016.de")
+    target = RESULTS / "precision" / f"{workload}-{precision}.{output.name}"
+    target.parent.mkdir(exist_ok=True)
+    shutil.copyfile(output, target)
+    return score_test_output(target)[1]
 
 
 def _line(workload: str, run: Path, precision: str) -> dict:
@@ -69,7 +59,7 @@ def _line(workload: str, run: Path, precision: str) -> dict:
     return {"workload": workload, "family": family, "what": what, "precision": precision,
             "updates": state["step"], "train_seconds": round(state["train_seconds"], 1),
             "seconds_per_update": round(state["train_seconds"] / state["step"], 3),
-            "metric": metric, "score": round(_score(workload, run, precision), 2),
+            "metric": metric, "score": round(_score(workload, run, precision, state), 2),
             "torch_threads": 1, "cpu": cpu_name(), "cpu_flags": cpu_flags(), "command": command}
 
 

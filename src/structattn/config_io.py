@@ -40,16 +40,21 @@ class JsonConfig:
 
     @classmethod
     def load(cls, path: str | Path):
-        path = Path(path)
-        if not path.is_file():
-            raise UserError(f"config file {path} does not exist")
-        try:
-            data = json.loads(path.read_text(encoding="utf-8"))
-        except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-            raise UserError(f"config file {path} is not valid JSON: {exc}") from exc
-        if not isinstance(data, dict):
-            raise UserError(f"config file {path} must hold a JSON object")
-        return cls.from_dict(data, source=str(path))
+        return cls.from_dict(read_config_file(path), source=str(path))
+
+
+def read_config_file(path: str | Path) -> dict[str, Any]:
+    """The JSON object of a configuration file, unchecked against any class; UserError if missing or not one."""
+    path = Path(path)
+    if not path.is_file():
+        raise UserError(f"config file {path} does not exist")
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        raise UserError(f"config file {path} is not valid JSON: {exc}") from exc
+    if not isinstance(data, dict):
+        raise UserError(f"config file {path} must hold a JSON object")
+    return data
 
 
 def coerce_field(key: str, value: Any, hint: Any, source: str) -> Any:
@@ -165,8 +170,8 @@ def dataclass_from_args(args: argparse.Namespace, cls, presets: dict[str, dict] 
         data |= dataclasses.asdict(cls.from_dict(presets[getattr(args, "preset", None) or next(iter(presets))],
                                                  source="preset"))
     if getattr(args, "config", None):
-        file_config = cls.load(args.config)  # checks the file's keys and types
-        file_keys = read_json(args.config).keys()
-        data |= {k: v for k, v in dataclasses.asdict(file_config).items() if k in file_keys}
+        given = read_config_file(args.config)
+        checked = cls.from_dict(given, source=str(args.config))  # the file's keys and types
+        data |= {k: getattr(checked, k) for k in given}
     data |= given_dataclass_flags(args, cls)
     return cls.from_dict(data, source="command line")
