@@ -16,9 +16,13 @@ squad11 -> results/squad11.jsonl, on squad2 -> results/squad2.jsonl): "no answer
 unanswerable questions (squad11), the saved threshold is used otherwise, and the predictions in RUN_DIR are named
 test_predictions.TASK.json.
 Multiple choice (race, race_m, race_h -> results/race.jsonl; mctest160, mctest500 -> results/mctest.jsonl):
-predicts the test split, writes one JSON line per question to results/<file>/NAME.jsonl ({qid, prediction,
-scores}), scores it (accuracy overall and per group) and appends a line (its "task" names the task) to
-results/<file>.jsonl. A line for NAME already there is replaced.
+predicts the test split into results/<file>/NAME.json ({qid: option letter}, what `structattn score race
+--task <task> --predictions results/race/NAME.json` reads; NAME.scores.json beside it holds every option's score),
+scores that committed file (RACE: `score race`'s accuracy overall and per level; MCTest: accuracy overall and per
+group) and appends a line (its "task" names the task) to results/<file>.jsonl. With --predictions PRED.json the
+test predictions were made elsewhere (`structattn predict RUN/best --split test --output PRED.json`, e.g. on a GPU
+machine whose model did not come back): they are copied and scored, and RUN_DIR needs only trainer_state.json and
+train_config.json. A line for NAME already there is replaced.
 """
 from __future__ import annotations
 
@@ -83,18 +87,35 @@ def _record_span_qa(trainer, run_dir: Path, name: str, reuse: bool = False, othe
             "answer_all": {**everything, "predictions": str(answer_all.relative_to(RESULTS.parent))}}
 
 
-def _record_multiple_choice(trainer, name: str) -> dict:
+def _score_multiple_choice(task_name: str, questions: list, letters: dict) -> dict:
+    """What the project's scorer gives: RACE's `score race` figures, MCTest's accuracy per group."""
     from structattn.tasks.multiple_choice import accuracy
+    from structattn.tasks.race import score_race
 
-    examples, feats = trainer.features("test")
-    scores = trainer.option_scores(feats)
-    target = RESULTS / results_name(trainer.cfg.task) / f"{name}.jsonl"
+    if task_name.startswith("race"):
+        return score_race(questions, letters)
+    return accuracy({qid: ord(letter) - ord("A") for qid, letter in letters.items()}, questions)
+
+
+def _record_multiple_choice(task, name: str, trainer=None, predictions: Path | None = None) -> dict:
+    """Test predictions of ``trainer`` (or the file ``predictions`` made elsewhere) -> results/<file>/NAME.json."""
+    from structattn.commands.predict import write_option_letters
+
+    target = RESULTS / results_name(task.name) / f"{name}.json"
     target.parent.mkdir(parents=True, exist_ok=True)
-    target.write_text("".join(json.dumps({"qid": q.qid, "prediction": int(row.argmax()),
-                                          "scores": [round(float(x), 6) for x in row]}) + "\n"
-                              for q, row in zip(examples.questions, scores)), encoding="utf-8")
-    committed = {rec["qid"]: rec["prediction"] for rec in map(json.loads, target.read_text().splitlines())}
-    return {**accuracy(committed, examples.questions), "predictions": str(target.relative_to(RESULTS.parent))}
+    questions = task.read("test") if predictions is not None else None
+    if predictions is None:
+        examples, feats = trainer.features("test")
+        questions = examples.questions
+        write_option_letters(questions, trainer.option_scores(feats), target)
+    else:
+        shutil.copyfile(predictions, target)
+        side = predictions.with_name(predictions.name[:-len(".json")] + ".scores.json")
+        if side.is_file():
+            shutil.copyfile(side, target.with_name(f"{name}.scores.json"))
+    letters = json.loads(target.read_text(encoding="utf-8"))
+    return {**_score_multiple_choice(task.name, questions, letters),
+            "predictions": str(target.relative_to(RESULTS.parent))}
 
 
 def main() -> None:
@@ -107,36 +128,56 @@ def main() -> None:
     ap.add_argument("--task", default=None, help="span QA: record on this task's test split (default: the run's)")
     ap.add_argument("--reuse-predictions", action="store_true",
                     help="span QA: score the test predictions already in RUN_DIR instead of predicting again")
+    ap.add_argument("--predictions", type=Path, default=None,
+                    help="multiple choice: test predictions {qid: letter} made elsewhere (needs --device)")
+    ap.add_argument("--device", default=None, help="with --predictions: where they were made")
     args = ap.parse_args()
     state = json.loads((args.run_dir / "trainer_state.json").read_text())
     if not state.get("finished"):
         raise SystemExit(f"{args.run_dir}: the run has not finished (trainer_state.json finished = false)")
-    trainer = load_trained(str(args.run_dir / "best"), args.task)
-    trainer.show_progress = False
-    cfg = trainer.cfg
+    trainer = None
+    if args.predictions is None:
+        trainer = load_trained(str(args.run_dir / "best"), args.task)
+        trainer.show_progress = False
+        cfg = trainer.cfg
+    else:
+        from structattn.train.config import TrainConfig
+
+        cfg = TrainConfig.load(args.run_dir / "train_config.json")
+        if not args.device:
+            raise SystemExit("--predictions needs --device: where the predictions were made")
     family = task_family(cfg.task)
     if args.task is not None and family != "span_qa":
         raise SystemExit("--task is for span-QA runs")
+    if args.predictions is not None and family != "multiple_choice":
+        raise SystemExit("--predictions is for multiple-choice runs (span QA: --reuse-predictions)")
     t0 = time.time()
-    scores = (_record_span_qa(trainer, args.run_dir, args.name, args.reuse_predictions, args.task is not None)
-              if family == "span_qa" else _record_multiple_choice(trainer, args.name))
+    if family == "span_qa":
+        scores = _record_span_qa(trainer, args.run_dir, args.name, args.reuse_predictions, args.task is not None)
+        task = trainer.task
+    else:
+        from structattn.tasks.multiple_choice import get_mc_task
+
+        task = trainer.task if trainer is not None else get_mc_task(cfg.task)
+        scores = _record_multiple_choice(task, args.name, trainer, args.predictions)
     train_cfg = json.loads((args.run_dir / "train_config.json").read_text())
     best = next((h for h in state["history"] if h["step"] == state["best_step"]), {})
-    line = {"task": trainer.task.name, "run": args.name, "variant": _variant(cfg), "seed": cfg.seed, **scores,
+    line = {"task": task.name, "run": args.name, "variant": _variant(cfg), "seed": cfg.seed, **scores,
             "dev": {k: v for k, v in best.items() if k not in ("step", "epoch", "elapsed_s")},
             "best_step": state["best_step"], "steps": state.get("step", state.get("global_step")),
             "train_wall_s": max((h.get("elapsed_s", 0) for h in state["history"]), default=None),
-            "test_predict_s": round(time.time() - t0, 1),
+            "test_predict_s": round(time.time() - t0, 1) if trainer is not None else None,
             "kernel": "+".join(state.get("extra", state).get("kernels", [])) or None,  # engine or earlier layout
             "config": train_cfg, "note": args.note}
     from structattn.train.provenance import provenance
     from structattn.train.engine import device_description
 
-    line.update(provenance(), device=device_description(trainer.accelerator.device),
-                torch_threads=__import__("torch").get_num_threads())
+    here = trainer is not None
+    line.update(provenance(), device=device_description(trainer.accelerator.device) if here else args.device,
+                torch_threads=__import__("torch").get_num_threads() if here else None)
     if args.train_device:
         line["train_device"] = args.train_device
-    out = RESULTS / f"{results_name(trainer.task.name)}.jsonl"
+    out = RESULTS / f"{results_name(task.name)}.jsonl"
     lines = [json.loads(x) for x in out.read_text().splitlines() if x.strip()] if out.exists() else []
     lines = [x for x in lines if x["run"] != args.name] + [line]
     out.write_text("".join(json.dumps(x, sort_keys=True) + "\n" for x in lines))

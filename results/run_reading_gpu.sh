@@ -85,4 +85,106 @@ predict() {   # RUN: SQuAD 1.1 dev (never "no answer") and the squad2 test part 
     --na-prob "runs/reading/$run/squad2_test.na_prob.json"
 }
 
+# ------------------------------------------------------------------------------------------------ RACE-M
+# Baseline and SG-Net on RACE-M from the reader's encoder (runs/reading/base-s1-gpu/best, --model-parts encoder: a
+# fresh multiple-choice head, and for SG-Net a fresh SG layer), side by side on the one GPU. What travels in
+# $RACE_CARRY (ignored): data.tar.xz (race/{train,dev,test}/middle), cache.tar.xz (the word splits and spaCy parses of
+# every RACE-M text, so the machine needs no spaCy: built here by `pack_race`), reader/ (the reader's config and
+# tokenizer) + reader_bf16.safetensors.xz (its weights: every one is a bfloat16 value, the run that made them held
+# them in bfloat16, so they travel exactly), *.whl (conllu).
+# Usage, here:   bash results/run_reading_gpu.sh pack_race
+#        there:  TRAIN_SECONDS=400 bash results/run_reading_gpu.sh race SEED      (results into $OUT)
+# (a dry run here, on the CPU without spaCy: PYTHONPATH=<a sitecustomize that hides spaCy> PY=.venv/bin/python
+#  WORK=/tmp/w OUT=/tmp/o PREDICT_LIMIT=8 RACE_FLAGS="... --max-train-examples 8 ..." bash results/run_reading_gpu.sh race 1)
+RACE_CARRY=${RACE_CARRY:-.gpucarry/race}
+RACE_CACHE=${RACE_CACHE:-.gpucarry/race-cache}   # kept here between packs (a second pack parses nothing); not carried
+RACE_FLAGS=${RACE_FLAGS:-"--task race_m --model-parts encoder --pool option --max-length 384 --batch-size 16
+    --eval-batch-size 512 --learning-rate 5e-5 --warmup-ratio 0.1 --epochs 1 --eval-every 300 --precision bf16"}
+
+pack_race() {
+  local venv=${VENV:-.venv} reader=${READER:-runs/reading/base-s1-gpu/best} tmp s
+  tmp=$(mktemp -d)
+  mkdir -p "$RACE_CARRY/reader"
+  for s in train dev test; do mkdir -p "$tmp/data/race/$s" && cp -r "../shared/data/race/$s/middle" "$tmp/data/race/$s/"; done
+  tar -cJf "$RACE_CARRY/data.tar.xz" -C "$tmp" data
+  # The caches: every feature the runs build (both structures, every split), so nothing is missing there.
+  STRUCTATTN_CACHE="$RACE_CACHE" "$venv/bin/python" - "$reader" <<'PY'
+import sys
+from transformers import AutoTokenizer
+from structattn.tasks.multiple_choice import get_mc_task
+from structattn.train.multiple_choice_data import build_mc_features
+from structattn.train.sgnet_loading import sg_structure_spec
+tokenizer = AutoTokenizer.from_pretrained(sys.argv[1])
+for split in ["dev", "test", "train"]:
+    questions = get_mc_task("race_m").read(split)
+    build_mc_features(questions, tokenizer, sg_structure_spec("multiple_choice", "option"), max_length=384,
+                      split=f"race_m/{split}")
+    print(f"race_m/{split}: {len(questions):,} questions cached", flush=True)
+PY
+  tar -cJf "$RACE_CARRY/cache.tar.xz" -C "$(dirname "$RACE_CACHE")" "$(basename "$RACE_CACHE")"
+  cp "$reader"/{config.json,tokenizer.json,tokenizer_config.json,span_qa.json,train_config.json} "$RACE_CARRY/reader/"
+  "$venv/bin/python" - "$reader/model.safetensors" "$tmp/reader_bf16.safetensors" <<'PY'
+import sys, torch
+from safetensors.torch import load_file, save_file
+sd = load_file(sys.argv[1])
+inexact = [k for k, v in sd.items() if v.is_floating_point() and not torch.equal(v.to(torch.bfloat16).to(v.dtype), v)]
+if inexact:
+    sys.exit(f"{len(inexact)} tensors are not bfloat16 values ({inexact[:3]}...): they would not travel exactly")
+save_file({k: v.to(torch.bfloat16) if v.is_floating_point() else v for k, v in sd.items()}, sys.argv[2],
+          metadata={"format": "pt"})
+PY
+  xz -T2 -6 -c "$tmp/reader_bf16.safetensors" > "$RACE_CARRY/reader_bf16.safetensors.xz"
+  cp "$CARRY"/conllu-*.whl "$RACE_CARRY/" 2>/dev/null || "$venv/bin/python" -m pip download -q --no-deps \
+    --only-binary=:all: --python-version 3.12 --implementation cp --platform manylinux2014_x86_64 -d "$RACE_CARRY" conllu==6.0.0
+  rm -rf "$tmp"
+  ls -la "$RACE_CARRY"
+}
+
+setup_race() {
+  mkdir -p "$WORK/reader"
+  [ -d "$WORK/data/race" ] || tar -xJf "$RACE_CARRY/data.tar.xz" -C "$WORK"
+  [ -d "$WORK/$(basename "$RACE_CACHE")" ] || tar -xJf "$RACE_CARRY/cache.tar.xz" -C "$WORK"
+  cp "$RACE_CARRY"/reader/* "$WORK/reader/"
+  if [ ! -f "$WORK/reader/model.safetensors" ]; then   # back to float32: the same numbers as here
+    xz -dc "$RACE_CARRY/reader_bf16.safetensors.xz" > "$WORK/reader_bf16.safetensors"
+    $PY -c '
+import sys, torch
+from safetensors.torch import load_file, save_file
+sd = load_file(sys.argv[1])
+save_file({k: v.float() if v.is_floating_point() else v for k, v in sd.items()}, sys.argv[2], metadata={"format": "pt"})
+' "$WORK/reader_bf16.safetensors" "$WORK/reader/model.safetensors"
+  fi
+  if compgen -G "$RACE_CARRY/*.whl" > /dev/null; then
+    $PY -m pip install -q --no-index --no-deps --no-compile --target "$WORK/site" "$RACE_CARRY"/*.whl
+  fi
+  export STRUCTATTN_DATA="$WORK/data" STRUCTATTN_CACHE="$WORK/$(basename "$RACE_CACHE")"
+  export PYTHONPATH="$PWD/src:$WORK/site${PYTHONPATH:+:$PYTHONPATH}" PYTHONUNBUFFERED=1
+  nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader || true
+  $PY -c "import torch, transformers; print('torch', torch.__version__, 'transformers', transformers.__version__)"
+}
+
+race_run() {   # NAME SGNET SEED: train (time-boxed by TRAIN_SECONDS), predict test and dev with best/, pack into $OUT
+  local name=$1 sgnet=$2 seed=$3 dir="runs/reading/$1"
+  mkdir -p "$dir"
+  # shellcheck disable=SC2086
+  timeout "${TRAIN_SECONDS:-100000}" $PY -m structattn.cli train $RACE_FLAGS --model "$WORK/reader" --sgnet "$sgnet" \
+    --seed "$seed" --output-dir "$dir" > "$dir/train.log" 2>&1 \
+    || echo "$name: training stopped (exit $?): predicting with the best model so far" | tee -a "$dir/train.log"
+  for split in ${PREDICT_SPLITS:-test}; do   # dev accuracy at every evaluation is in trainer_state.json
+    sa predict "$dir/best" --split "$split" --output "$dir/$split.json" ${PREDICT_LIMIT:+--limit $PREDICT_LIMIT} \
+      >> "$dir/predict.log" 2>&1 || echo "$name: predict $split failed"
+    sa score race --task race_m --split "$split" --predictions "$dir/$split.json" 2>&1 | tee "$dir/$split.score.json"
+  done
+  tar -cJf "${OUT:-.}/$name.tar.xz" -C "$dir" --exclude=best --exclude=checkpoint .
+}
+
+race() {   # SEED: baseline and SG-Net, concurrently
+  local seed=${1:-1}
+  setup_race
+  race_run "race_m-enc-baseline-s$seed" none "$seed" &
+  race_run "race_m-enc-sgnet-s$seed" dual "$seed" &
+  wait
+  nvidia-smi --query-gpu=name --format=csv,noheader > "${OUT:-.}/device.txt" 2>/dev/null || true
+}
+
 "$@"

@@ -193,3 +193,65 @@ def test_pipeline_folder_works(spacy_parser):
     parser = SpacyParser(model=str(folder))
     (passage,) = parser.parse_words([["Dogs", "bark", "."]])
     assert passage == spacy_parser.parse_words([["Dogs", "bark", "."]])[0]
+
+
+# ------------------------------------------------------------------ without spaCy: the parse cache only
+def _hide_spacy(monkeypatch):
+    """As on a machine where neither spaCy nor the pipeline is installed."""
+    import importlib.metadata
+
+    from structattn.parsing import spacy_backend
+
+    def not_installed(model):
+        raise UserError(f"spaCy pipeline {model!r} is not installed")
+
+    def version(name):
+        if name == "spacy":
+            raise importlib.metadata.PackageNotFoundError(name)
+        return real_version(name)
+
+    real_version = importlib.metadata.version
+    monkeypatch.setattr(spacy_backend, "_resolve_model", not_installed)
+    monkeypatch.setattr(importlib.metadata, "version", version)
+
+
+@needs_model
+def test_without_spacy_cached_parses_are_read_and_a_miss_says_what_to_do(tmp_path, monkeypatch, spacy_parser):
+    from structattn.parsing import parse_cached
+
+    monkeypatch.setenv("STRUCTATTN_CACHE", str(tmp_path))
+    words = [["The", "dog", "barks", "."], ["Cats", "sleep", "."]]
+    parsed_here = parse_cached(words, spacy_parser, kind="words")
+    fingerprint_here = spacy_parser.fingerprint()
+    _hide_spacy(monkeypatch)
+    cache_only = SpacyParser()
+    assert cache_only.fingerprint() == fingerprint_here
+    assert parse_cached(words, cache_only, kind="words") == parsed_here
+    with pytest.raises(UserError, match="lacks some of the items"):
+        parse_cached([["Birds", "fly", "."]], cache_only, kind="words")
+    with pytest.raises(UserError, match="not installed"):  # other options: nothing cached for them
+        SpacyParser(split_sentences=False)
+
+
+def test_without_spacy_and_without_a_cache_the_install_message_stays(tmp_path, monkeypatch):
+    monkeypatch.setenv("STRUCTATTN_CACHE", str(tmp_path))
+    _hide_spacy(monkeypatch)
+    with pytest.raises(UserError, match="is not installed"):
+        SpacyParser()
+
+
+def test_without_spacy_two_cached_versions_are_refused(tmp_path, monkeypatch):
+    import json
+
+    from structattn.parsing.spacy_backend import DEFAULT_MAX_CHUNK_CHARS
+
+    monkeypatch.setenv("STRUCTATTN_CACHE", str(tmp_path))
+    for n, version in enumerate(["3.7.0", "3.8.0"]):
+        folder = tmp_path / "parses" / "v2" / f"ns{n}"
+        folder.mkdir(parents=True)
+        fingerprint = (f"backend=spacy;model=my_pipeline;name=en_x;version=1;spacy={version};split_sentences=True;"
+                       f"max_chunk_chars={DEFAULT_MAX_CHUNK_CHARS};repair=cc-to-fffd;root=root")
+        (folder / "namespace.json").write_text(json.dumps({"fingerprint": fingerprint}))
+    _hide_spacy(monkeypatch)
+    with pytest.raises(UserError, match="2 versions"):
+        SpacyParser("my_pipeline")

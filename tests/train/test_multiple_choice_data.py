@@ -251,6 +251,39 @@ def test_sdoi_mask_is_cut_with_the_passage(tok, cache):
             assert (cut[b]["passage_words_dropped"][c] > 0) == (b < 2)  # only LONG is cut
 
 
+@needs_pipeline
+def test_features_build_without_spacy_once_the_caches_hold_them(tok, cache, monkeypatch):
+    """Words and parses both come from the on-disk caches: a machine without spaCy (a GPU box that was sent the
+    cache) builds the very same features."""
+    import importlib.metadata
+
+    from structattn.parsing import spacy_backend
+
+    with_spacy = build_mc_features(QUESTIONS, tok, SDOI, max_length=64, show_progress=False)
+
+    def not_installed(model):
+        raise UserError(f"spaCy pipeline {model!r} is not installed")
+
+    real_version = importlib.metadata.version
+    monkeypatch.setattr(importlib.metadata, "version",
+                        lambda name: (_ for _ in ()).throw(importlib.metadata.PackageNotFoundError(name))
+                        if name == "spacy" else real_version(name))
+    monkeypatch.setattr(spacy_backend, "_resolve_model", not_installed)
+    monkeypatch.setattr("structattn.tasks.text_words._tokenize",
+                        lambda text: pytest.fail(f"spaCy was asked to split {text!r}"))
+    from structattn.train import multiple_choice_data
+
+    multiple_choice_data._parser.cache_clear()  # the parser object made above knew spaCy
+    without = build_mc_features(QUESTIONS, tok, SDOI, max_length=64, show_progress=False)
+    multiple_choice_data._parser.cache_clear()
+    for f, g in zip(with_spacy, without):
+        assert f["passage_words_dropped"] == g["passage_words_dropped"]
+        for o, p in zip(f["options"], g["options"]):
+            assert np.array_equal(o["input_ids"], p["input_ids"]) and np.array_equal(o["token_word"], p["token_word"])
+            assert np.array_equal(o["structure"].parents, p["structure"].parents)
+            assert o["option_words"] == p["option_words"]
+
+
 # ---------------------------------------------------------------------------------------- real data
 @pytest.mark.skipif(not (DATA / "race" / "dev" / "middle").is_dir(), reason=f"data not found: {DATA / 'race'}")
 @needs_pipeline

@@ -131,6 +131,12 @@ def test_a_span_qa_model_given_to_multiple_choice_lends_its_encoder(env, capsys)
     assert not any(k.startswith(("classifier", "pooler")) for k in qa_weights)  # the head was not in the QA model
     summary = trainer.train()
     assert summary["main_metric"] == "accuracy"
+    # Its best/ loads back: the QA encoder was saved without BERT's pooler, the head owns a fresh one.
+    best = Path(mc.output_dir) / "best"
+    saved = load_file(str(best / "model.safetensors"))
+    assert any(k.startswith("pooler.") for k in saved) and not any(k.startswith("bert.pooler.") for k in saved)
+    state = load_trained(str(best)).model.state_dict()
+    assert set(state) == set(saved) and all(torch.equal(state[k], saved[k]) for k in saved)
     with pytest.raises(UserError, match="keeps its mechanism: pass --mechanism global"):
         trainer_for(config(env, "race_m", "transfer-wla", model=str(qa_best), mechanism="wla", k=1),
                     show_progress=False)

@@ -5,8 +5,9 @@ the files users of SQuAD expect — ``--output PRED.json`` {qid: answer text, ""
 ``PRED.na_prob.json`` {qid: σ(null score − best span score)} (the official scorer's ``--na-prob-file``) and
 ``PRED.nbest.json`` {qid: the n best answers with their logits and probabilities}; the no-answer threshold is
 the one saved with the model, except on a task whose questions are all answerable (``--task squad11``: never
-"no answer"), and ``--na-threshold`` overrides both. Multiple choice: JSON lines {qid, prediction (option
-index), scores}.
+"no answer"), and ``--na-threshold`` overrides both. Multiple choice: ``--output PRED.json`` {qid: option letter
+"A".."D"} (what ``structattn score race`` reads), with ``PRED.scores.json`` {qid: the options' scores} beside it;
+any other ``--output`` (or stdout): JSON lines {qid, prediction (option index), scores}.
 
     structattn predict runs/squad/best --task squad2 --split test --output test_pred.json
     structattn predict runs/squad/best --data my_questions.json --output pred.json   # any SQuAD-format file
@@ -32,7 +33,9 @@ def add_parser(sub) -> None:
                         "always answers (default: the threshold saved with the model, or 'never' for a task "
                         "without unanswerable questions such as squad11)")
     p.add_argument("--output", default="-", help="JSON lines file (default stdout); span QA: the predictions "
-                                                 "JSON (required), with .na_prob.json and .nbest.json beside it")
+                                                 "JSON (required), with .na_prob.json and .nbest.json beside it; "
+                                                 "multiple choice: a .json file gets {qid: option letter}, with "
+                                                 ".scores.json beside it")
     p.set_defaults(func=run)
 
 
@@ -128,9 +131,30 @@ def _na_threshold(args, trainer) -> float:
     return trainer.fixed_threshold
 
 
+def option_letter(index: int) -> str:
+    """``0`` -> ``"A"``: how RACE's files and scorers name an option."""
+    return chr(ord("A") + index)
+
+
+def write_option_letters(questions, scores, output: Path) -> Path:
+    """``output`` = {qid: letter of the best-scored option}; returns the ``.scores.json`` written beside it
+    ({qid: every option's score, rounded to 6 decimals})."""
+    from ..io import atomic_write_json
+
+    scores_file = output.with_name(output.name[:-len(".json")] + ".scores.json")
+    atomic_write_json(output, {q.qid: option_letter(int(row.argmax())) for q, row in zip(questions, scores)})
+    atomic_write_json(scores_file, {q.qid: [round(float(x), 6) for x in row] for q, row in zip(questions, scores)})
+    return scores_file
+
+
 def _predict_multiple_choice(trainer, args) -> int:
     examples, feats = trainer.features(args.split, args.limit)
     scores = trainer.option_scores(feats)
+    if args.output.endswith(".json"):
+        scores_file = write_option_letters(examples.questions, scores, Path(args.output))
+        print(f"{len(examples.questions):,} questions -> {args.output} (option letters) and {scores_file}",
+              file=sys.stderr)
+        return 0
     out = _open(args.output)
     try:
         for q, row in zip(examples.questions, scores):

@@ -136,6 +136,14 @@ def _pooler_dense(encoder: nn.Module) -> nn.Linear | None:
     return dense if isinstance(dense, nn.Linear) else None
 
 
+def _has_prefix(weights: Path, prefix: str) -> bool:
+    """Whether the safetensors file ``weights`` holds a tensor whose name starts with ``prefix``."""
+    from safetensors import safe_open
+
+    with safe_open(str(weights), framework="pt") as f:
+        return any(key.startswith(prefix) for key in f.keys())
+
+
 class Pooler(nn.Module):
     """dense + tanh of the first token: hidden [b, T, d] -> [b, d] (for encoders without a pooler)."""
 
@@ -443,6 +451,11 @@ class SGNetModel(nn.Module):
             install(encoder, mech)
         else:
             encoder = AutoModel.from_config(hf, dtype=torch.float32)   # float32 like the head, as from_encoder
+        # An encoder saved without its pooler (a reader's, whose span head removed it, carried on under a pooled
+        # head that then owns a fresh pooler) is rebuilt without one, so that the same modules hold the weights.
+        prefix = getattr(encoder, "base_model_prefix", "") or "encoder"
+        if getattr(encoder, "pooler", None) is not None and not _has_prefix(weights, f"{prefix}.pooler."):
+            encoder.pooler = None
         # The weights come from the file: a fresh extra layer avoids copying from the random encoder.
         model = cls(encoder, dataclasses.replace(sg_config, init="fresh"))
         model.config = sg_config

@@ -30,6 +30,7 @@ from __future__ import annotations
 import importlib.metadata
 import importlib.util
 import json
+import logging
 import re
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
@@ -37,6 +38,8 @@ from pathlib import Path
 from ..errors import UserError
 from ..settings import DEFAULT_SPACY_MODEL
 from .record import Parse, ParseError
+
+log = logging.getLogger(__name__)
 
 # Factories that produce heads and UPOS, or feed features to those that do.
 _NEEDED_FACTORIES = {"tok2vec", "transformer", "curated_transformer", "tagger", "morphologizer",
@@ -137,6 +140,37 @@ def _resolve_model(model: str) -> dict:
         raise UserError(f"spaCy pipeline {model!r}: cannot read {meta_path}: {exc}") from exc
 
 
+def _parse_cache_folder() -> Path:
+    from ..settings import cache_dir
+
+    return cache_dir() / "parses"
+
+
+def cached_fingerprint(model: str, split_sentences: bool = True,
+                       max_chunk_chars: int = DEFAULT_MAX_CHUNK_CHARS) -> str | None:
+    """The fingerprint of ``model``'s parses in the default parse cache, for a machine without spaCy.
+
+    Looks through the cache's ``namespace.json`` records (``settings.cache_dir()/parses``) for a spaCy fingerprint of
+    this pipeline name and these options. Returns None when there is none; raises :class:`UserError` when parses of
+    several versions are cached (which one to read cannot be told without spaCy).
+    """
+    head = f"backend={SpacyParser.backend};model={model};"
+    tail = f";split_sentences={split_sentences};max_chunk_chars={max_chunk_chars};repair=cc-to-fffd;root=root"
+    found = set()
+    for record_path in sorted(_parse_cache_folder().glob("v*/*/namespace.json")):
+        try:
+            fingerprint = json.loads(record_path.read_text(encoding="utf-8")).get("fingerprint", "")
+        except (OSError, ValueError, AttributeError):
+            continue  # a broken record: the cache itself skips it
+        if isinstance(fingerprint, str) and fingerprint.startswith(head) and fingerprint.endswith(tail):
+            found.add(fingerprint)
+    if len(found) > 1:
+        raise UserError(f"spaCy pipeline {model!r} is not installed, and the parse cache ({_parse_cache_folder()}) "
+                        f"holds parses of {len(found)} versions of it: {sorted(found)}; keep one (structattn cache "
+                        "prune) or install the pipeline")
+    return found.pop() if found else None
+
+
 class SpacyParser:
     """Parse with an installed spaCy pipeline, loading only tokenizer, tok2vec/transformer, tagger,
     attribute ruler and parser.
@@ -162,14 +196,34 @@ class SpacyParser:
         self.n_process = n_process
         self.split_sentences = split_sentences
         self.max_chunk_chars = max_chunk_chars
-        self.meta = _resolve_model(model)
         self._nlp = None
+        self._cached_fingerprint: str | None = None  # set when only the parse cache can answer
+        try:
+            self.meta = _resolve_model(model)
+            importlib.metadata.version("spacy")
+        except (UserError, importlib.metadata.PackageNotFoundError) as not_installed:
+            # Without spaCy or the pipeline, parses that an earlier run cached under this pipeline's name can
+            # still be read (a GPU machine with the cache copied to it); anything else fails when first parsed.
+            self._cached_fingerprint = cached_fingerprint(model, split_sentences, max_chunk_chars)
+            if self._cached_fingerprint is None:
+                if isinstance(not_installed, UserError):
+                    raise
+                raise UserError("spaCy is not installed: install it with `pip install -e .` (the project's "
+                                "dependencies), or copy a parse cache made where it is (STRUCTATTN_CACHE)") from None
+            self.meta = {}
+            log.warning("spaCy pipeline %r is not usable here; reading its parses from the cache only (%s)",
+                        model, self._cached_fingerprint)
 
     # ------------------------------------------------------------------ loading
     @property
     def nlp(self):
         """The loaded ``spacy.Language`` (only the components a dependency parse needs run)."""
         if self._nlp is None:
+            if self._cached_fingerprint is not None:
+                raise UserError(
+                    f"spaCy pipeline {self.model!r} is not installed here and the parse cache "
+                    f"({_parse_cache_folder()}) lacks some of the items asked for: install spaCy and the pipeline, "
+                    "or parse these items where they are installed and copy the cache here (STRUCTATTN_CACHE)")
             import spacy
 
             try:
@@ -190,7 +244,10 @@ class SpacyParser:
     def fingerprint(self) -> str:
         """Everything that decides the output: backend, pipeline name and version, spaCy version, options.
 
-        Reads package metadata only (no spaCy import), so a fully cached run never loads spaCy."""
+        Reads package metadata only (no spaCy import), so a fully cached run never loads spaCy; where spaCy or the
+        pipeline is missing, the fingerprint the parse cache recorded for this pipeline (:func:`cached_fingerprint`)."""
+        if self._cached_fingerprint is not None:
+            return self._cached_fingerprint
         spacy_version = importlib.metadata.version("spacy")
         return (f"backend={self.backend};model={self.model};name={self.meta.get('lang', '')}_{self.meta.get('name', '')};"
                 f"version={self.meta.get('version', '')};spacy={spacy_version};"

@@ -37,7 +37,7 @@ import re
 import sys
 import warnings
 from functools import lru_cache
-from typing import TYPE_CHECKING, Any, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Sequence
 
 import numpy as np
 import torch
@@ -47,7 +47,7 @@ from ..settings import DEFAULT_SPACY_MODEL
 from ..structure import ExpansionRules, StructureCollator, WordStructure, build_word_structures
 from ..structure.align import check_fast_tokenizer
 from ..structure.expand import SPECIAL
-from ..tasks.text_words import words_of
+from ..tasks.text_words import words_of, words_with_offsets_many
 
 if TYPE_CHECKING:
     from ..tasks.multiple_choice import MCQuestion
@@ -64,13 +64,28 @@ def question_option_words(question: str, option: str) -> list[str]:
     return question_option_span(question, option)[0]
 
 
-def question_option_span(question: str, option: str) -> tuple[list[str], int, int]:
-    """(segment 1's words, first, stop): the option's words are ``words[first:stop]``
-    (:func:`question_option_words`)."""
+def question_option_pieces(question: str, option: str) -> tuple[str, str, str]:
+    """(before, option, after): segment 1's texts, the option put in the question's first blank (or at its end)."""
     blank = _BLANK.search(question)
     before, after = (question, "") if blank is None else (question[:blank.start()], question[blank.end():])
-    head, middle = words_of(before), words_of(option)
-    return head + middle + words_of(after), len(head), len(head) + len(middle)
+    return before, option, after
+
+
+def question_option_span(question: str, option: str,
+                         words: Callable[[str], list[str]] = words_of) -> tuple[list[str], int, int]:
+    """(segment 1's words, first, stop): the option's words are ``words[first:stop]``
+    (:func:`question_option_words`); ``words`` splits a text into words."""
+    before, option, after = question_option_pieces(question, option)
+    head, middle = words(before), words(option)
+    return head + middle + words(after), len(head), len(head) + len(middle)
+
+
+def _cached_words(questions: Sequence["MCQuestion"]) -> Callable[[str], list[str]]:
+    """Word splitter for every text of ``questions``, through the word cache (no spaCy needed where it is full)."""
+    texts = dict.fromkeys([q.passage for q in questions]
+                          + [piece for q in questions for o in q.options for piece in question_option_pieces(q.question, o)])
+    known = {text: words for text, (words, _) in zip(texts, words_with_offsets_many(list(texts)))}
+    return known.__getitem__
 
 
 def join_structures(passage: WordStructure, second: WordStructure) -> WordStructure:
@@ -251,16 +266,17 @@ def build_mc_features(questions: Sequence["MCQuestion"], tokenizer, structure: "
     """
     from tqdm.auto import tqdm
 
+    words_of_text = _cached_words(questions)
     passage_index: dict[str, int] = {}  # passage text -> its place in passage_words
     passage_words: list[list[str]] = []
     for q in questions:
         if q.passage not in passage_index:
             passage_index[q.passage] = len(passage_words)
-            words = words_of(q.passage)
+            words = words_of_text(q.passage)
             if not words:
                 raise UserError(f"{q.qid}: the passage has no words")
             passage_words.append(words)
-    spans = [[question_option_span(q.question, o) for o in q.options] for q in questions]
+    spans = [[question_option_span(q.question, o, words_of_text) for o in q.options] for q in questions]
     second_words = [[words for words, _, _ in per_option] for per_option in spans]
     for q, per_option in zip(questions, second_words):
         for c, words in enumerate(per_option):
