@@ -8,7 +8,8 @@ import pytest
 
 from fixtures import tiny_race, tiny_squad11
 from structattn.analysis.reading_report import main as report_main
-from structattn.tasks.multiple_choice import accuracy, get_mc_task
+from structattn.tasks.multiple_choice import get_mc_task
+from structattn.tasks.race import score_race
 from structattn.tasks.squad import get_qa_task
 from structattn.tasks.squad_eval import evaluate
 
@@ -43,12 +44,12 @@ def results(tmp_path, monkeypatch):
     questions = get_mc_task("race_m").read("test")
     mc = []
     for variant in ("baseline", "sgnet"):
-        preds = {q.qid: (q.label if variant == "sgnet" else 0) for q in questions}
-        path = results / "race" / f"{variant}-s1.jsonl"
-        path.write_text("".join(json.dumps({"qid": k, "prediction": v}) + "\n" for k, v in preds.items()))
-        acc = accuracy(preds, questions)
+        letters = {q.qid: "ABCD"[q.label if variant == "sgnet" else 0] for q in questions}
+        path = results / "race" / f"{variant}-s1.json"
+        path.write_text(json.dumps(letters))
+        acc = score_race(questions, letters)   # percent, as `structattn score race` prints it
         mc.append({"task": "race_m", "run": f"{variant}-s1", "variant": variant, "seed": 1, **acc,
-                   "predictions": f"results/race/{variant}-s1.jsonl"})
+                   "predictions": f"results/race/{variant}-s1.json"})
     (results / "race.jsonl").write_text("".join(json.dumps(x) + "\n" for x in mc))
     return results
 

@@ -109,6 +109,28 @@ def test_multiple_choice_trains_and_scores_accuracy(env, sgnet, pool):
     assert trainer.option_scores(feats).shape == (8, 4)
 
 
+def test_sgnet_multiple_choice_features_are_one_build_equal_to_two(env):
+    """Plain attention inside the encoder: the inputs are built once, with the SG layer's SDOI structures, and
+    equal a build without structures plus a separate SDOI build."""
+    import numpy as np
+
+    from structattn.train.multiple_choice_data import build_mc_features
+    from structattn.train.sgnet_loading import sg_structure_spec
+
+    trainer = trainer_for(config(env, "race_m", "mc-one-build", sgnet="dual", pool="option", max_length=96),
+                          show_progress=False)
+    examples, feats = trainer.features("dev", limit=3)
+    plain = build_mc_features(examples.questions, trainer.tokenizer, None, max_length=96, show_progress=False)
+    sdoi = build_mc_features(examples.questions, trainer.tokenizer, sg_structure_spec("multiple_choice", "option"),
+                             max_length=96, show_progress=False)
+    for f, p, s in zip(feats, plain, sdoi):
+        for o, po, so in zip(f["options"], p["options"], s["options"]):
+            assert o["structure"] is None and po["structure"] is None
+            assert np.array_equal(o["input_ids"], po["input_ids"]) and np.array_equal(o["token_word"], po["token_word"])
+            assert np.array_equal(o["sg_structure"].parents, so["structure"].parents)
+            assert o["option_words"] == po["option_words"]
+
+
 def test_a_span_qa_model_given_to_multiple_choice_lends_its_encoder(env, capsys):
     """Intermediate-task transfer: a SQuAD run's best/ as --model of a RACE run keeps the encoder's trained
     weights; the SG layer and the multiple-choice head are new."""

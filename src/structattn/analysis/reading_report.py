@@ -73,8 +73,8 @@ def load_span_runs(results_dir: Path, task: str) -> tuple[list[dict], dict]:
 
 def load_mc_runs(results_dir: Path, name: str) -> dict[str, list[dict]]:
     """Every line of ``<name>.jsonl`` by its task, with ``_correct`` = per-question correctness (0/100) of its
-    committed predictions on the task's test split."""
-    from ..tasks.multiple_choice import accuracy, get_mc_task
+    committed predictions ({qid: option letter}) on the task's test split, re-scored by the project's scorer."""
+    from ..tasks.multiple_choice import get_mc_task, score_option_letters
 
     by_task: dict[str, list[dict]] = {}
     for line in (results_dir / f"{name}.jsonl").read_text(encoding="utf-8").splitlines():
@@ -82,10 +82,9 @@ def load_mc_runs(results_dir: Path, name: str) -> dict[str, list[dict]]:
             continue
         run = json.loads(line)
         questions = get_mc_task(run["task"]).read("test")
-        preds = {rec["qid"]: rec["prediction"] for rec in map(
-            json.loads, (results_dir.parent / run["predictions"]).read_text(encoding="utf-8").splitlines())}
-        _check(run, "accuracy", accuracy(preds, questions)["accuracy"])
-        run["_correct"] = np.array([100.0 * (preds[q.qid] == q.label) for q in questions])
+        letters = json.loads((results_dir.parent / run["predictions"]).read_text(encoding="utf-8"))
+        _check(run, "accuracy", score_option_letters(run["task"], questions, letters)["accuracy"])
+        run["_correct"] = np.array([100.0 * (letters.get(q.qid) == chr(ord("A") + q.label)) for q in questions])
         by_task.setdefault(run["task"], []).append(run)
     return by_task
 
@@ -302,8 +301,8 @@ def mc_section(task: str, runs: list[dict]) -> str:
     lines = [f"## {task}: test accuracy (%)", "", head, "|" + "---|" * (4 + len(groups))]
     for variant, seeds in sorted(by.items(), key=lambda kv: kv[0] != "baseline"):
         ss = sorted(seeds)
-        acc = [100 * seeds[s]["accuracy"] for s in ss]
-        extra = [_fmt_mean([100 * seeds[s][g] for s in ss]) if all(g in seeds[s] for s in ss) else "-" for g in groups]
+        acc = [seeds[s]["accuracy"] for s in ss]   # percent, as the scorer gives it
+        extra = [_fmt_mean([seeds[s][g] for s in ss]) if all(g in seeds[s] for s in ss) else "-" for g in groups]
         lines.append(f"| {variant} | {', '.join(map(str, ss))} | {', '.join(f'{x:.2f}' for x in acc)} | "
                      f"{_fmt_mean(acc)} | " + " | ".join(extra) + " |")
     return "\n".join(lines + comparison_lines(comparisons(by, "_correct"), "the test questions", "accuracy"))

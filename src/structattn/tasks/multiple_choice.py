@@ -149,3 +149,17 @@ def accuracy(preds: Sequence[int] | Mapping[str, int], questions: Sequence[MCQue
             out[key] = hit / seen
     out["total"] = len(questions)
     return out
+
+
+def score_option_letters(task: str, questions: Sequence[MCQuestion], letters: Mapping[str, str]) -> dict:
+    """Accuracy in percent of ``letters`` ({qid: option letter}, what ``structattn predict`` writes to a ``.json``):
+    RACE tasks as ``structattn score race`` counts it (:func:`~structattn.tasks.race.score_race`), the others by
+    :func:`accuracy` per group (every question needs a letter)."""
+    if task.startswith("race"):
+        from .race import score_race
+
+        return score_race(list(questions), dict(letters), source=f"{task}/test")
+    picked = {qid: ord(str(letter).strip() or "?") - ord("A") for qid, letter in letters.items()}
+    return {key: 100.0 * value if key.startswith("accuracy") else value
+            for key, value in accuracy(picked, questions).items()}
+

@@ -41,6 +41,7 @@ def load_trained(model_dir: str, task: str | None = None):
     # the folder holds the whole trained model: load all of it, whatever parts the run took from its --model
     cfg = replace(cfg, model=str(folder), task=task or cfg.task, model_parts="all")
     trainer = trainer_for(cfg)
+    trainer.model.to(trainer.accelerator.device)  # only training's engine moves it; evaluation batches go there
     if hasattr(trainer, "fixed_threshold"):  # span QA: score at the threshold tuned during training
         from .reading import answering_threshold
 
