@@ -87,19 +87,10 @@ def _record_span_qa(trainer, run_dir: Path, name: str, reuse: bool = False, othe
             "answer_all": {**everything, "predictions": str(answer_all.relative_to(RESULTS.parent))}}
 
 
-def _score_multiple_choice(task_name: str, questions: list, letters: dict) -> dict:
-    """What the project's scorer gives: RACE's `score race` figures, MCTest's accuracy per group."""
-    from structattn.tasks.multiple_choice import accuracy
-    from structattn.tasks.race import score_race
-
-    if task_name.startswith("race"):
-        return score_race(questions, letters)
-    return accuracy({qid: ord(letter) - ord("A") for qid, letter in letters.items()}, questions)
-
-
 def _record_multiple_choice(task, name: str, trainer=None, predictions: Path | None = None) -> dict:
     """Test predictions of ``trainer`` (or the file ``predictions`` made elsewhere) -> results/<file>/NAME.json."""
     from structattn.commands.predict import write_option_letters
+    from structattn.tasks.multiple_choice import score_option_letters
 
     target = RESULTS / results_name(task.name) / f"{name}.json"
     target.parent.mkdir(parents=True, exist_ok=True)
@@ -114,7 +105,7 @@ def _record_multiple_choice(task, name: str, trainer=None, predictions: Path | N
         if side.is_file():
             shutil.copyfile(side, target.with_name(f"{name}.scores.json"))
     letters = json.loads(target.read_text(encoding="utf-8"))
-    return {**_score_multiple_choice(task.name, questions, letters),
+    return {**score_option_letters(task.name, questions, letters),
             "predictions": str(target.relative_to(RESULTS.parent))}
 
 
