@@ -17,7 +17,7 @@
 # Sentence tasks (the sentence runner's sgnet variant beside baseline rows of the same settings): CoLA (2 epochs)
 # and SST-2 (first 10,000 training sentences, 1 epoch), max length 64, batch 32, 5e-5, 3 seeds; 2 threads unless
 # SWEEP_THREADS says otherwise (1 when it shares the machine with another lane).
-#   bash results/run_reading_experiments.sh squad-a | squad-b | squad-encoder | ablation | ablation-a | ablation-b | mc-a | mc-b | sentence | both
+#   bash results/run_reading_experiments.sh squad-a | squad-b | squad-encoder | encoder-ablation [ROW...] | ablation | ablation-a | ablation-b | mc-a | mc-b | sentence | both
 # (ablation-a and ablation-b split the four Table 3 rows over two lanes)
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -63,7 +63,11 @@ squad_encoder_lane() {  # baseline and SG-Net by seed, then the Table 3 rows (se
     run squad2 squad2-enc-baseline-s$s $SQUAD_ENC --sgnet none --seed $s
     run squad2 squad2-enc-sgnet-s$s $SQUAD_ENC --sgnet dual --seed $s
   done
-  for a in vanilla sg_only concat biattention; do run squad2 squad2-enc-sgnet_$a-s1 $SQUAD_ENC --sgnet $a --seed 1; done
+  encoder_ablation vanilla sg_only concat biattention
+}
+encoder_ablation() {  # encoder_ablation ROW...: Table 3 rows on the reader's encoder, seed 1 (a second lane: in
+                      # another order than squad_encoder_lane's, so that two lanes do not train the same row)
+  for a in "$@"; do run squad2 squad2-enc-sgnet_$a-s1 $SQUAD_ENC --sgnet $a --seed 1; done
 }
 mc_lane() {  # mc_lane VARIANT SGNET
   for s in 1 2 3; do run mctest mctest500-$1-s$s --task mctest500 $MC --sgnet $2 --seed $s; done
@@ -85,6 +89,7 @@ case "${1:-both}" in
   squad-a) squad_lane_a ;;
   squad-b) squad_lane_b ;;
   squad-encoder) squad_encoder_lane ;;
+  encoder-ablation) shift; [ $# -gt 0 ] || set -- biattention concat sg_only vanilla; encoder_ablation "$@" ;;
   ablation) ablation ;;
   ablation-a) ablation vanilla concat ;;
   ablation-b) ablation sg_only biattention ;;
