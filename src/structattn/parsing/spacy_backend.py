@@ -37,6 +37,7 @@ from pathlib import Path
 
 from ..errors import UserError
 from ..settings import DEFAULT_SPACY_MODEL
+from .cache import default_directory
 from .record import Parse, ParseError
 
 log = logging.getLogger(__name__)
@@ -140,12 +141,6 @@ def _resolve_model(model: str) -> dict:
         raise UserError(f"spaCy pipeline {model!r}: cannot read {meta_path}: {exc}") from exc
 
 
-def _parse_cache_folder() -> Path:
-    from ..settings import cache_dir
-
-    return cache_dir() / "parses"
-
-
 def cached_fingerprint(model: str, split_sentences: bool = True,
                        max_chunk_chars: int = DEFAULT_MAX_CHUNK_CHARS) -> str | None:
     """The fingerprint of ``model``'s parses in the default parse cache, for a machine without spaCy.
@@ -157,7 +152,7 @@ def cached_fingerprint(model: str, split_sentences: bool = True,
     head = f"backend={SpacyParser.backend};model={model};"
     tail = f";split_sentences={split_sentences};max_chunk_chars={max_chunk_chars};repair=cc-to-fffd;root=root"
     found = set()
-    for record_path in sorted(_parse_cache_folder().glob("v*/*/namespace.json")):
+    for record_path in sorted(default_directory().glob("v*/*/namespace.json")):
         try:
             fingerprint = json.loads(record_path.read_text(encoding="utf-8")).get("fingerprint", "")
         except (OSError, ValueError, AttributeError):
@@ -165,7 +160,7 @@ def cached_fingerprint(model: str, split_sentences: bool = True,
         if isinstance(fingerprint, str) and fingerprint.startswith(head) and fingerprint.endswith(tail):
             found.add(fingerprint)
     if len(found) > 1:
-        raise UserError(f"spaCy pipeline {model!r} is not installed, and the parse cache ({_parse_cache_folder()}) "
+        raise UserError(f"spaCy pipeline {model!r} is not installed, and the parse cache ({default_directory()}) "
                         f"holds parses of {len(found)} versions of it: {sorted(found)}; keep one (structattn cache "
                         "prune) or install the pipeline")
     return found.pop() if found else None
@@ -222,7 +217,7 @@ class SpacyParser:
             if self._cached_fingerprint is not None:
                 raise UserError(
                     f"spaCy pipeline {self.model!r} is not installed here and the parse cache "
-                    f"({_parse_cache_folder()}) lacks some of the items asked for: install spaCy and the pipeline, "
+                    f"({default_directory()}) lacks some of the items asked for: install spaCy and the pipeline, "
                     "or parse these items where they are installed and copy the cache here (STRUCTATTN_CACHE)")
             import spacy
 
