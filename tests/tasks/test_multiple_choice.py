@@ -59,3 +59,16 @@ def test_registry():
         get_mc_task("dream")
     with pytest.raises(UserError, match="task race: unknown split 'validation'; valid splits: train, dev, test"):
         get_mc_task("race").read("validation", data_dir="/nonexistent")
+
+
+def test_option_letters_are_scored_in_percent_and_bad_letters_refused():
+    from structattn.tasks.multiple_choice import score_option_letters
+
+    questions = [MCQuestion(qid=f"q{i}", passage="p", question="q", options=["a", "b", "c", "d"], label=i % 4,
+                            group="mc500") for i in range(4)]
+    scores = score_option_letters("mctest500", questions, {"q0": "A", "q1": "B", "q2": "A", "q3": " D"})
+    assert scores["accuracy"] == 75.0 and scores["accuracy_mc500"] == 75.0 and scores["total"] == 4
+    race = score_option_letters("race_m", questions, {"q0": "A", "q1": "B"})   # RACE: missing ones count wrong
+    assert race["accuracy"] == 50.0 and race["missing"] == 2
+    with pytest.raises(UserError, match="not an option letter"):
+        score_option_letters("mctest500", questions, {"q0": "AB", "q1": "B", "q2": "A", "q3": "D"})

@@ -107,6 +107,15 @@ def test_multiple_choice_trains_and_scores_accuracy(env, sgnet, pool):
     metrics = trainer.evaluate(examples, feats)
     assert metrics["total"] == 8 and 0.0 <= metrics["accuracy"] <= 1.0
     assert trainer.option_scores(feats).shape == (8, 4)
+    # `predict --output X.json`: {qid: letter}, what `score race` reads, with the options' scores beside it
+    from structattn.tasks.race import score_race
+
+    out = Path(cfg.output_dir) / "test_pred.json"
+    assert cli_main(["predict", str(Path(cfg.output_dir) / "best"), "--split", "test", "--output", str(out)]) == 0
+    letters = json.loads(out.read_text())
+    assert len(letters) == 8 and set(letters.values()) <= set("ABCD")
+    assert score_race(examples.questions, letters)["accuracy"] == pytest.approx(100 * metrics["accuracy"])
+    assert json.loads(out.with_name("test_pred.scores.json").read_text()).keys() == letters.keys()
 
 
 def test_sgnet_multiple_choice_features_are_one_build_equal_to_two(env):

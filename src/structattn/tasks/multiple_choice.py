@@ -159,7 +159,10 @@ def score_option_letters(task: str, questions: Sequence[MCQuestion], letters: Ma
         from .race import score_race
 
         return score_race(list(questions), dict(letters), source=f"{task}/test")
-    picked = {qid: ord(str(letter).strip() or "?") - ord("A") for qid, letter in letters.items()}
+    picked = {}
+    for qid, letter in letters.items():
+        if not (isinstance(letter, str) and len(letter.strip()) == 1 and "A" <= letter.strip() <= "Z"):
+            raise UserError(f"question {qid!r}: prediction {letter!r} is not an option letter (A, B, ...)")
+        picked[qid] = ord(letter.strip()) - ord("A")
     return {key: 100.0 * value if key.startswith("accuracy") else value
             for key, value in accuracy(picked, questions).items()}
-
