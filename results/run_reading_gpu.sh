@@ -96,6 +96,14 @@ predict() {   # RUN: SQuAD 1.1 dev (never "no answer") and the squad2 test part 
 #        there:  TRAIN_SECONDS=400 bash results/run_reading_gpu.sh race SEED      (results into $OUT)
 # (a dry run here, on the CPU without spaCy: PYTHONPATH=<a sitecustomize that hides spaCy> PY=.venv/bin/python
 #  WORK=/tmp/w OUT=/tmp/o PREDICT_LIMIT=8 RACE_FLAGS="... --max-train-examples 8 ..." bash results/run_reading_gpu.sh race 1)
+# The device tool sends the working tree and the carry together, 64 MiB at most; with the committed models and results
+# the tree alone is about 37 MB. The RACE calls ran with the bulky folders out of git's index for the call only (the
+# files stay on disk; nothing is committed meanwhile):
+#   P="src/structattn/trained results/parsing results/nmt results/squad11 results/shipped results/laptop
+#      results/precision results/peers results/squad2 results/probing results/nmt_gates results/diagnostics"
+#   cp .git/info/exclude /tmp/exclude.bak; git rm -r -q --cached $P; for p in $P; do echo "/$p/" >> .git/info/exclude; done
+#   ... the device call (carry .gpucarry/race) ...
+#   git reset -q -- $P; cp /tmp/exclude.bak .git/info/exclude
 RACE_CARRY=${RACE_CARRY:-.gpucarry/race}
 RACE_CACHE=${RACE_CACHE:-.gpucarry/race-cache}   # kept here between packs (a second pack parses nothing); not carried
 RACE_FLAGS=${RACE_FLAGS:-"--task race_m --model-parts encoder --pool option --max-length 384 --batch-size 16
