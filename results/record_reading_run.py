@@ -94,12 +94,12 @@ def _record_multiple_choice(task, name: str, trainer=None, predictions: Path | N
 
     target = RESULTS / results_name(task.name) / f"{name}.json"
     target.parent.mkdir(parents=True, exist_ok=True)
-    questions = task.read("test") if predictions is not None else None
     if predictions is None:
         examples, feats = trainer.features("test")
         questions = examples.questions
         write_option_letters(questions, trainer.option_scores(feats), target)
     else:
+        questions = task.read("test")
         shutil.copyfile(predictions, target)
         side = predictions.with_name(predictions.name[:-len(".json")] + ".scores.json")
         if side.is_file():

@@ -84,7 +84,8 @@ def load_mc_runs(results_dir: Path, name: str) -> dict[str, list[dict]]:
         questions = get_mc_task(run["task"]).read("test")
         letters = json.loads((results_dir.parent / run["predictions"]).read_text(encoding="utf-8"))
         _check(run, "accuracy", score_option_letters(run["task"], questions, letters)["accuracy"])
-        run["_correct"] = np.array([100.0 * (letters.get(q.qid) == chr(ord("A") + q.label)) for q in questions])
+        run["_correct"] = np.array([100.0 * (str(letters.get(q.qid, "")).strip() == chr(ord("A") + q.label))
+                                    for q in questions])   # as the scorer reads a letter
         by_task.setdefault(run["task"], []).append(run)
     return by_task
 
