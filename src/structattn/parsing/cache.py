@@ -128,11 +128,6 @@ class Namespace:
         return self.folder / f"{bucket}{BUCKET_SUFFIX}"
 
 
-def default_directory() -> Path:
-    """Where the parse cache lives unless told: ``settings.cache_dir() / "parses"``."""
-    return settings.cache_dir() / "parses"
-
-
 class ParseCache:
     """Content-addressed, checksummed, atomically written parse cache.
 
@@ -144,7 +139,7 @@ class ParseCache:
     def __init__(self, directory: str | Path | None = None, flush_items: int = DEFAULT_FLUSH_ITEMS):
         if flush_items < 1:
             raise ValueError("flush_items must be positive")
-        self.directory = Path(directory) if directory is not None else default_directory()
+        self.directory = Path(directory) if directory is not None else settings.parse_cache_dir()
         self.flush_items = flush_items
         self.last_stats = CacheStats()
 

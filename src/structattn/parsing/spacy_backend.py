@@ -36,8 +36,7 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
 
 from ..errors import UserError
-from ..settings import DEFAULT_SPACY_MODEL
-from .cache import default_directory
+from ..settings import DEFAULT_SPACY_MODEL, parse_cache_dir
 from .record import Parse, ParseError
 
 log = logging.getLogger(__name__)
@@ -152,7 +151,7 @@ def cached_fingerprint(model: str, split_sentences: bool = True,
     head = f"backend={SpacyParser.backend};model={model};"
     tail = f";split_sentences={split_sentences};max_chunk_chars={max_chunk_chars};repair=cc-to-fffd;root=root"
     found = set()
-    for record_path in sorted(default_directory().glob("v*/*/namespace.json")):
+    for record_path in sorted(parse_cache_dir().glob("v*/*/namespace.json")):
         try:
             fingerprint = json.loads(record_path.read_text(encoding="utf-8")).get("fingerprint", "")
         except (OSError, ValueError, AttributeError):
@@ -160,7 +159,7 @@ def cached_fingerprint(model: str, split_sentences: bool = True,
         if isinstance(fingerprint, str) and fingerprint.startswith(head) and fingerprint.endswith(tail):
             found.add(fingerprint)
     if len(found) > 1:
-        raise UserError(f"spaCy pipeline {model!r} is not installed, and the parse cache ({default_directory()}) "
+        raise UserError(f"spaCy pipeline {model!r} is not installed, and the parse cache ({parse_cache_dir()}) "
                         f"holds parses of {len(found)} versions of it: {sorted(found)}; keep one (structattn cache "
                         "prune) or install the pipeline")
     return found.pop() if found else None
@@ -217,7 +216,7 @@ class SpacyParser:
             if self._cached_fingerprint is not None:
                 raise UserError(
                     f"spaCy pipeline {self.model!r} is not installed here and the parse cache "
-                    f"({default_directory()}) lacks some of the items asked for: install spaCy and the pipeline, "
+                    f"({parse_cache_dir()}) lacks some of the items asked for: install spaCy and the pipeline, "
                     "or parse these items where they are installed and copy the cache here (STRUCTATTN_CACHE)")
             import spacy
 
