@@ -89,7 +89,7 @@ def _record_span_qa(trainer, run_dir: Path, name: str, reuse: bool = False, othe
 
 def _record_multiple_choice(task, name: str, trainer=None, predictions: Path | None = None) -> dict:
     """Test predictions of ``trainer`` (or the file ``predictions`` made elsewhere) -> results/<file>/NAME.json."""
-    from structattn.commands.predict import write_option_letters
+    from structattn.commands.predict import option_scores_file, write_option_letters
     from structattn.tasks.multiple_choice import score_option_letters
 
     target = RESULTS / results_name(task.name) / f"{name}.json"
@@ -101,9 +101,8 @@ def _record_multiple_choice(task, name: str, trainer=None, predictions: Path | N
     else:
         questions = task.read("test")
         shutil.copyfile(predictions, target)
-        side = predictions.with_name(predictions.name[:-len(".json")] + ".scores.json")
-        if side.is_file():
-            shutil.copyfile(side, target.with_name(f"{name}.scores.json"))
+        if option_scores_file(predictions).is_file():
+            shutil.copyfile(option_scores_file(predictions), option_scores_file(target))
     letters = json.loads(target.read_text(encoding="utf-8"))
     return {**score_option_letters(task.name, questions, letters),
             "predictions": str(target.relative_to(RESULTS.parent))}

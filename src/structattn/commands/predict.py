@@ -136,12 +136,17 @@ def option_letter(index: int) -> str:
     return chr(ord("A") + index)
 
 
+def option_scores_file(letters_file: Path) -> Path:
+    """``X.json`` -> ``X.scores.json``: where the options' scores sit beside an option-letter file."""
+    return letters_file.with_name(letters_file.name.removesuffix(".json") + ".scores.json")
+
+
 def write_option_letters(questions, scores, output: Path) -> Path:
     """``output`` = {qid: letter of the best-scored option}; returns the ``.scores.json`` written beside it
     ({qid: every option's score, rounded to 6 decimals})."""
     from ..io import atomic_write_json
 
-    scores_file = output.with_name(output.name[:-len(".json")] + ".scores.json")
+    scores_file = option_scores_file(output)
     atomic_write_json(output, {q.qid: option_letter(int(row.argmax())) for q, row in zip(questions, scores)})
     atomic_write_json(scores_file, {q.qid: [round(float(x), 6) for x in row] for q, row in zip(questions, scores)})
     return scores_file

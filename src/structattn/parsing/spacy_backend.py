@@ -140,6 +140,13 @@ def _resolve_model(model: str) -> dict:
         raise UserError(f"spaCy pipeline {model!r}: cannot read {meta_path}: {exc}") from exc
 
 
+def _fingerprint_ends(model: str, split_sentences: bool, max_chunk_chars: int) -> tuple[str, str]:
+    """The parts of :meth:`SpacyParser.fingerprint` known without spaCy: what comes before the pipeline's name and
+    versions, and what comes after them."""
+    return (f"backend=spacy;model={model};",
+            f";split_sentences={split_sentences};max_chunk_chars={max_chunk_chars};repair=cc-to-fffd;root=root")
+
+
 def cached_fingerprint(model: str, split_sentences: bool = True,
                        max_chunk_chars: int = DEFAULT_MAX_CHUNK_CHARS) -> str | None:
     """The fingerprint of ``model``'s parses in the default parse cache, for a machine without spaCy.
@@ -148,8 +155,7 @@ def cached_fingerprint(model: str, split_sentences: bool = True,
     this pipeline name and these options. Returns None when there is none; raises :class:`UserError` when parses of
     several versions are cached (which one to read cannot be told without spaCy).
     """
-    head = f"backend={SpacyParser.backend};model={model};"
-    tail = f";split_sentences={split_sentences};max_chunk_chars={max_chunk_chars};repair=cc-to-fffd;root=root"
+    head, tail = _fingerprint_ends(model, split_sentences, max_chunk_chars)
     found = set()
     for record_path in sorted(parse_cache_dir().glob("v*/*/namespace.json")):
         try:
@@ -242,11 +248,9 @@ class SpacyParser:
         pipeline is missing, the fingerprint the parse cache recorded for this pipeline (:func:`cached_fingerprint`)."""
         if self._cached_fingerprint is not None:
             return self._cached_fingerprint
-        spacy_version = importlib.metadata.version("spacy")
-        return (f"backend={self.backend};model={self.model};name={self.meta.get('lang', '')}_{self.meta.get('name', '')};"
-                f"version={self.meta.get('version', '')};spacy={spacy_version};"
-                f"split_sentences={self.split_sentences};max_chunk_chars={self.max_chunk_chars};"
-                f"repair=cc-to-fffd;root=root")
+        head, tail = _fingerprint_ends(self.model, self.split_sentences, self.max_chunk_chars)
+        return (f"{head}name={self.meta.get('lang', '')}_{self.meta.get('name', '')};"
+                f"version={self.meta.get('version', '')};spacy={importlib.metadata.version('spacy')}{tail}")
 
     # ------------------------------------------------------------------ public API
     def parse_texts(self, texts: Sequence[str], progress: Callable[[int], None] | None = None) -> list[list[Parse]]:
