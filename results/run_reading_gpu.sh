@@ -14,6 +14,19 @@
 #        there:        CARRY=.gpucarry/squad bash results/run_reading_gpu.sh train RUN SEED [train flags...]
 # (the run of results/README.md: `TRAIN_SECONDS=425 CARRY=.gpucarry/squad bash results/run_reading_gpu.sh train
 # base-s1 1`, with .gpucarry/squad named in the device tool's carry; the training ended on its own at 5,940 updates)
+#
+# The next GPU session, if one is lent (15 minutes of device time; the reader of results/README.md is gone: its
+# weights lived in an ignored folder of a machine that did not come back), in this order:
+#   here:    make install; bash results/run_reading_gpu.sh pack; bash results/run_reading_gpu.sh pack_race
+#            (pack_race without a reader packs RACE-M and its caches only); slim git's index as below
+#   call 1:  carry [".gpucarry/squad"], timeout_s 600:
+#            TRAIN_SECONDS=330 PY=python3 WORK=/tmp/sa OUT=$OUT bash results/run_reading_gpu.sh train base-fp32-s1 1
+#            (the reader again, its weights now held in float32; SQuAD 1.1 dev and squad2 test predicted there,
+#            $OUT/base-fp32-s1.tar.xz comes back; best/ stays on that machine for call 2)
+#   call 2:  at once (a machine idle for 30 s is given back, and best/ with it), carry [".gpucarry/race"]:
+#            READER_DIR=runs/reading/base-fp32-s1/best PY=python3 WORK=/tmp/sa TRAIN_SECONDS=400 \
+#            bash results/run_reading_gpu.sh race 1
+#   here:    untar into runs/reading/<run>, record with results/record_reading_run.py ... --predictions ... --device
 set -euo pipefail
 cd "$(dirname "$0")/.."
 CARRY=${CARRY:-.gpucarry/squad}
@@ -70,28 +83,34 @@ sa() { $PY -m structattn.cli "$@"; }
 train() {   # RUN SEED [flags]: train (time-boxed by TRAIN_SECONDS; resumable), then predict with best/
   local run=$1 seed=$2; shift 2
   setup
+  mkdir -p "runs/reading/$run"
   timeout "${TRAIN_SECONDS:-100000}" $PY -m structattn.cli train --task squad2_plus11 --precision bf16 --seed "$seed" \
     --batch-size 32 --eval-batch-size 256 --epochs 2 --eval-every 1000 --output-dir "runs/reading/$run" "$@" \
+    2>&1 | tee -a "runs/reading/$run/train.log" \
     || echo "training stopped (exit $?): predicting with the best model so far"
   predict "$run"
 }
 
 predict() {   # RUN: SQuAD 1.1 dev (never "no answer") and the squad2 test part (the saved threshold)
   local run=$1 best="runs/reading/$1/best"
-  sa predict "$best" --task squad11 --split dev --output "runs/reading/$run/squad11_dev.json"
-  sa predict "$best" --task squad2 --split test --output "runs/reading/$run/squad2_test.json"
+  sa predict "$best" --task squad11 --split dev --output "runs/reading/$run/squad11_dev.json" ${PREDICT_LIMIT:+--limit $PREDICT_LIMIT}
+  sa predict "$best" --task squad2 --split test --output "runs/reading/$run/squad2_test.json" ${PREDICT_LIMIT:+--limit $PREDICT_LIMIT}
   sa score squad --task squad11 --split dev --predictions "runs/reading/$run/squad11_dev.json"
   sa score squad --task squad2 --split test --predictions "runs/reading/$run/squad2_test.json" \
     --na-prob "runs/reading/$run/squad2_test.na_prob.json"
+  # what comes back (the device tool returns $OUT): predictions, logs and the training state; best/ stays there
+  if [ -n "${OUT:-}" ]; then tar -cJf "$OUT/$run.tar.xz" -C "runs/reading/$run" --exclude=best --exclude='checkpoint*' .; fi
 }
 
 # ------------------------------------------------------------------------------------------------ RACE-M
 # Baseline and SG-Net on RACE-M from the reader's encoder (runs/reading/base-s1-gpu/best, --model-parts encoder: a
 # fresh multiple-choice head, and for SG-Net a fresh SG layer), side by side on the one GPU. What travels in
 # $RACE_CARRY (ignored): data.tar.xz (race/{train,dev,test}/middle), cache.tar.xz (the word splits and spaCy parses of
-# every RACE-M text, so the machine needs no spaCy: built here by `pack_race`), reader/ (the reader's config and
-# tokenizer) + reader_bf16.safetensors.xz (its weights: every one is a bfloat16 value, the run that made them held
-# them in bfloat16, so they travel exactly), *.whl (conllu).
+# every RACE-M text, so the machine needs no spaCy: built here by `pack_race`), *.whl (conllu), and when a reader is
+# here (READER, default runs/reading/base-s1-gpu/best) reader/ (its config and tokenizer) +
+# reader_bf16.safetensors.xz (its weights: pack_race checks that every one is a bfloat16 value, as in the first
+# reader, whose run held them in bfloat16, so they travel exactly). Without one, `race` reads READER_DIR: a reader
+# trained on that machine by `train`.
 # Usage, here:   bash results/run_reading_gpu.sh pack_race
 #        there:  TRAIN_SECONDS=400 bash results/run_reading_gpu.sh race SEED      (results into $OUT)
 # (a dry run here, on the CPU without spaCy: PYTHONPATH=<a sitecustomize that hides spaCy> PY=.venv/bin/python
@@ -110,9 +129,17 @@ RACE_FLAGS=${RACE_FLAGS:-"--task race_m --model-parts encoder --pool option --ma
     --eval-batch-size 512 --learning-rate 5e-5 --warmup-ratio 0.1 --epochs 1 --eval-every 300 --precision bf16"}
 
 pack_race() {
-  local venv=${VENV:-.venv} reader=${READER:-runs/reading/base-s1-gpu/best} tmp s
+  local venv=${VENV:-.venv} reader=${READER:-runs/reading/base-s1-gpu/best} with_reader=1 tmp s
+  if [ ! -f "$reader/model.safetensors" ]; then
+    with_reader=0
+    # No reader here: data and caches only, for a race run whose reader is trained on that machine (READER_DIR).
+    # The caches do not depend on the tokenizer's weights: all-MiniLM-L6-v2's tokenizer is the reader's.
+    echo "no reader at $reader: packing RACE-M and its caches only (run 'race' there with READER_DIR=<its best/>)"
+    reader=$("$venv/bin/python" -c 'from structattn.settings import default_encoder; print(default_encoder())')
+    rm -f "$RACE_CARRY/reader_bf16.safetensors.xz"; rm -rf "$RACE_CARRY/reader"
+  fi
   tmp=$(mktemp -d)
-  mkdir -p "$RACE_CARRY/reader"
+  mkdir -p "$RACE_CARRY"
   for s in train dev test; do mkdir -p "$tmp/data/race/$s" && cp -r "../shared/data/race/$s/middle" "$tmp/data/race/$s/"; done
   tar -cJf "$RACE_CARRY/data.tar.xz" -C "$tmp" data
   # The caches: every feature the runs build (both structures, every split), so nothing is missing there.
@@ -130,6 +157,16 @@ for split in ["dev", "test", "train"]:
     print(f"race_m/{split}: {len(questions):,} questions cached", flush=True)
 PY
   tar -cJf "$RACE_CARRY/cache.tar.xz" -C "$(dirname "$RACE_CACHE")" "$(basename "$RACE_CACHE")"
+  if [ "$with_reader" = 1 ]; then pack_reader_weights "$reader" "$tmp"; fi
+  cp "$CARRY"/conllu-*.whl "$RACE_CARRY/" 2>/dev/null || "$venv/bin/python" -m pip download -q --no-deps \
+    --only-binary=:all: --python-version 3.12 --implementation cp --platform manylinux2014_x86_64 -d "$RACE_CARRY" conllu==6.0.0
+  rm -rf "$tmp"
+  ls -la "$RACE_CARRY"
+}
+
+pack_reader_weights() {   # READER TMP: its config, tokenizer and weights (exact in bfloat16, checked) into $RACE_CARRY
+  local reader=$1 tmp=$2 venv=${VENV:-.venv}
+  mkdir -p "$RACE_CARRY/reader"
   cp "$reader"/{config.json,tokenizer.json,tokenizer_config.json,span_qa.json,train_config.json} "$RACE_CARRY/reader/"
   "$venv/bin/python" - "$reader/model.safetensors" "$tmp/reader_bf16.safetensors" <<'PY'
 import sys, torch
@@ -142,18 +179,18 @@ save_file({k: v.to(torch.bfloat16) if v.is_floating_point() else v for k, v in s
           metadata={"format": "pt"})
 PY
   xz -T2 -6 -c "$tmp/reader_bf16.safetensors" > "$RACE_CARRY/reader_bf16.safetensors.xz"
-  cp "$CARRY"/conllu-*.whl "$RACE_CARRY/" 2>/dev/null || "$venv/bin/python" -m pip download -q --no-deps \
-    --only-binary=:all: --python-version 3.12 --implementation cp --platform manylinux2014_x86_64 -d "$RACE_CARRY" conllu==6.0.0
-  rm -rf "$tmp"
-  ls -la "$RACE_CARRY"
 }
 
-setup_race() {
-  mkdir -p "$WORK/reader"
+setup_race() {   # READER_DIR, when set, is a reader already on that machine (trained there by `train`)
   [ -d "$WORK/data/race" ] || tar -xJf "$RACE_CARRY/data.tar.xz" -C "$WORK"
   [ -d "$WORK/$(basename "$RACE_CACHE")" ] || tar -xJf "$RACE_CARRY/cache.tar.xz" -C "$WORK"
-  cp "$RACE_CARRY"/reader/* "$WORK/reader/"
-  if [ ! -f "$WORK/reader/model.safetensors" ]; then   # back to float32: the same numbers as here
+  if [ -n "${READER_DIR:-}" ]; then
+    [ -f "$READER_DIR/model.safetensors" ] || { echo "READER_DIR=$READER_DIR holds no model.safetensors" >&2; exit 2; }
+  elif [ ! -f "$WORK/reader/model.safetensors" ]; then   # the carried reader, back to float32: the same numbers as here
+    [ -f "$RACE_CARRY/reader_bf16.safetensors.xz" ] \
+      || { echo "$RACE_CARRY holds no reader: set READER_DIR to one on this machine, or pack one (READER=...)" >&2; exit 2; }
+    mkdir -p "$WORK/reader"
+    cp "$RACE_CARRY"/reader/* "$WORK/reader/"
     xz -dc "$RACE_CARRY/reader_bf16.safetensors.xz" > "$WORK/reader_bf16.safetensors"
     $PY -c '
 import sys, torch
@@ -175,7 +212,7 @@ race_run() {   # NAME SGNET SEED: train (time-boxed by TRAIN_SECONDS), predict t
   local name=$1 sgnet=$2 seed=$3 dir="runs/reading/$1"
   mkdir -p "$dir"
   # shellcheck disable=SC2086
-  timeout "${TRAIN_SECONDS:-100000}" $PY -m structattn.cli train $RACE_FLAGS --model "$WORK/reader" --sgnet "$sgnet" \
+  timeout "${TRAIN_SECONDS:-100000}" $PY -m structattn.cli train $RACE_FLAGS --model "${READER_DIR:-$WORK/reader}" --sgnet "$sgnet" \
     --seed "$seed" --output-dir "$dir" > "$dir/train.log" 2>&1 \
     || echo "$name: training stopped (exit $?): predicting with the best model so far" | tee -a "$dir/train.log"
   for split in ${PREDICT_SPLITS:-test}; do   # dev accuracy at every evaluation is in trainer_state.json
