@@ -17,8 +17,10 @@
 #
 # The next GPU session, if one is lent (15 minutes of device time; the reader of results/README.md is gone: its
 # weights lived in an ignored folder of a machine that did not come back), in this order:
-#   here:    make install; bash results/run_reading_gpu.sh pack; bash results/run_reading_gpu.sh pack_race
-#            (pack_race without a reader packs RACE-M and its caches only); slim git's index as below
+#   here:    make install; bash results/run_reading_gpu.sh pack (6 minutes); bash results/run_reading_gpu.sh pack_race
+#            (RACE-M and its caches only, when no reader is here: 42 minutes beside two training lanes, mostly
+#            spaCy parsing 6,409 passages); bash results/run_reading_gpu.sh dry_run (2 minutes: both calls below on a
+#            few questions, spaCy hidden); slim git's index as below
 #   call 1:  carry [".gpucarry/squad"], timeout_s 600:
 #            TRAIN_SECONDS=330 PY=python3 WORK=/tmp/sa OUT=$OUT bash results/run_reading_gpu.sh train base-fp32-s1 1
 #            (the reader again, its weights now held in float32; SQuAD 1.1 dev and squad2 test predicted there,
@@ -113,8 +115,8 @@ predict() {   # RUN: SQuAD 1.1 dev (never "no answer") and the squad2 test part 
 # trained on that machine by `train`.
 # Usage, here:   bash results/run_reading_gpu.sh pack_race
 #        there:  TRAIN_SECONDS=400 bash results/run_reading_gpu.sh race SEED      (results into $OUT)
-# (a dry run here, on the CPU without spaCy: PYTHONPATH=<a sitecustomize that hides spaCy> PY=.venv/bin/python
-#  WORK=/tmp/w OUT=/tmp/o PREDICT_LIMIT=8 RACE_FLAGS="... --max-train-examples 8 ..." bash results/run_reading_gpu.sh race 1)
+# (`bash results/run_reading_gpu.sh dry_run` runs `train` and then this on a few questions here, on the CPU, with spaCy
+#  hidden as on that machine: results/nospacy/sitecustomize.py)
 # The device tool sends the working tree and the carry together, 64 MiB at most; with the committed models and results
 # the tree alone is about 37 MB. The RACE calls ran with the bulky folders out of git's index for the call only (the
 # files stay on disk; nothing is committed meanwhile):
@@ -230,6 +232,23 @@ race() {   # SEED: baseline and SG-Net, concurrently
   race_run "race_m-enc-sgnet-s$seed" dual "$seed" &
   wait
   nvidia-smi --query-gpu=name --format=csv,noheader > "${OUT:-.}/device.txt" 2>/dev/null || true
+}
+
+dry_run() {   # here, before device time is spent: both calls of the plan above on a few questions, spaCy hidden
+  local work out
+  work=$(mktemp -d) out=$(mktemp -d)
+  export PYTHONPATH="$PWD/results/nospacy" WORK="$work" OUT="$out" PREDICT_LIMIT=8
+  [ "$PY" != python3 ] || PY=.venv/bin/python   # here: the project's venv
+  TRAIN_SECONDS=600 train dry-reader 1 --max-train-examples 32 --max-steps 2 --batch-size 4 --eval-batch-size 16 \
+    --max-eval-examples 16 --eval-every 0
+  READER_DIR=runs/reading/dry-reader/best RACE_FLAGS="--task race_m --model-parts encoder --pool option --max-length 384
+    --batch-size 4 --eval-batch-size 16 --epochs 1 --max-steps 2 --max-train-examples 8 --max-eval-examples 8
+    --eval-every 0 --precision bf16" race 1
+  ls -la "$out"
+  [ -s "$out/dry-reader.tar.xz" ] && [ -s "$out/race_m-enc-baseline-s1.tar.xz" ] && [ -s "$out/race_m-enc-sgnet-s1.tar.xz" ] \
+    || { echo "dry run: a run's results are missing from \$OUT" >&2; exit 1; }
+  rm -rf "$work" "$out" runs/reading/dry-reader runs/reading/race_m-enc-baseline-s1 runs/reading/race_m-enc-sgnet-s1
+  echo "dry run passed: train and race ran without spaCy, and their results came back"
 }
 
 "$@"
