@@ -17,9 +17,10 @@ unanswerable questions (squad11), the saved threshold is used otherwise, and the
 test_predictions.TASK.json.
 Multiple choice (race, race_m, race_h -> results/race.jsonl; mctest160, mctest500 -> results/mctest.jsonl):
 predicts the test split into results/<file>/NAME.json ({qid: option letter}, what `structattn score race
---task <task> --predictions results/race/NAME.json` reads; NAME.scores.json beside it holds every option's score),
-scores that committed file (RACE: `score race`'s accuracy overall and per level; MCTest: accuracy overall and per
-group) and appends a line (its "task" names the task) to results/<file>.jsonl. With --predictions PRED.json the
+--task <task> --predictions results/race/NAME.json` and `structattn score mctest --task <task> --predictions
+results/mctest/NAME.json` read; NAME.scores.json beside it holds every option's score), scores that committed file
+(RACE: `score race`'s accuracy overall and per level; MCTest: `score mctest`'s accuracy overall, per set and per
+question kind) and appends a line (its "task" names the task) to results/<file>.jsonl. With --predictions PRED.json the
 test predictions were made elsewhere (`structattn predict RUN/best --split test --output PRED.json`, e.g. on a GPU
 machine whose model did not come back): they are copied and scored, and RUN_DIR needs only trainer_state.json and
 train_config.json. A line for NAME already there is replaced.

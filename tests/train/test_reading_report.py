@@ -90,6 +90,23 @@ def test_committed_squad2_results_are_what_their_files_score():
     assert runs and all(len(run["_f1"]) == 4173 for run in runs)
 
 
+@pytest.mark.parametrize("name, data", [("race", "race"), ("mctest", "mctest")])
+def test_committed_multiple_choice_results_are_what_their_files_score(name, data):
+    """Every committed RACE / MCTest line re-scores from its option letters (the report refuses a mismatch)."""
+    from pathlib import Path
+
+    from structattn.analysis.reading_report import load_mc_runs
+    from structattn.settings import data_dir_candidate
+
+    results = Path(__file__).resolve().parents[2] / "results"
+    if not (data_dir_candidate() / data).is_dir():
+        pytest.skip(f"data not found: {data_dir_candidate() / data} (set STRUCTATTN_DATA to the shared data folder)")
+    if not (results / f"{name}.jsonl").is_file():
+        pytest.skip(f"no committed {name} runs yet")
+    by_task = load_mc_runs(results, name)
+    assert by_task and all(len(run["_correct"]) > 0 for runs in by_task.values() for run in runs)
+
+
 def test_runs_trained_on_other_data_get_their_own_section(results):
     lines = [json.loads(x) for x in (results / "squad11.jsonl").read_text().splitlines()]
     for line in lines:

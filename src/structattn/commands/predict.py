@@ -6,8 +6,8 @@ the files users of SQuAD expect — ``--output PRED.json`` {qid: answer text, ""
 ``PRED.nbest.json`` {qid: the n best answers with their logits and probabilities}; the no-answer threshold is
 the one saved with the model, except on a task whose questions are all answerable (``--task squad11``: never
 "no answer"), and ``--na-threshold`` overrides both. Multiple choice: ``--output PRED.json`` {qid: option letter
-"A".."D"} (what ``structattn score race`` reads), with ``PRED.scores.json`` {qid: the options' scores} beside it;
-any other ``--output`` (or stdout): JSON lines {qid, prediction (option index), scores}.
+"A".."D"} (what ``structattn score race`` and ``score mctest`` read), with ``PRED.scores.json`` {qid: the options'
+scores} beside it; any other ``--output`` (or stdout): JSON lines {qid, prediction (option index), scores}.
 
     structattn predict runs/squad/best --task squad2 --split test --output test_pred.json
     structattn predict runs/squad/best --data my_questions.json --output pred.json   # any SQuAD-format file

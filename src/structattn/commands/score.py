@@ -12,6 +12,7 @@ Examples::
     structattn score bleu --references REF.de --hypotheses HYP.de
     structattn score race --predictions race_test.json                   # RACE test, middle + high
     structattn score race --task race_m --split dev --predictions dev.json
+    structattn score mctest --task mctest500 --predictions results/mctest/RUN.json
 
 ``score evalb`` is EVALB with COLLINS.prm (see :mod:`structattn.tasks.evalb` for the rules): GOLD is a tree
 file, a folder (its ``*.mrg`` files in sorted order) or a quoted glob (matches in sorted order), the gold
@@ -34,6 +35,12 @@ RACE-H). A question without a prediction counts as wrong (the denominator stays 
 is printed on stderr and kept as ``missing``; an id that is not a question of the split, or a value that is not
 an option letter, is an error.
 
+``score mctest`` is MCTest accuracy (Richardson et al. 2013): PRED maps every question id of the split
+(``mc500.test.0:0``: story id, question number from 0) to an option letter; the score is correct / all questions,
+in percent, overall and per question kind (``accuracy_one``: the answer is in one sentence of the story,
+``accuracy_multiple``: it needs several). Every question needs a prediction; a missing one, an id that is not a
+question of the split, or a value that is not an option letter is an error.
+
 ``score bleu`` is sacreBLEU's corpus BLEU (detokenised, case-sensitive, 13a; see :mod:`structattn.tasks.bleu`) of
 a hypothesis file (one line per reference line) against a Multi30k split's German references or a reference file;
 it prints the score and sacreBLEU's signature (``--json``: one JSON object).
@@ -50,13 +57,14 @@ from ..errors import UserError
 
 def add_parser(sub) -> None:
     p = sub.add_parser("score", help="score predictions against gold files (evalb: constituency trees; "
-                                     "squad: span QA; race: multiple choice; bleu: translation)",
+                                     "squad: span QA; race, mctest: multiple choice; bleu: translation)",
                        description=__doc__.split("\n")[0])
     scorers = p.add_subparsers(dest="scorer", metavar="SCORER", required=True)
     _add_evalb(scorers)
     _add_squad(scorers)
     _add_bleu(scorers)
     _add_race(scorers)
+    _add_mctest(scorers)
 
 
 def _add_race(scorers) -> None:
@@ -84,6 +92,39 @@ def run_race(args) -> int:
     predictions = _json_object(args.predictions, "option letter")
     result = score_race(questions, predictions, source)
     _note_missing([q.qid for q in questions if q.qid not in predictions], source)
+    if args.out:
+        atomic_write_text(Path(args.out), json.dumps(result) + "\n")
+    print(json.dumps(result, indent=2))
+    return 0
+
+
+def _add_mctest(scorers) -> None:
+    m = scorers.add_parser("mctest", help="MCTest accuracy (overall, one / multiple) of predicted option letters",
+                           description="Accuracy of PRED on an MCTest split: correct / all questions, overall and per "
+                                       "question kind, in percent. Every question needs a prediction; an unknown id "
+                                       "or a value that is not an option letter is an error.")
+    m.add_argument("--predictions", required=True, metavar="PRED.json",
+                   help='JSON object: question id (e.g. "mc500.test.0:0") -> option letter "A".."D" '
+                        "(what `structattn predict --output PRED.json` writes)")
+    m.add_argument("--split", default="test", help="train | dev | test (default test)")
+    m.add_argument("--task", default="mctest500", choices=("mctest160", "mctest500"),
+                   help="mctest500 = MC500 (default), mctest160 = MC160")
+    m.add_argument("--out", metavar="eval.json", help="also write the JSON to this file")
+    m.set_defaults(func=run_mctest)
+
+
+def run_mctest(args) -> int:
+    from ..tasks.multiple_choice import get_mc_task, score_option_letters
+    from ..io import atomic_write_text
+
+    questions = get_mc_task(args.task).read(args.split)
+    predictions = _json_object(args.predictions, "option letter")
+    unknown = sorted(set(predictions) - {q.qid for q in questions})
+    if unknown:
+        raise UserError(f"{args.predictions}: {len(unknown)} id(s) are not questions of {args.task}/{args.split} "
+                        f"(first: {', '.join(repr(q) for q in unknown[:3])}); score the split they were predicted on "
+                        "(--task, --split)")
+    result = score_option_letters(args.task, questions, predictions)
     if args.out:
         atomic_write_text(Path(args.out), json.dumps(result) + "\n")
     print(json.dumps(result, indent=2))

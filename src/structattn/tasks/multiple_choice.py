@@ -153,8 +153,9 @@ def accuracy(preds: Sequence[int] | Mapping[str, int], questions: Sequence[MCQue
 
 def score_option_letters(task: str, questions: Sequence[MCQuestion], letters: Mapping[str, str]) -> dict:
     """Accuracy in percent of ``letters`` ({qid: option letter}, what ``structattn predict`` writes to a ``.json``):
-    RACE tasks as ``structattn score race`` counts it (:func:`~structattn.tasks.race.score_race`), the others by
-    :func:`accuracy` per group (every question needs a letter)."""
+    RACE tasks as ``structattn score race`` counts it (:func:`~structattn.tasks.race.score_race`), the others
+    (MCTest) as ``structattn score mctest`` does: by :func:`accuracy` per group and kind (every question needs a
+    letter)."""
     if task.startswith("race"):
         from .race import score_race
 
