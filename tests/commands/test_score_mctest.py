@@ -5,7 +5,6 @@ import json
 
 import pytest
 
-from structattn.cli import main
 
 QUESTIONS = ("one: Who came?\tLion\tTiger\tSnake\tBear\tmultiple: What did they eat?\tcake\tpie\tfish\tnothing\t"
              "one: Where?\thome\tpark\tschool\tzoo\tmultiple: When?\tMonday\tFriday\tSunday\ttoday")
@@ -23,28 +22,15 @@ def mctest_data(tmp_path, monkeypatch):
     return tmp_path
 
 
-def run(argv, capsys):
-    code = main(argv)
-    out = capsys.readouterr()
-    return code, out.out, out.err
-
-
-def predictions(tmp_path, obj) -> str:
-    path = tmp_path / "pred.json"
-    path.write_text(json.dumps(obj), encoding="utf-8")
-    return str(path)
-
-
 ALL_RIGHT = {"mc500.test.0:0": "A", "mc500.test.0:1": "C", "mc500.test.0:2": "B", "mc500.test.0:3": "D",
              "mc500.test.1:0": "B", "mc500.test.1:1": "B", "mc500.test.1:2": "A", "mc500.test.1:3": "C"}
 
 
-def test_accuracy_overall_and_per_kind(mctest_data, capsys):
+def test_accuracy_overall_and_per_kind(mctest_data, cli, json_file):
     # wrong: 0:1 (multiple), 1:2 (one), 1:3 (multiple) -> 5 / 8 overall, one 3 / 4, multiple 2 / 4
     pred = dict(ALL_RIGHT, **{"mc500.test.0:1": "A", "mc500.test.1:2": "D", "mc500.test.1:3": "B"})
     out_file = mctest_data / "eval.json"
-    code, out, _ = run(["score", "mctest", "--predictions", predictions(mctest_data, pred), "--out", str(out_file)],
-                       capsys)
+    code, out, _ = cli(["score", "mctest", "--predictions", json_file(pred), "--out", str(out_file)])
     d = json.loads(out)
     assert code == 0
     assert d == {"accuracy": 62.5, "accuracy_mc500": 62.5, "accuracy_one": 75.0, "accuracy_multiple": 50.0,
@@ -52,17 +38,17 @@ def test_accuracy_overall_and_per_kind(mctest_data, capsys):
     assert json.loads(out_file.read_text()) == d
 
 
-def test_a_missing_prediction_is_an_error(mctest_data, capsys):
+def test_a_missing_prediction_is_an_error(mctest_data, cli, json_file):
     pred = {k: v for k, v in ALL_RIGHT.items() if k != "mc500.test.1:3"}
-    code, _, err = run(["score", "mctest", "--predictions", predictions(mctest_data, pred)], capsys)
-    assert code != 0 and "no prediction for 1 of 8 questions (first: mc500.test.1:3)" in err
+    code, _, err = cli(["score", "mctest", "--predictions", json_file(pred)])
+    assert code == 2 and "no prediction for 1 of 8 questions (first: mc500.test.1:3)" in err
     assert "Traceback" not in err
 
 
-def test_unknown_ids_and_values_that_are_not_letters_are_errors(mctest_data, capsys):
-    code, _, err = run(["score", "mctest", "--predictions",
-                        predictions(mctest_data, dict(ALL_RIGHT, **{"mc500.dev.0:0": "A"}))], capsys)
-    assert code != 0 and "1 id(s) are not questions of mctest500/test (first: 'mc500.dev.0:0')" in err
-    code, _, err = run(["score", "mctest", "--predictions",
-                        predictions(mctest_data, dict(ALL_RIGHT, **{"mc500.test.0:0": "AB"}))], capsys)
-    assert code != 0 and "is not an option letter" in err
+def test_unknown_ids_and_values_that_are_not_letters_are_errors(mctest_data, cli, json_file):
+    code, _, err = cli(["score", "mctest", "--predictions",
+                        json_file(dict(ALL_RIGHT, **{"mc500.dev.0:0": "A"}))])
+    assert code == 2 and "1 predicted question id(s) are not questions of mctest500/test (first: 'mc500.dev.0:0')" in err
+    code, _, err = cli(["score", "mctest", "--predictions",
+                        json_file(dict(ALL_RIGHT, **{"mc500.test.0:0": "AB"}))])
+    assert code == 2 and "question 'mc500.test.0:0': prediction 'AB' is not an option letter" in err

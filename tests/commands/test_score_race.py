@@ -5,7 +5,6 @@ import json
 
 import pytest
 
-from structattn.cli import main
 from structattn.errors import UserError
 from structattn.tasks.race import read_race, score_race
 
@@ -31,25 +30,11 @@ def race_data(tmp_path, monkeypatch):
     return tmp_path
 
 
-def run(argv, capsys):
-    """The command line as users call it: (exit code, stdout, stderr)."""
-    code = main(argv)
-    out = capsys.readouterr()
-    return code, out.out, out.err
-
-
-def predictions(tmp_path, obj) -> str:
-    path = tmp_path / "pred.json"
-    path.write_text(json.dumps(obj), encoding="utf-8")
-    return str(path)
-
-
-def test_accuracy_pools_the_levels_and_a_missing_prediction_counts_as_wrong(race_data, capsys):
+def test_accuracy_pools_the_levels_and_a_missing_prediction_counts_as_wrong(race_data, cli, json_file):
     # middle: A right, C wrong (gold B), C right -> 2 / 3; high: D right, high1.txt:1 missing -> 1 / 2
-    pred = predictions(race_data, {"middle1.txt:0": "A", "middle1.txt:1": "C", "middle1.txt:2": "C",
-                                   "high1.txt:0": "D"})
+    pred = json_file({"middle1.txt:0": "A", "middle1.txt:1": "C", "middle1.txt:2": "C", "high1.txt:0": "D"})
     out_file = race_data / "eval.json"
-    code, out, err = run(["score", "race", "--predictions", pred, "--out", str(out_file)], capsys)
+    code, out, err = cli(["score", "race", "--predictions", pred, "--out", str(out_file)])
     d = json.loads(out)
     assert code == 0
     # RACE = 3 correct of all 5 questions = 60.00, not the mean of RACE-M and RACE-H (58.33)
@@ -61,33 +46,33 @@ def test_accuracy_pools_the_levels_and_a_missing_prediction_counts_as_wrong(race
     assert json.loads(out_file.read_text()) == d
 
 
-def test_split_and_level_task(race_data, capsys):
-    pred = predictions(race_data, {"middle1.txt:0": "B"})
-    code, out, err = run(["score", "race", "--task", "race_m", "--split", "dev", "--predictions", pred], capsys)
+def test_split_and_level_task(race_data, cli, json_file):
+    pred = json_file({"middle1.txt:0": "B"})
+    code, out, err = cli(["score", "race", "--task", "race_m", "--split", "dev", "--predictions", pred])
     d = json.loads(out)
     assert code == 0 and err == ""
     assert (d["accuracy"], d["total"], d["missing"], d["accuracy_middle"]) == (100.0, 1, 0, 100.0)
     assert "accuracy_high" not in d
 
 
-def test_unknown_ids_are_an_error_naming_them(race_data, capsys):
-    pred = predictions(race_data, {"middle1.txt:0": "A", "high1.txt:0": "D", "middle9.txt:0": "A"})
-    code, out, err = run(["score", "race", "--task", "race_m", "--predictions", pred], capsys)
+def test_unknown_ids_are_an_error_naming_them(race_data, cli, json_file):
+    pred = json_file({"middle1.txt:0": "A", "high1.txt:0": "D", "middle9.txt:0": "A"})
+    code, out, err = cli(["score", "race", "--task", "race_m", "--predictions", pred])
     assert code == 2 and out == ""
     assert ("structattn score: error: 2 predicted question id(s) are not questions of race_m/test (first: "
             "'high1.txt:0', 'middle9.txt:0')") in err
 
 
 @pytest.mark.parametrize("value", ["E", "a", 1, None, "AB"])
-def test_a_value_that_is_not_an_option_letter_is_an_error(race_data, capsys, value):
-    pred = predictions(race_data, {"middle1.txt:0": value})
-    code, _, err = run(["score", "race", "--predictions", pred], capsys)
+def test_a_value_that_is_not_an_option_letter_is_an_error(race_data, cli, json_file, value):
+    pred = json_file({"middle1.txt:0": value})
+    code, _, err = cli(["score", "race", "--predictions", pred])
     assert code == 2 and f"question 'middle1.txt:0': prediction {value!r} is not an option letter (A, B, C, D)" in err
 
 
-def test_the_prediction_file_must_be_an_object(race_data, capsys):
-    pred = predictions(race_data, ["A", "B"])
-    code, _, err = run(["score", "race", "--predictions", pred], capsys)
+def test_the_prediction_file_must_be_an_object(race_data, cli, json_file):
+    pred = json_file(["A", "B"])
+    code, _, err = cli(["score", "race", "--predictions", pred])
     assert code == 2 and "expected a JSON object mapping question id -> option letter, got list" in err
 
 

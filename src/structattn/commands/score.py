@@ -85,17 +85,13 @@ def _add_race(scorers) -> None:
 def run_race(args) -> int:
     from ..tasks.multiple_choice import get_mc_task
     from ..tasks.race import score_race
-    from ..io import atomic_write_text
 
     source = f"{args.task}/{args.split}"
     questions = get_mc_task(args.task).read(args.split)
     predictions = _json_object(args.predictions, "option letter")
     result = score_race(questions, predictions, source)
     _note_missing([q.qid for q in questions if q.qid not in predictions], source)
-    if args.out:
-        atomic_write_text(Path(args.out), json.dumps(result) + "\n")
-    print(json.dumps(result, indent=2))
-    return 0
+    return _report(result, args.out)
 
 
 def _add_mctest(scorers) -> None:
@@ -115,18 +111,23 @@ def _add_mctest(scorers) -> None:
 
 def run_mctest(args) -> int:
     from ..tasks.multiple_choice import get_mc_task, score_option_letters
-    from ..io import atomic_write_text
 
     questions = get_mc_task(args.task).read(args.split)
     predictions = _json_object(args.predictions, "option letter")
     unknown = sorted(set(predictions) - {q.qid for q in questions})
     if unknown:
-        raise UserError(f"{args.predictions}: {len(unknown)} id(s) are not questions of {args.task}/{args.split} "
-                        f"(first: {', '.join(repr(q) for q in unknown[:3])}); score the split they were predicted on "
-                        "(--task, --split)")
-    result = score_option_letters(args.task, questions, predictions)
-    if args.out:
-        atomic_write_text(Path(args.out), json.dumps(result) + "\n")
+        raise UserError(f"{len(unknown)} predicted question id(s) are not questions of {args.task}/{args.split} "
+                        f"(first: {', '.join(repr(q) for q in unknown[:3])}); score the split they were predicted "
+                        "on (--task, --split)")
+    return _report(score_option_letters(args.task, questions, predictions), args.out)
+
+
+def _report(result: dict, out: str | None) -> int:
+    """Print ``result`` as JSON (and write it to ``out`` when given); the command's exit code."""
+    from ..io import atomic_write_text
+
+    if out:
+        atomic_write_text(Path(out), json.dumps(result) + "\n")
     print(json.dumps(result, indent=2))
     return 0
 
@@ -223,7 +224,6 @@ def _note_missing(missing: list[str], source: str) -> None:
 def run_squad(args) -> int:
     from ..tasks.squad import load_squad
     from ..tasks.squad_eval import evaluate, has_answer, missing_predictions
-    from ..io import atomic_write_text
 
     if args.task:
         from ..tasks.squad import get_qa_task
@@ -240,10 +240,7 @@ def run_squad(args) -> int:
     extra = len(set(predictions) - set(has_answer(dataset)))
     if extra:  # ignored as by the official script, but never silently
         print(f"note: {extra} prediction(s) for question ids not in {source} were ignored", file=sys.stderr)
-    if args.out:
-        atomic_write_text(Path(args.out), json.dumps(result) + "\n")
-    print(json.dumps(result, indent=2))
-    return 0
+    return _report(result, args.out)
 
 
 def gold_paths(spec: str) -> list[Path]:
