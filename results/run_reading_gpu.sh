@@ -21,8 +21,9 @@
 #            (RACE-M and its caches only, when no reader is here: 42 minutes beside two training lanes, mostly
 #            spaCy parsing 6,409 passages); bash results/run_reading_gpu.sh dry_run (2 minutes: both calls below on a
 #            few questions, spaCy hidden); slim git's index as below
-#   call 1:  carry [".gpucarry/squad"], timeout_s 600:
-#            TRAIN_SECONDS=330 PY=python3 WORK=/tmp/sa OUT=$OUT bash results/run_reading_gpu.sh train base-fp32-s1 1
+#   call 1:  carry [".gpucarry/squad"], timeout_s 600 (TRAIN_SECONDS counts the features too: about 100 s of
+#            them and 297 s of training on the H100 last time; the rest of the call unpacks and predicts):
+#            TRAIN_SECONDS=460 PY=python3 WORK=/tmp/sa OUT=$OUT bash results/run_reading_gpu.sh train base-fp32-s1 1
 #            (the reader again, its weights now held in float32; SQuAD 1.1 dev and squad2 test predicted there,
 #            $OUT/base-fp32-s1.tar.xz comes back; best/ stays on that machine for call 2)
 #   call 2:  at once (a machine idle for 30 s is given back, and best/ with it), carry [".gpucarry/race"]:
