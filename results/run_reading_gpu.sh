@@ -30,6 +30,9 @@
 #            READER_DIR=runs/reading/base-fp32-s1/best PY=python3 WORK=/tmp/sa TRAIN_SECONDS=400 \
 #            bash results/run_reading_gpu.sh race 1
 #   here:    untar into runs/reading/<run>, record with results/record_reading_run.py ... --predictions ... --device
+#   Budget: call 1 is about 9 minutes and call 2 about 7 (3 of building features, then the pair side by side), so
+#   the two overrun a 15-minute lease with the machine's start: give call 2 what is left (TRAIN_SECONDS, or the
+#   baseline alone: race_run race_m-enc-baseline-s1 none 1 after setup_race).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 CARRY=${CARRY:-.gpucarry/squad}
