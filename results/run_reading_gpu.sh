@@ -32,7 +32,7 @@
 #   here:    untar into runs/reading/<run>, record with results/record_reading_run.py ... --predictions ... --device
 #   Budget: call 1 is about 9 minutes and call 2 about 7 (3 of building features, then the pair side by side), so
 #   the two overrun a 15-minute lease with the machine's start: give call 2 what is left (TRAIN_SECONDS, or the
-#   baseline alone: race_run race_m-enc-baseline-s1 none 1 after setup_race).
+#   baseline alone: RACE_VARIANTS=baseline).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 CARRY=${CARRY:-.gpucarry/squad}
@@ -229,11 +229,16 @@ race_run() {   # NAME SGNET SEED: train (time-boxed by TRAIN_SECONDS), predict t
   tar -cJf "${OUT:-.}/$name.tar.xz" -C "$dir" --exclude=best --exclude=checkpoint .
 }
 
-race() {   # SEED: baseline and SG-Net, concurrently
-  local seed=${1:-1}
+race() {   # SEED: baseline and SG-Net, concurrently (RACE_VARIANTS="baseline" runs the baseline alone)
+  local seed=${1:-1} variant
   setup_race
-  race_run "race_m-enc-baseline-s$seed" none "$seed" &
-  race_run "race_m-enc-sgnet-s$seed" dual "$seed" &
+  for variant in ${RACE_VARIANTS:-baseline sgnet}; do
+    case $variant in
+      baseline) race_run "race_m-enc-baseline-s$seed" none "$seed" & ;;
+      sgnet) race_run "race_m-enc-sgnet-s$seed" dual "$seed" & ;;
+      *) echo "RACE_VARIANTS: unknown variant '$variant' (baseline, sgnet)" >&2; exit 2 ;;
+    esac
+  done
   wait
   nvidia-smi --query-gpu=name --format=csv,noheader > "${OUT:-.}/device.txt" 2>/dev/null || true
 }
