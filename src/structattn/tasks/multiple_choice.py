@@ -28,6 +28,7 @@ from typing import Callable, Mapping, Sequence
 from ..errors import UserError
 from ..settings import data_dir as _default_data_dir
 from .mc_question import SPLITS, MCQuestion, answer_index  # noqa: F401  (re-exported for its callers)
+from .mc_question import predicted_indices
 
 # ------------------------------------------------------------------------------------------ registry
 Reader = Callable[[Path, str, int], "list[MCQuestion]"]
@@ -151,19 +152,18 @@ def accuracy(preds: Sequence[int] | Mapping[str, int], questions: Sequence[MCQue
     return out
 
 
-def score_option_letters(task: str, questions: Sequence[MCQuestion], letters: Mapping[str, str]) -> dict:
-    """Accuracy in percent of ``letters`` ({qid: option letter}, what ``structattn predict`` writes to a ``.json``):
-    RACE tasks as ``structattn score race`` counts it (:func:`~structattn.tasks.race.score_race`), the others
-    (MCTest) as ``structattn score mctest`` does: by :func:`accuracy` per group and kind (every question needs a
-    letter)."""
+def score_option_letters(task: str, questions: Sequence[MCQuestion], letters: Mapping[str, str],
+                         split: str = "test") -> dict:
+    """Accuracy in percent of ``letters`` ({qid: option letter}, what ``structattn predict`` writes to a ``.json``)
+    on ``questions`` (``task``'s ``split``): RACE tasks as ``structattn score race`` counts it
+    (:func:`~structattn.tasks.race.score_race`), the others (MCTest) as ``structattn score mctest`` does: by
+    :func:`accuracy` per group and kind (every question needs a letter). An unknown id or a value that is not an
+    option letter is a :class:`UserError` either way (:func:`~structattn.tasks.mc_question.predicted_indices`)."""
+    source = f"{task}/{split}"
     if task.startswith("race"):
         from .race import score_race
 
-        return score_race(list(questions), dict(letters), source=f"{task}/test")
-    picked = {}
-    for qid, letter in letters.items():
-        if not (isinstance(letter, str) and len(letter.strip()) == 1 and "A" <= letter.strip() <= "Z"):
-            raise UserError(f"question {qid!r}: prediction {letter!r} is not an option letter (A, B, ...)")
-        picked[qid] = ord(letter.strip()) - ord("A")
+        return score_race(list(questions), dict(letters), source=source)
+    picked = predicted_indices(questions, dict(letters), source)
     return {key: 100.0 * value if key.startswith("accuracy") else value
             for key, value in accuracy(picked, questions).items()}

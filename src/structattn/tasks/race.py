@@ -23,7 +23,7 @@ import json
 from pathlib import Path
 
 from ..errors import UserError
-from .mc_question import SPLITS, MCQuestion, answer_index
+from .mc_question import SPLITS, MCQuestion, answer_index, predicted_indices
 
 LEVELS = ("middle", "high")
 NUM_OPTIONS = 4  # every RACE question has options A-D
@@ -131,20 +131,7 @@ def score_race(questions: list[MCQuestion], predictions: dict, source: str = "th
     """
     if not questions:
         raise UserError(f"{source}: no questions to score")
-    gold = {q.qid: q for q in questions}
-    unknown = [qid for qid in predictions if qid not in gold]
-    if unknown:
-        shown = ", ".join(repr(q) for q in unknown[:5]) + (", ..." if len(unknown) > 5 else "")
-        raise UserError(f"{len(unknown)} predicted question id(s) are not questions of {source} (first: {shown}); "
-                        "predict this split's questions (ids <passage id>:<question number>, e.g. middle1.txt:0), "
-                        "or score against the split they come from (--split, --task)")
-    picked = {}
-    for qid, letter in predictions.items():
-        letters = [chr(ord("A") + i) for i in range(len(gold[qid].options))]
-        if not isinstance(letter, str) or letter.strip() not in letters:
-            raise UserError(f"question {qid!r}: prediction {letter!r} is not an option letter ({', '.join(letters)}); "
-                            "the prediction file maps question id -> letter of the chosen option")
-        picked[qid] = letters.index(letter.strip())
+    picked = predicted_indices(questions, predictions, source)
     counts: dict[str, list[int]] = {}  # level -> [correct, total]
     for q in questions:
         if q.label is None:
