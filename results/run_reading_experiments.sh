@@ -17,7 +17,7 @@
 # Sentence tasks (the sentence runner's sgnet variant beside baseline rows of the same settings): CoLA (2 epochs)
 # and SST-2 (first 10,000 training sentences, 1 epoch), max length 64, batch 32, 5e-5, 3 seeds; 2 threads unless
 # SWEEP_THREADS says otherwise (1 when it shares the machine with another lane).
-#   bash results/run_reading_experiments.sh squad-a | squad-b | squad-encoder | encoder-ablation [ROW...] | mc-option-a|b [SEED...] | ablation | ablation-a | ablation-b | mc-a | mc-b | sentence | both
+#   bash results/run_reading_experiments.sh squad-a | squad-b | squad-encoder | encoder-ablation [ROW...] | mc-option-a|b [SEED...] | reader-cpu [SEED] | ablation | ablation-a | ablation-b | mc-a | mc-b | sentence | both
 # (ablation-a and ablation-b split the four Table 3 rows over two lanes)
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -85,6 +85,28 @@ mc_option_lane() {  # mc_option_lane VARIANT SGNET SEED...
   local variant=$1 sgnet=$2; shift 2
   for s in "${@:-1}"; do run mctest mctest500-option-$variant-s$s $MC_OPTION --sgnet $sgnet --seed $s; done
 }
+# Issue 25, the reader on this CPU (no GPU lent): the recipe of results/run_reading_gpu.sh's reader (squad2_plus11 =
+# SQuAD 1.1 train + the squad2 train part, windows of 384 tokens sharing at most 128, batch 32, AdamW 1e-4, 10 %
+# warm-up, bf16 autocast over float32 weights) for ONE epoch (2,970 updates; the H100 reader's dev curve was flat
+# after 3,000), batches of similar length (measured here on 8 updates of 32 windows, 2 threads: about 5.3 s an
+# update at 384 tokens, 3.8 s at 256 with 19 % more windows, so 256 would save about 17 % an epoch; 384 kept, as on
+# the GPU), dev part every 500 updates, a checkpoint every 100 (resumable: rerun the lane). About 4.5 hours on both
+# threads. Then SQuAD 1.1 dev and the squad2 test part are predicted and recorded.
+READER_CPU="--task squad2_plus11 --precision bf16 --batch-size 32 --eval-batch-size 64 --epochs 1 --max-length 384
+    --stride 128 --learning-rate 1e-4 --warmup-ratio 0.1 --group-by-length true --eval-every 500 --checkpoint-every 100"
+reader_cpu() {  # reader_cpu SEED
+  local s=${1:-1} dir=runs/reading/reader-cpu-s${1:-1}
+  if ! grep -q '"finished": true' "$dir/trainer_state.json" 2>/dev/null; then   # else trained: record only
+    echo "== reader-cpu-s$s: $READER_CPU --seed $s"
+    OMP_NUM_THREADS=${READER_THREADS:-2} $BIN/structattn train $READER_CPU --seed $s --output-dir $dir \
+      >> $dir.log 2>&1 || { echo "FAILED reader-cpu-s$s ($dir.log)"; return 1; }
+  fi
+  for task in squad11 squad2; do
+    if grep -q "\"run\": \"$task-reader-cpu-s$s\"" results/$task.jsonl 2>/dev/null; then continue; fi
+    OMP_NUM_THREADS=${READER_THREADS:-2} flock results/.reading.lock $BIN/python results/record_reading_run.py $dir \
+      $task-reader-cpu-s$s --task $task >> $dir.log 2>&1 || echo "RECORD FAILED $task-reader-cpu-s$s"
+  done
+}
 sentence() {  # appended to results/<task>.jsonl by the sentence runner's sweep
   for task in cola sst2; do
     extra=$([ $task = sst2 ] && echo "--epochs 1 --max-train-examples 10000" || echo "--epochs 2")
@@ -107,6 +129,7 @@ case "${1:-both}" in
   mc-b) mc_lane sgnet dual ;;
   mc-option-a) shift; mc_option_lane baseline none "$@" ;;
   mc-option-b) shift; mc_option_lane sgnet dual "$@" ;;
+  reader-cpu) shift; reader_cpu "$@" ;;
   sentence) sentence ;;
   both) squad_lane_a & squad_lane_b & wait ;;
 esac

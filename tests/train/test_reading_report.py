@@ -122,12 +122,31 @@ def test_runs_trained_on_other_data_get_their_own_section(results):
 
 
 def test_runs_on_a_readers_encoder_are_their_own_group():
-    from structattn.analysis.reading_report import training_groups, training_key
+    from structattn.analysis.reading_report import describe_training, training_groups, training_key
 
     runs = [{"run": "a", "config": {"task": "squad2"}},
-            {"run": "b", "config": {"task": "squad2", "model_parts": "encoder"}},
+            {"run": "b", "config": {"task": "squad2", "model_parts": "encoder", "model": "runs/reading/r-gpu/best"}},
             {"run": "c", "config": {"task": "squad2", "model_parts": "all"}},
-            {"run": "d", "config": {"task": "squad2_plus11"}}, {"run": "e"}]
-    assert [training_key(r) for r in runs] == ["squad2", "squad2_on_reader", "squad2", "squad2_plus11", None]
+            {"run": "d", "config": {"task": "squad2_plus11"}}, {"run": "e"},
+            {"run": "f", "config": {"task": "squad2_plus11"}, "train_device": "NVIDIA H100 80GB HBM3 (device tool)"},
+            {"run": "g", "config": {"task": "squad2", "model_parts": "encoder", "model": "/elsewhere/r-cpu"}}]
+    assert [training_key(r) for r in runs] == ["squad2", "squad2_on_r-gpu", "squad2", "squad2_plus11", None,
+                                               "squad2_plus11@nvidia", "squad2_on_r-cpu"]
     assert [(key, [r["run"] for r in group]) for key, group in training_groups(runs)] == \
-        [("squad2_plus11", ["d"]), ("squad2_on_reader", ["b"]), ("squad2", ["a", "c"]), (None, ["e"])]
+        [("squad2_plus11", ["d"]), ("squad2_plus11@nvidia", ["f"]), ("squad2", ["a", "c"]),
+         ("squad2_on_r-cpu", ["g"]), ("squad2_on_r-gpu", ["b"]), (None, ["e"])]
+    assert describe_training("squad2_on_r-gpu").startswith("the encoder of the saved reader r-gpu")
+    assert describe_training("squad2_plus11@nvidia") == describe_training("squad2_plus11")
+
+
+def test_two_runs_of_one_variant_and_seed_in_one_training_are_refused(results):
+    lines = [dict(json.loads(x), config={"task": "squad11"})
+             for x in (results / "squad11.jsonl").read_text().splitlines()]
+    twin = dict(lines[0], run=lines[0]["run"] + "-twin")
+    (results / "squad11.jsonl").write_text("".join(json.dumps(x) + "\n" for x in lines + [twin]))
+    with pytest.raises(ValueError, match="both baseline seed 1 of the same training"):
+        report_main(["--results-dir", str(results)])
+    twin["train_device"] = "NVIDIA H200"            # trained elsewhere: its own group, both reported
+    (results / "squad11.jsonl").write_text("".join(json.dumps(x) + "\n" for x in lines + [twin]))
+    assert report_main(["--results-dir", str(results)]) == 0
+    assert "; trained on NVIDIA H200\n" in (results / "READING.md").read_text()

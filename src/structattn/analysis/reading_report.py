@@ -91,9 +91,15 @@ def load_mc_runs(results_dir: Path, name: str) -> dict[str, list[dict]]:
 
 
 def _by_variant(runs: list[dict]) -> dict[str, dict[int, dict]]:
+    """variant -> seed -> run; two runs of one variant and seed in one group would hide one of them: refused."""
     out: dict[str, dict[int, dict]] = {}
     for run in runs:
-        out.setdefault(run["variant"], {})[run["seed"]] = run
+        seeds = out.setdefault(run["variant"], {})
+        if run["seed"] in seeds:
+            raise ValueError(f"{seeds[run['seed']]['run']} and {run['run']} are both {run['variant']} seed "
+                             f"{run['seed']} of the same training (reading_report.training_key): give them "
+                             "different seeds, or let their config or train_device tell them apart")
+        seeds[run["seed"]] = run
     return out
 
 
@@ -134,43 +140,72 @@ def comparison_lines(rows: list[dict], over: str, measure: str) -> list[str]:
 
 
 #: What the runs of a span-QA results file were trained on (:func:`training_key` of a line), in the order
-#: READING.md gives them; runs trained on one are compared only with each other.
+#: READING.md gives them; runs trained on one are compared only with each other. A key without an entry is
+#: described by :func:`describe_training`.
 TRAINED_ON = {
     "squad2_plus11": "trained on SQuAD 1.1 train + the squad2 train part (93,904 questions; task squad2_plus11)",
-    "squad2_on_reader": "the encoder of the squad2_plus11 reader (SQuAD 1.1 train + the squad2 train part), heads "
-                        "started fresh (--model-parts encoder) and trained on the squad2 train part (6,305 "
-                        "questions, 1 epoch)",
+    "squad2_on_reader-cpu-s1": "the encoder of the squad2_plus11 reader trained on this CPU (runs/reading/"
+                               "reader-cpu-s1: SQuAD 1.1 train + the squad2 train part, 1 epoch), heads started "
+                               "fresh (--model-parts encoder) and trained on the squad2 train part (6,305 questions, "
+                               "1 epoch)",
+    "squad2_on_base-s1-gpu": "the encoder of the squad2_plus11 reader trained on an H100 (runs/reading/base-s1-gpu: "
+                             "SQuAD 1.1 train + the squad2 train part, 2 epochs), heads started fresh "
+                             "(--model-parts encoder) and trained on the squad2 train part (6,305 questions, 1 epoch)",
     "squad11": "trained on SQuAD 1.1 train",
     "squad2": "small-scale record: trained on at most the 6,305 questions of the squad2 train part (the first "
               "3,000, 2 epochs, on 2 CPU cores); these readers did not learn to answer (see the answer-all table)",
 }
 
 
+def reader_name(model: str) -> str:
+    """The name of a saved reader a run started from: its run folder (``runs/reading/<name>/best`` -> name)."""
+    path = Path(model)
+    return path.parent.name if path.name == "best" else path.name
+
+
 def training_key(run: dict) -> str | None:
-    """What a results line's run was trained on: its config's task, ``<task>_on_reader`` when it kept only the
-    encoder of a saved reader (``model_parts`` ``encoder``); None for a line without its config (hand-written:
-    counted as trained on its own task)."""
+    """What a results line's run was trained on: its config's task; ``<task>_on_<reader>`` when it kept only the
+    encoder of a saved reader (``model_parts`` ``encoder``, the reader named by :func:`reader_name`);
+    ``<task>@<device>`` (the first word of its ``train_device``, lower case) when it was trained on another
+    machine than the one that recorded it. None for a line without its config (hand-written: counted as trained
+    on its own task)."""
     config = run.get("config", {})
     task = config.get("task")
-    return f"{task}_on_reader" if task is not None and config.get("model_parts") == "encoder" else task
+    if task is None:
+        return None
+    key = f"{task}_on_{reader_name(config.get('model', ''))}" if config.get("model_parts") == "encoder" else task
+    device = str(run.get("train_device") or "").split()
+    return f"{key}@{device[0].lower()}" if device else key
+
+
+def describe_training(key: str) -> str:
+    """The words READING.md gives a :func:`training_key` (its device suffix aside: the section names the lines'
+    ``train_device``)."""
+    base = key.partition("@")[0]
+    if base in TRAINED_ON:
+        return TRAINED_ON[base]
+    task, _, reader = base.partition("_on_")
+    return (f"the encoder of the saved reader {reader}, heads started fresh (--model-parts encoder) and trained on "
+            f"{task}") if reader else f"trained on {base}"
 
 
 def training_groups(runs: list[dict]) -> list[tuple[str | None, list[dict]]]:
-    """The runs grouped by :func:`training_key`, in :data:`TRAINED_ON`'s order."""
+    """The runs grouped by :func:`training_key`, in :data:`TRAINED_ON`'s order (a device suffix after its base)."""
     groups: dict[str | None, list[dict]] = {}
     for run in runs:
         groups.setdefault(training_key(run), []).append(run)
-    order = [t for t in TRAINED_ON if t in groups] + sorted((t for t in groups if t not in TRAINED_ON), key=str)
-    return [(t, groups[t]) for t in order]
+    rank = {t: i for i, t in enumerate(TRAINED_ON)}
+    return sorted(groups.items(), key=lambda kv: (kv[0] is None, rank.get(str(kv[0]).partition("@")[0], len(rank)),
+                                                  str(kv[0])))
 
 
 def span_section(task: str, runs: list[dict], dataset: dict, results_dir: Path, trained_on: str | None = None) -> str:
     by = _by_variant(runs)
     title = f"## {task}: test part, exact match and F1 (official evaluate-v2.0 rules)"
-    if trained_on is not None and trained_on != task:
-        title += f"; {TRAINED_ON.get(trained_on, 'trained on ' + trained_on)}"
-    elif trained_on is not None and trained_on in TRAINED_ON:
-        title += f"; {TRAINED_ON[trained_on]}"
+    if trained_on is not None and (trained_on != task or trained_on in TRAINED_ON):
+        title += f"; {describe_training(trained_on)}"
+    for device in sorted({str(run["train_device"]) for run in runs if run.get("train_device")}):
+        title += f"; trained on {device}"
     lines = [title, "",
              "| variant | seeds | EM per seed | F1 per seed | EM | F1 | HasAns F1 | NoAns F1 |",
              "|---|---|---|---|---|---|---|---|"]
@@ -196,8 +231,9 @@ def span_section(task: str, runs: list[dict], dataset: dict, results_dir: Path, 
                 lines.append(f"- {variant} vs baseline over seeds (Welch's t on test F1): p = {_fmt_p(p)}")
     if trained_on in (None, task):
         tag = task
-    else:  # squad2_on_reader keeps its own name; other training sets: squad11_from_squad2_plus11
+    else:  # squad2_on_<reader> keeps its own name; other training sets: squad11_from_squad2_plus11
         tag = trained_on if trained_on.startswith(f"{task}_") else f"{task}_from_{trained_on}"
+        tag = tag.replace("@", "_")
     lines += ["", answer_all_section(by), "", table3(by), "", figure4(tag, by, dataset, results_dir)]
     return "\n".join(lines)
 
