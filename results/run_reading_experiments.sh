@@ -54,20 +54,23 @@ MC="--max-length 256 --batch-size 4 --eval-batch-size 64 --learning-rate 5e-5 --
 # keep that encoder and start their heads fresh (--model-parts encoder): the baseline a new span head, SG-Net a new
 # SG layer + span head, as the paper adds SG-Net to a pretrained encoder. One epoch of the whole squad2 train part
 # (6,305 questions), bf16 autocast, model selection and the no-answer threshold on the dev part every 200 updates.
+# READER names the reader and ENC the runs' infix: the CPU reader's runs (squad2-cpuenc-*) are
+#   READER=runs/reading/reader-cpu-s1/best ENC=cpuenc bash results/run_reading_experiments.sh squad-encoder
 READER=${READER:-runs/reading/base-s1-gpu/best}
+ENC=${ENC:-enc}
 SQUAD_ENC="--task squad2 --model $READER --model-parts encoder --epochs 1 --max-length 256 --stride 128
        --batch-size 16 --eval-batch-size 64 --learning-rate 5e-5 --warmup-ratio 0.1 --group-by-length true
        --eval-every 200 --precision bf16"
 squad_encoder_lane() {  # baseline and SG-Net by seed, then the Table 3 rows (seed 1)
   for s in 1 2 3; do
-    run squad2 squad2-enc-baseline-s$s $SQUAD_ENC --sgnet none --seed $s
-    run squad2 squad2-enc-sgnet-s$s $SQUAD_ENC --sgnet dual --seed $s
+    run squad2 squad2-$ENC-baseline-s$s $SQUAD_ENC --sgnet none --seed $s
+    run squad2 squad2-$ENC-sgnet-s$s $SQUAD_ENC --sgnet dual --seed $s
   done
   encoder_ablation vanilla sg_only concat biattention
 }
 encoder_ablation() {  # encoder_ablation ROW...: Table 3 rows on the reader's encoder, seed 1 (a second lane: in
                       # another order than squad_encoder_lane's, so that two lanes do not train the same row)
-  for a in "$@"; do run squad2 squad2-enc-sgnet_$a-s1 $SQUAD_ENC --sgnet $a --seed 1; done
+  for a in "$@"; do run squad2 squad2-$ENC-sgnet_$a-s1 $SQUAD_ENC --sgnet $a --seed 1; done
 }
 mc_lane() {  # mc_lane VARIANT SGNET
   for s in 1 2 3; do run mctest mctest500-$1-s$s --task mctest500 $MC --sgnet $2 --seed $s; done
