@@ -25,11 +25,14 @@
 #            them and 297 s of training on the H100 last time; the rest of the call unpacks and predicts):
 #            TRAIN_SECONDS=460 PY=python3 WORK=/tmp/sa OUT=$OUT bash results/run_reading_gpu.sh train base-fp32-s1 1
 #            (the reader again, its weights now held in float32; SQuAD 1.1 dev and squad2 test predicted there,
-#            $OUT/base-fp32-s1.tar.xz comes back; best/ stays on that machine for call 2)
+#            $OUT/base-fp32-s1.tar.xz comes back, and best/ rounded to bfloat16 in pieces (ship_best); best/ itself
+#            stays on that machine for call 2)
 #   call 2:  at once (a machine idle for 30 s is given back, and best/ with it), carry [".gpucarry/race"]:
 #            READER_DIR=runs/reading/base-fp32-s1/best PY=python3 WORK=/tmp/sa TRAIN_SECONDS=400 \
 #            bash results/run_reading_gpu.sh race 1
-#   here:    untar into runs/reading/<run>, record with results/record_reading_run.py ... --predictions ... --device
+#   here:    untar into runs/reading/<run>, record with results/record_reading_run.py ... --predictions ... --device;
+#            `bash results/run_reading_gpu.sh unpack_best FILES_AT base-fp32-s1 runs/reading/base-fp32-s1` (and
+#            race_m-enc-baseline-s1) rebuilds a returned best/ here, for CPU runs that start from it
 #   Budget: call 1 is about 9 minutes and call 2 about 7 (3 of building features, then the pair side by side), so
 #   the two overrun a 15-minute lease with the machine's start: give call 2 what is left (TRAIN_SECONDS, or the
 #   baseline alone: RACE_VARIANTS=baseline).
@@ -109,8 +112,46 @@ predict() {   # RUN: SQuAD 1.1 dev (never "no answer") and the squad2 test part 
   sa score squad --task squad11 --split dev --predictions "runs/reading/$run/squad11_dev.json"
   sa score squad --task squad2 --split test --predictions "runs/reading/$run/squad2_test.json" \
     --na-prob "runs/reading/$run/squad2_test.na_prob.json"
-  # what comes back (the device tool returns $OUT): predictions, logs and the training state; best/ stays there
-  if [ -n "${OUT:-}" ]; then tar -cJf "$OUT/$run.tar.xz" -C "runs/reading/$run" --exclude=best --exclude='checkpoint*' .; fi
+  # what comes back (the device tool returns $OUT): predictions, logs and the training state, and best/ itself
+  # (ship_best: its weights rounded to bfloat16, in pieces), so that a CPU session can start from this reader
+  if [ -n "${OUT:-}" ]; then
+    tar -cJf "$OUT/$run.tar.xz" -C "runs/reading/$run" --exclude=best --exclude='checkpoint*' .
+    ship_best "runs/reading/$run" "$run"
+  fi
+}
+
+# The device tool returns files of at most 16 MiB, 8 in all, and a reader's float32 weights are about 90 MB. So a
+# trained best/ comes back as NAME.best.tar.xz (everything but the weights) and NAME.best_bf16.xz.partNN (the
+# weights rounded to bfloat16, xz, cut in pieces of 15 MiB: 3 for MiniLM). Here `unpack_best` puts them together
+# again, in float32: a run started from it starts from the rounded model (say so in its note).
+ship_best() {   # RUN_DIR NAME (there, into $OUT)
+  local dir=$1 name=$2
+  tar -cJf "$OUT/$name.best.tar.xz" -C "$dir/best" --exclude=model.safetensors .
+  $PY - "$dir/best/model.safetensors" "$WORK/$name.best_bf16.safetensors" <<'PY'
+import sys, torch
+from safetensors.torch import load_file, save_file
+sd = load_file(sys.argv[1])
+save_file({k: v.to(torch.bfloat16) if v.is_floating_point() else v for k, v in sd.items()}, sys.argv[2],
+          metadata={"format": "pt"})
+PY
+  xz -T0 -6 -c "$WORK/$name.best_bf16.safetensors" | split -b 15M -d - "$OUT/$name.best_bf16.xz.part"
+  rm -f "$WORK/$name.best_bf16.safetensors"
+}
+
+unpack_best() {   # FROM NAME DEST (here): FROM holds what ship_best returned; writes DEST/best (float32 weights)
+  local from=$1 name=$2 dest=$3 venv=${VENV:-.venv}
+  compgen -G "$from/$name.best_bf16.xz.part*" > /dev/null || { echo "no $from/$name.best_bf16.xz.part*" >&2; exit 2; }
+  mkdir -p "$dest/best"
+  tar -xJf "$from/$name.best.tar.xz" -C "$dest/best"
+  cat "$from/$name.best_bf16.xz.part"* | xz -dc > "$dest/best/model_bf16.safetensors"
+  "$venv/bin/python" - "$dest/best/model_bf16.safetensors" "$dest/best/model.safetensors" <<'PY'
+import sys
+from safetensors.torch import load_file, save_file
+sd = load_file(sys.argv[1])
+save_file({k: v.float() if v.is_floating_point() else v for k, v in sd.items()}, sys.argv[2], metadata={"format": "pt"})
+print(f"{sys.argv[2]}: {len(sd)} tensors, float32 from their bfloat16 rounding (runs from it start from the rounded model)")
+PY
+  rm -f "$dest/best/model_bf16.safetensors"
 }
 
 # ------------------------------------------------------------------------------------------------ RACE-M
@@ -239,6 +280,8 @@ race_run() {   # NAME SGNET SEED: train (time-boxed by TRAIN_SECONDS), predict t
     sa score race --task race_m --split "$split" --predictions "$dir/$split.json" 2>&1 | tee "$dir/$split.score.json"
   done
   tar -cJf "${OUT:-.}/$name.tar.xz" -C "$dir" --exclude=best --exclude=checkpoint .
+  # the baseline's model comes back too (MCTest from the RACE-trained encoder, here): 4 files beside the 3 above
+  if [ -n "${OUT:-}" ] && [ "$sgnet" = none ]; then ship_best "$dir" "$name"; fi
 }
 
 race() {   # SEED: baseline and SG-Net, concurrently (RACE_VARIANTS="baseline" runs the baseline alone)
@@ -256,19 +299,35 @@ race() {   # SEED: baseline and SG-Net, concurrently (RACE_VARIANTS="baseline" r
 }
 
 dry_run() {   # here, before device time is spent: both calls of the plan above on a few questions, spaCy hidden
-  local work out
-  work=$(mktemp -d) out=$(mktemp -d)
+  local work out out2
+  work=$(mktemp -d) out=$(mktemp -d) out2=$(mktemp -d)   # each device call has its own $OUT
   export PYTHONPATH="$PWD/results/nospacy" WORK="$work" OUT="$out" PREDICT_LIMIT=8
   [ "$PY" != python3 ] || PY=.venv/bin/python   # here: the project's venv
   TRAIN_SECONDS=600 train dry-reader 1 --max-train-examples 32 --max-steps 2 --batch-size 4 --eval-batch-size 16 \
     --max-eval-examples 16 --eval-every 0
   READER_DIR=runs/reading/dry-reader/best RACE_FLAGS="--task race_m --model-parts encoder --pool option --max-length 384
     --batch-size 4 --eval-batch-size 16 --epochs 1 --max-steps 2 --max-train-examples 8 --max-eval-examples 8
-    --eval-every 0 --precision bf16" race 1
-  ls -la "$out"
-  [ -s "$out/dry-reader.tar.xz" ] && [ -s "$out/race_m-enc-baseline-s1.tar.xz" ] && [ -s "$out/race_m-enc-sgnet-s1.tar.xz" ] \
-    || { echo "dry run: a run's results are missing from \$OUT" >&2; exit 1; }
-  rm -rf "$work" "$out" runs/reading/dry-reader runs/reading/race_m-enc-baseline-s1 runs/reading/race_m-enc-sgnet-s1
+    --eval-every 0 --precision bf16" OUT="$out2" race 1
+  ls -la "$out" "$out2"
+  [ -s "$out/dry-reader.tar.xz" ] && [ -s "$out2/race_m-enc-baseline-s1.tar.xz" ] && [ -s "$out2/race_m-enc-sgnet-s1.tar.xz" ] \
+    && [ -s "$out2/race_m-enc-baseline-s1.best.tar.xz" ] || { echo "dry run: a run's results are missing from \$OUT" >&2; exit 1; }
+  local o n big
+  for o in "$out" "$out2"; do
+    n=$(find "$o" -type f | wc -l) big=$(find "$o" -type f -size +16M | wc -l)
+    [ "$n" -le 8 ] && [ "$big" = 0 ] || { echo "dry run: $n files in \$OUT, $big over 16 MiB (at most 8, none over)" >&2; exit 1; }
+  done
+  # the shipped reader comes back whole: its weights are those of best/ rounded to bfloat16
+  unpack_best "$out" dry-reader "$work/back"
+  "${VENV:-.venv}/bin/python" - runs/reading/dry-reader/best/model.safetensors "$work/back/best/model.safetensors" <<'PY'
+import sys, torch
+from safetensors.torch import load_file
+a, b = load_file(sys.argv[1]), load_file(sys.argv[2])
+rounded = {k: v.to(torch.bfloat16).float() if v.is_floating_point() else v for k, v in a.items()}
+assert a.keys() == b.keys() and all(torch.equal(rounded[k], b[k]) for k in a), "shipped weights differ"
+PY
+  cmp <(cd runs/reading/dry-reader/best && ls | grep -v model.safetensors) <(cd "$work/back/best" && ls | grep -v model.safetensors) \
+    || { echo "dry run: the shipped best/ lacks files" >&2; exit 1; }
+  rm -rf "$work" "$out" "$out2" runs/reading/dry-reader runs/reading/race_m-enc-baseline-s1 runs/reading/race_m-enc-sgnet-s1
   echo "dry run passed: train and race ran without spaCy, and their results came back"
 }
 
