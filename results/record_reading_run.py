@@ -8,7 +8,8 @@ n-best files stay in RUN_DIR), scores that committed file with the project's sco
 `structattn score squad --task <task> --split test --predictions results/<task>/NAME.json` prints) and appends one
 line to results/<task>.jsonl. It also commits results/<task>/NAME.answer_all.json, the best non-null answer of
 every question (the first n-best entry: what the model answers when the threshold never says "no answer"), and
-records its scores under "answer_all" (its HasAns figures measure span extraction alone). With
+records its scores under "answer_all" (its HasAns figures measure span extraction alone). Every line keeps the
+run's dev learning curve ("dev_curve": step, seconds, train loss and dev scores of each evaluation). With
 --reuse-predictions the test predictions already in RUN_DIR (test_predictions*.json) are scored again instead of
 predicted anew.
 --task records the run on another span-QA task's test split than the one it trained on (a squad2_plus11 reader on
@@ -56,6 +57,15 @@ def _variant(cfg) -> str:
         opts.append(f"init={cfg.sgnet_init}")
     name = "sgnet" + (":" + ",".join(opts) if opts else "")
     return name if cfg.mechanism == "global" else f"{cfg.mechanism}+{name}"
+
+
+#: What a line keeps of each evaluation during training (its dev learning curve), when the evaluation has it.
+CURVE_KEYS = ("step", "elapsed_s", "train_loss", "f1", "HasAns_f1", "NoAns_f1", "accuracy")
+
+
+def dev_curve(history: list[dict]) -> list[dict]:
+    """The run's dev learning curve: each evaluation of trainer_state.json's history, cut to :data:`CURVE_KEYS`."""
+    return [{k: h[k] for k in CURVE_KEYS if k in h} for h in history]
 
 
 def _record_span_qa(trainer, run_dir: Path, name: str, reuse: bool = False, other_task: bool = False) -> dict:
@@ -156,6 +166,7 @@ def main() -> None:
     line = {"task": task.name, "run": args.name, "variant": _variant(cfg), "seed": cfg.seed, **scores,
             "dev": {k: v for k, v in best.items() if k not in ("step", "epoch", "elapsed_s")},
             "best_step": state["best_step"], "steps": state.get("step", state.get("global_step")),
+            "dev_curve": dev_curve(state["history"]),
             "train_wall_s": max((h.get("elapsed_s", 0) for h in state["history"]), default=None),
             "test_predict_s": round(time.time() - t0, 1) if trainer is not None else None,
             "kernel": "+".join(state.get("extra", state).get("kernels", [])) or None,  # engine or earlier layout

@@ -252,3 +252,31 @@ def test_predict_na_threshold(env, capsys):
     assert "squad11 has no unanswerable questions: every question gets an answer" in capsys.readouterr().err
     assert cli_main(["predict", best, "--na-threshold", "high", "--output", str(out)]) == 2
     assert "--na-threshold takes a number or 'never', not 'high'" in capsys.readouterr().err
+
+
+def test_record_reading_run_scores_the_file_it_commits_and_keeps_the_dev_curve(env, tmp_path, monkeypatch, capsys):
+    import importlib.util
+    import sys
+
+    cfg = config(env, "squad11", "qa-recorded", max_steps=4, eval_every=2)
+    trainer_for(cfg, show_progress=False).train()
+    script = Path(__file__).resolve().parents[2] / "results" / "record_reading_run.py"
+    spec = importlib.util.spec_from_file_location("record_reading_run", script)
+    recorder = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(recorder)
+    recorder.RESULTS = tmp_path / "results"   # not the repository's results
+    recorder.RESULTS.mkdir()
+    (recorder.RESULTS / "squad11.jsonl").write_text('{"run": "other"}\n')
+    for _ in range(2):                         # a second recording replaces the line, in place
+        monkeypatch.setattr(sys, "argv", ["record_reading_run.py", cfg.output_dir, "tiny-s1"])
+        recorder.main()
+    lines = [json.loads(x) for x in (recorder.RESULTS / "squad11.jsonl").read_text().splitlines()]
+    assert [x["run"] for x in lines] == ["other", "tiny-s1"]
+    line = lines[1]
+    dataset = json.loads((env["data"] / "squad11" / "dev-v1.1.reconstructed-from-explorer.json").read_text())
+    committed = json.loads((tmp_path / line["predictions"]).read_text())
+    assert line["f1"] == pytest.approx(evaluate(dataset, committed)["f1"]) and len(committed) == 12
+    assert [p["step"] for p in line["dev_curve"]] == [2, 4]
+    assert set(line["dev_curve"][0]) == {"step", "elapsed_s", "train_loss", "f1", "HasAns_f1"}
+    assert line["dev"]["f1"] == line["dev_curve"][[2, 4].index(line["best_step"])]["f1"]
+    assert "tiny-s1: test f1" in capsys.readouterr().out
