@@ -47,6 +47,21 @@ CARRY=${CARRY:-.gpucarry/squad}
 WORK=${WORK:-/tmp/structattn-gpu}
 PY=${PY:-python3}
 
+cast_weights() {   # PYTHON SRC DST DTYPE: a safetensors file with its floating tensors cast to DTYPE (bfloat16 to
+                   # travel, float32 back); ROUNDING=refuse exits 3 when a tensor would change (not a DTYPE value)
+  ROUNDING=${ROUNDING:-allow} "$1" - "$2" "$3" "$4" <<'PY'
+import os, sys, torch
+from safetensors.torch import load_file, save_file
+sd, dtype = load_file(sys.argv[1]), getattr(torch, sys.argv[3])
+changed = [k for k, v in sd.items() if v.is_floating_point() and not torch.equal(v.to(dtype).to(v.dtype), v)]
+if changed and os.environ["ROUNDING"] == "refuse":
+    print(f"{sys.argv[1]}: {len(changed)} tensors are not {sys.argv[3]} values ({changed[:3]}...)", file=sys.stderr)
+    sys.exit(3)
+save_file({k: v.to(dtype) if v.is_floating_point() else v for k, v in sd.items()}, sys.argv[2], metadata={"format": "pt"})
+print(f"{sys.argv[2]}: {len(sd)} tensors, floating ones in {sys.argv[3]} ({len(changed)} of them rounded)")
+PY
+}
+
 setup() {
   mkdir -p "$WORK/minilm"
   [ -d "$WORK/data" ] || tar -xJf "$CARRY/data.tar.xz" -C "$WORK"
@@ -79,12 +94,7 @@ for task, split in [("squad2_plus11", "train"), ("squad2", "dev"), ("squad2", "t
   local model
   model=$("$venv/bin/python" -c 'from structattn.settings import default_encoder; print(default_encoder())')
   cp "$model"/{vocab.txt,tokenizer.json,tokenizer_config.json,special_tokens_map.json,config.json} "$CARRY/minilm/"
-  "$venv/bin/python" -c '
-import sys, torch
-from safetensors.torch import load_file, save_file
-sd = load_file(sys.argv[1])
-save_file({k: v.to(torch.bfloat16) if v.is_floating_point() else v for k, v in sd.items()}, sys.argv[2], metadata={"format": "pt"})
-' "$model/model.safetensors" "$tmp/model.safetensors"
+  cast_weights "$venv/bin/python" "$model/model.safetensors" "$tmp/model.safetensors" bfloat16
   xz -T2 -3 -c "$tmp/model.safetensors" > "$CARRY/minilm_bf16.safetensors.xz"
   "$venv/bin/python" -m pip download -q --no-deps --only-binary=:all: --python-version 3.12 --implementation cp \
     --platform manylinux2014_x86_64 -d "$CARRY" conllu==6.0.0
@@ -127,13 +137,7 @@ predict() {   # RUN: SQuAD 1.1 dev (never "no answer") and the squad2 test part 
 ship_best() {   # RUN_DIR NAME (there, into $OUT)
   local dir=$1 name=$2
   tar -cJf "$OUT/$name.best.tar.xz" -C "$dir/best" --exclude=model.safetensors .
-  $PY - "$dir/best/model.safetensors" "$WORK/$name.best_bf16.safetensors" <<'PY'
-import sys, torch
-from safetensors.torch import load_file, save_file
-sd = load_file(sys.argv[1])
-save_file({k: v.to(torch.bfloat16) if v.is_floating_point() else v for k, v in sd.items()}, sys.argv[2],
-          metadata={"format": "pt"})
-PY
+  cast_weights "$PY" "$dir/best/model.safetensors" "$WORK/$name.best_bf16.safetensors" bfloat16
   xz -T0 -6 -c "$WORK/$name.best_bf16.safetensors" | split -b 15M -d - "$OUT/$name.best_bf16.xz.part"
   rm -f "$WORK/$name.best_bf16.safetensors"
 }
@@ -144,13 +148,8 @@ unpack_best() {   # FROM NAME DEST (here): FROM holds what ship_best returned; w
   mkdir -p "$dest/best"
   tar -xJf "$from/$name.best.tar.xz" -C "$dest/best"
   cat "$from/$name.best_bf16.xz.part"* | xz -dc > "$dest/best/model_bf16.safetensors"
-  "$venv/bin/python" - "$dest/best/model_bf16.safetensors" "$dest/best/model.safetensors" <<'PY'
-import sys
-from safetensors.torch import load_file, save_file
-sd = load_file(sys.argv[1])
-save_file({k: v.float() if v.is_floating_point() else v for k, v in sd.items()}, sys.argv[2], metadata={"format": "pt"})
-print(f"{sys.argv[2]}: {len(sd)} tensors, float32 from their bfloat16 rounding (runs from it start from the rounded model)")
-PY
+  cast_weights "$venv/bin/python" "$dest/best/model_bf16.safetensors" "$dest/best/model.safetensors" float32
+  echo "$dest/best: float32 from the bfloat16 rounding of the trained weights (runs from it start from the rounded model)"
   rm -f "$dest/best/model_bf16.safetensors"
 }
 
@@ -223,20 +222,14 @@ pack_reader_weights() {   # READER TMP: its config, tokenizer and weights (exact
   local reader=$1 tmp=$2 venv=${VENV:-.venv}
   mkdir -p "$RACE_CARRY/reader"
   cp "$reader"/{config.json,tokenizer.json,tokenizer_config.json,span_qa.json,train_config.json} "$RACE_CARRY/reader/"
-  ROUND_READER=${ROUND_READER:-0} "$venv/bin/python" - "$reader/model.safetensors" "$tmp/reader_bf16.safetensors" <<'PY'
-import os, sys, torch
-from safetensors.torch import load_file, save_file
-sd = load_file(sys.argv[1])
-inexact = [k for k, v in sd.items() if v.is_floating_point() and not torch.equal(v.to(torch.bfloat16).to(v.dtype), v)]
-if inexact and os.environ["ROUND_READER"] != "1":
-    sys.exit(f"{len(inexact)} tensors are not bfloat16 values ({inexact[:3]}...): they would not travel exactly "
-             "(ROUND_READER=1 rounds them, and the runs there start from the rounded reader)")
-if inexact:
-    print(f"ROUND_READER=1: {len(inexact)} of {len(sd)} tensors rounded to bfloat16; the runs there start from "
-          "the rounded reader: say so in their notes")
-save_file({k: v.to(torch.bfloat16) if v.is_floating_point() else v for k, v in sd.items()}, sys.argv[2],
-          metadata={"format": "pt"})
-PY
+  if [ "${ROUND_READER:-0}" = 1 ]; then
+    cast_weights "$venv/bin/python" "$reader/model.safetensors" "$tmp/reader_bf16.safetensors" bfloat16
+    echo "ROUND_READER=1: the runs there start from the reader rounded to bfloat16: say so in their notes"
+  else
+    ROUNDING=refuse cast_weights "$venv/bin/python" "$reader/model.safetensors" "$tmp/reader_bf16.safetensors" bfloat16 \
+      || { echo "$reader would not travel exactly (ROUND_READER=1 rounds it, and the runs there start from the" \
+                "rounded reader)" >&2; exit 2; }
+  fi
   xz -T2 -6 -c "$tmp/reader_bf16.safetensors" > "$RACE_CARRY/reader_bf16.safetensors.xz"
 }
 
@@ -251,12 +244,7 @@ setup_race() {   # READER_DIR, when set, is a reader already on that machine (tr
     mkdir -p "$WORK/reader"
     cp "$RACE_CARRY"/reader/* "$WORK/reader/"
     xz -dc "$RACE_CARRY/reader_bf16.safetensors.xz" > "$WORK/reader_bf16.safetensors"
-    $PY -c '
-import sys, torch
-from safetensors.torch import load_file, save_file
-sd = load_file(sys.argv[1])
-save_file({k: v.float() if v.is_floating_point() else v for k, v in sd.items()}, sys.argv[2], metadata={"format": "pt"})
-' "$WORK/reader_bf16.safetensors" "$WORK/reader/model.safetensors"
+    cast_weights "$PY" "$WORK/reader_bf16.safetensors" "$WORK/reader/model.safetensors" float32
   fi
   if compgen -G "$RACE_CARRY/*.whl" > /dev/null; then
     $PY -m pip install -q --no-index --no-deps --no-compile --target "$WORK/site" "$RACE_CARRY"/*.whl
