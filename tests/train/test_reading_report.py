@@ -150,3 +150,23 @@ def test_two_runs_of_one_variant_and_seed_in_one_training_are_refused(results):
     (results / "squad11.jsonl").write_text("".join(json.dumps(x) + "\n" for x in lines + [twin]))
     assert report_main(["--results-dir", str(results)]) == 0
     assert "; trained on NVIDIA H200\n" in (results / "READING.md").read_text()
+
+
+def test_a_group_without_a_baseline_is_compared_with_the_vanilla_layer(results):
+    """Table 3 rows run on their own (no baseline in their group): Δ and p against "+ vanilla attention only", the
+    control with the SG layer's parameters; a one-row group gets no Table 3."""
+    lines = [json.loads(x) for x in (results / "squad11.jsonl").read_text().splitlines()]
+    renamed = {"baseline": "sgnet:agg=vanilla", "sgnet": "sgnet:agg=sg_only"}
+    ablation = [dict(x, variant=renamed[x["variant"]], run="abl-" + x["run"],
+                     config={"task": "squad2", "model_parts": "encoder", "model": "runs/reading/r/best"})
+                for x in lines]
+    alone = dict(lines[0], config={"task": "squad2_plus11"})     # a reader on its own: one row
+    (results / "squad11.jsonl").write_text("".join(json.dumps(x) + "\n" for x in ablation + [alone]))
+    assert report_main(["--results-dir", str(results)]) == 0
+    text = (results / "READING.md").read_text()
+    assert "## squad11: dev set (10,570 questions" in text
+    assert "Against sgnet:agg=vanilla (this group has no baseline) of the same seed" in text
+    assert "sgnet:agg=sg_only, seed 1: Δ F1 +50.00" in text
+    assert "| model | EM | F1 | Δ F1 vs + vanilla attention only |" in text
+    assert "| + syntax-guided attention only | 100.00 | 100.00 | +50.00 |" in text
+    assert text.count("### Table 3 layout") == 1                  # not for the reader's one row

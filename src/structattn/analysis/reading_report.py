@@ -7,7 +7,8 @@ file with the project's scorer (SQuAD: the official evaluate-v2.0 rules on the t
 multiple choice: accuracy) and refuses to go on when a recorded figure differs from that score; writes
 ``results/READING.md`` and ``fig_squad2_question_length.png`` (Figure 4: exact match by question length).
 
-Significance: for each variant against the baseline of the same seed, a paired bootstrap over the test
+Significance: for each variant against the baseline of the same seed (in a group of runs without a baseline: against
+the "+ vanilla attention only" row, the control with the SG layer's parameter count), a paired bootstrap over the test
 questions (:func:`~structattn.train.significance.paired_bootstrap_mean`) on per-question F1 (SQuAD) or
 correctness (multiple choice), Holm-adjusted over every comparison in the file; and Welch's t over seeds where
 both sides have at least 2.
@@ -29,6 +30,17 @@ TABLE3 = [("baseline", "baseline"), ("sgnet:agg=vanilla", "+ vanilla attention o
           ("sgnet:agg=sg_only", "+ syntax-guided attention only"), ("sgnet", "+ dual contextual attention (SG-Net)"),
           ("sgnet:agg=concat", "concatenation"), ("sgnet:agg=biattention", "bi-attention")]
 BUCKETS = 10
+#: What each span task's test split is (the figures are on it).
+SPLIT_WORDS = {"squad2": "test part", "squad11": "dev set (10,570 questions: task squad11's test split)"}
+
+
+def reference_variant(by_variant: dict) -> str | None:
+    """The row a group's other variants are compared with: the baseline, else (a group of Table 3 rows run without
+    one) the vanilla-attention layer, which adds the SG layer's parameters without its syntax; None when neither."""
+    for variant in ("baseline", "sgnet:agg=vanilla"):
+        if variant in by_variant:
+            return variant
+    return None
 
 
 def _check(run: dict, key: str, value: float) -> None:
@@ -113,17 +125,18 @@ def _fmt_p(p: float) -> str:
 
 
 def comparisons(by_variant: dict, per_item: str) -> list[dict]:
-    """Every (variant, seed) with a baseline run of the same seed: Δ and the paired-bootstrap p, Holm-adjusted
-    over the whole list."""
+    """Every (variant, seed) with a run of the :func:`reference_variant` of the same seed: Δ and the
+    paired-bootstrap p, Holm-adjusted over the whole list (each row names its ``reference``)."""
     rows = []
-    base = by_variant.get("baseline", {})
+    reference = reference_variant(by_variant)
+    base = by_variant.get(reference, {}) if reference else {}
     for variant, seeds in sorted(by_variant.items()):
-        if variant == "baseline":
+        if variant == reference:
             continue
         for seed, run in sorted(seeds.items()):
             if seed in base:
                 delta, p = paired_bootstrap_mean(run[per_item], base[seed][per_item])
-                rows.append({"variant": variant, "seed": seed, "delta": delta, "p": p})
+                rows.append({"variant": variant, "seed": seed, "delta": delta, "p": p, "reference": reference})
     for row, adjusted in zip(rows, holm([r["p"] for r in rows]) if rows else []):
         row["p_holm"] = adjusted
     return rows
@@ -133,7 +146,9 @@ def comparison_lines(rows: list[dict], over: str, measure: str) -> list[str]:
     """The bullet list of :func:`comparisons`' rows (empty when there are none)."""
     if not rows:
         return []
-    intro = (f"Against the baseline of the same seed (paired bootstrap over {over}, 10,000 resamples; Holm over "
+    reference = rows[0]["reference"]
+    against = "the baseline" if reference == "baseline" else f"{reference} (this group has no baseline)"
+    intro = (f"Against {against} of the same seed (paired bootstrap over {over}, 10,000 resamples; Holm over "
              "this table's comparisons):")
     return ["", intro, ""] + [f"- {r['variant']}, seed {r['seed']}: Δ {measure} {r['delta']:+.2f}, "
                               f"p = {_fmt_p(r['p'])} / {_fmt_p(r['p_holm'])} (raw / Holm)" for r in rows]
@@ -146,6 +161,10 @@ TRAINED_ON = {
     "squad2_plus11": "trained on SQuAD 1.1 train + the squad2 train part (93,904 questions; task squad2_plus11)",
     "squad2_on_reader-cpu-s1": "the encoder of the squad2_plus11 reader trained on this CPU (runs/reading/"
                                "reader-cpu-s1: SQuAD 1.1 train + the squad2 train part, 1 epoch), heads started "
+                               "fresh (--model-parts encoder) and trained on the squad2 train part (6,305 questions, "
+                               "1 epoch)",
+    "squad2_on_reader-cpu-s2": "the encoder of the squad2_plus11 reader trained on this CPU with seed 2 (runs/reading/"
+                               "reader-cpu-s2: SQuAD 1.1 train + the squad2 train part, 1 epoch), heads started "
                                "fresh (--model-parts encoder) and trained on the squad2 train part (6,305 questions, "
                                "1 epoch)",
     "squad2_on_base-s1-gpu": "the encoder of the squad2_plus11 reader trained on an H100 (runs/reading/base-s1-gpu: "
@@ -201,10 +220,12 @@ def training_groups(runs: list[dict]) -> list[tuple[str | None, list[dict]]]:
 
 def span_section(task: str, runs: list[dict], dataset: dict, results_dir: Path, trained_on: str | None = None) -> str:
     by = _by_variant(runs)
-    title = f"## {task}: test part, exact match and F1 (official evaluate-v2.0 rules)"
+    title = f"## {task}: {SPLIT_WORDS.get(task, 'test split')}, exact match and F1 (official evaluate-v2.0 rules)"
     if trained_on is not None and (trained_on != task or trained_on in TRAINED_ON):
         title += f"; {describe_training(trained_on)}"
-    for device in sorted({str(run["train_device"]) for run in runs if run.get("train_device")}):
+    # train_device: trained elsewhere (a GPU lent by the device tool); else the line's device trained and recorded it
+    for device in sorted({str(run.get("train_device") or run["device"]) for run in runs
+                          if run.get("train_device") or run.get("device")}):
         title += f"; trained on {device}"
     lines = [title, "",
              "| variant | seeds | EM per seed | F1 per seed | EM | F1 | HasAns F1 | NoAns F1 |",
@@ -224,11 +245,12 @@ def span_section(task: str, runs: list[dict], dataset: dict, results_dir: Path, 
     rows = comparisons(by, "_f1")
     lines += comparison_lines(rows, "the test questions on per-question F1", "F1")
     if rows:
-        base = by.get("baseline", {})
+        reference = rows[0]["reference"]
+        base = by[reference]
         for variant, seeds in sorted(by.items()):
-            if variant != "baseline" and len(seeds) > 1 and len(base) > 1:
+            if variant != reference and len(seeds) > 1 and len(base) > 1:
                 p = welch_p([s["f1"] for s in seeds.values()], [s["f1"] for s in base.values()])
-                lines.append(f"- {variant} vs baseline over seeds (Welch's t on test F1): p = {_fmt_p(p)}")
+                lines.append(f"- {variant} vs {reference} over seeds (Welch's t on test F1): p = {_fmt_p(p)}")
     if trained_on in (None, task):
         tag = task
     else:  # squad2_on_<reader> keeps its own name; other training sets: squad11_from_squad2_plus11
@@ -261,13 +283,16 @@ def answer_all_section(by: dict) -> str:
 
 
 def table3(by: dict) -> str:
-    """The paper's Table 3 layout on seed 1 (rows that have a seed-1 run)."""
+    """The paper's Table 3 layout on seed 1 (rows that have a seed-1 run; nothing for fewer than two rows), Δ against
+    the :func:`reference_variant`."""
     rows = [(v, label, by[v][1]) for v, label in TABLE3 if 1 in by.get(v, {})]
-    if not rows:
+    if len(rows) < 2:
         return ""
-    lines = ["### Table 3 layout: components and aggregations (seed 1)", "", "| model | EM | F1 | Δ F1 vs baseline |",
+    reference = reference_variant(by)
+    label = dict(TABLE3)[reference] if reference else "baseline"
+    lines = ["### Table 3 layout: components and aggregations (seed 1)", "", f"| model | EM | F1 | Δ F1 vs {label} |",
              "|---|---|---|---|"]
-    base = by.get("baseline", {}).get(1)
+    base = by.get(reference, {}).get(1) if reference else None
     for _, label, run in rows:
         delta = f"{run['f1'] - base['f1']:+.2f}" if base is not None and run is not base else "-"
         lines.append(f"| {label} | {run['exact']:.2f} | {run['f1']:.2f} | {delta} |")
