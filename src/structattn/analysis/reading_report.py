@@ -159,14 +159,10 @@ def comparison_lines(rows: list[dict], over: str, measure: str) -> list[str]:
 #: described by :func:`describe_training`.
 TRAINED_ON = {
     "squad2_plus11": "trained on SQuAD 1.1 train + the squad2 train part (93,904 questions; task squad2_plus11)",
-    "squad2_on_reader-cpu-s1": "the encoder of the squad2_plus11 reader trained on this CPU (runs/reading/"
-                               "reader-cpu-s1: SQuAD 1.1 train + the squad2 train part, 1 epoch), heads started "
-                               "fresh (--model-parts encoder) and trained on the squad2 train part (6,305 questions, "
-                               "1 epoch)",
-    "squad2_on_reader-cpu-s2": "the encoder of the squad2_plus11 reader trained on this CPU with seed 2 (runs/reading/"
-                               "reader-cpu-s2: SQuAD 1.1 train + the squad2 train part, 1 epoch), heads started "
-                               "fresh (--model-parts encoder) and trained on the squad2 train part (6,305 questions, "
-                               "1 epoch)",
+    **{f"squad2_on_reader-cpu-s{seed}": (
+        f"the encoder of the squad2_plus11 reader trained on this CPU{' with seed 2' if seed == 2 else ''} (runs/reading/"
+        f"reader-cpu-s{seed}: SQuAD 1.1 train + the squad2 train part, 1 epoch), heads started fresh (--model-parts "
+        "encoder) and trained on the squad2 train part (6,305 questions, 1 epoch)") for seed in (1, 2)},
     "squad2_on_base-s1-gpu": "the encoder of the squad2_plus11 reader trained on an H100 (runs/reading/base-s1-gpu: "
                              "SQuAD 1.1 train + the squad2 train part, 2 epochs), heads started fresh "
                              "(--model-parts encoder) and trained on the squad2 train part (6,305 questions, 1 epoch)",
@@ -289,8 +285,8 @@ def table3(by: dict) -> str:
     if len(rows) < 2:
         return ""
     reference = reference_variant(by)
-    label = dict(TABLE3)[reference] if reference else "baseline"
-    lines = ["### Table 3 layout: components and aggregations (seed 1)", "", f"| model | EM | F1 | Δ F1 vs {label} |",
+    against = dict(TABLE3)[reference] if reference else "baseline"
+    lines = ["### Table 3 layout: components and aggregations (seed 1)", "", f"| model | EM | F1 | Δ F1 vs {against} |",
              "|---|---|---|---|"]
     base = by.get(reference, {}).get(1) if reference else None
     for _, label, run in rows:
