@@ -24,12 +24,16 @@ results/mctest/NAME.json` read; NAME.scores.json beside it holds every option's 
 question kind) and appends a line (its "task" names the task) to results/<file>.jsonl. With --predictions PRED.json the
 test predictions were made elsewhere (`structattn predict RUN/best --split test --output PRED.json`, e.g. on a GPU
 machine whose model did not come back): they are copied and scored, and RUN_DIR needs only trainer_state.json and
-train_config.json. A line for NAME already there is replaced.
+train_config.json. With --stopped-log TRAIN_LOG (and --predictions) the run was stopped before its end by a time box
+(results/run_reading_gpu.sh's TRAIN_SECONDS) and left no trainer_state.json: its dev evaluations are read from the
+trainer's own lines in TRAIN_LOG, and the line says so ("finished": false, "steps" = the last update the log shows,
+"planned_steps"). A line for NAME already there is replaced.
 """
 from __future__ import annotations
 
 import argparse
 import json
+import re
 import shutil
 import time
 from pathlib import Path
@@ -66,6 +70,33 @@ CURVE_KEYS = ("step", "elapsed_s", "train_loss", "f1", "HasAns_f1", "NoAns_f1", 
 def dev_curve(history: list[dict]) -> list[dict]:
     """The run's dev learning curve: each evaluation of trainer_state.json's history, cut to :data:`CURVE_KEYS`."""
     return [{k: h[k] for k in CURVE_KEYS if k in h} for h in history]
+
+
+_EVAL_LINE = re.compile(r"(\d+)/(\d+) \[(?:(\d+):)?(\d+):(\d+)<[^\]]*\][^\n]*?step ([\d,]+): dev (\w+) ([\d.]+) "
+                        r"\(best [\d.]+ at step ([\d,]+)\)(?:, train loss ([\d.]+))?")
+_PROGRESS = re.compile(r"(\d+)/(\d+) \[")
+
+
+def state_from_log(text: str) -> dict:
+    """What trainer_state.json would hold of a run stopped before its end, read from its log (``text``): each
+    evaluation line (``NAME step N: dev METRIC X (best Y at step M), train loss L``, after the progress bar's
+    ``N/TOTAL [MM:SS<...]``, whose time is ``elapsed_s``: seconds of the training loop, features excluded), the
+    best step, the last update the progress bar shows (``step``) and its total (``planned_steps``)."""
+    text = text.replace("\r", "\n")
+    history, best_step = [], None
+    for m in _EVAL_LINE.finditer(text):
+        hours, minutes, seconds = (int(g or 0) for g in m.group(3, 4, 5))
+        entry = {"step": int(m.group(6).replace(",", "")), "elapsed_s": float(3600 * hours + 60 * minutes + seconds),
+                 m.group(7): float(m.group(8))}
+        if m.group(10) is not None:
+            entry["train_loss"] = float(m.group(10))
+        history.append(entry)
+        best_step = int(m.group(9).replace(",", ""))
+    progress = _PROGRESS.findall(text)
+    if not history or not progress:
+        raise SystemExit("--stopped-log: no evaluation lines (\"step N: dev ...\") or progress bar in the log")
+    return {"history": history, "best_step": best_step, "step": int(progress[-1][0]),
+            "planned_steps": int(progress[-1][1]), "finished": False}
 
 
 def _record_span_qa(trainer, run_dir: Path, name: str, reuse: bool = False, other_task: bool = False) -> dict:
@@ -132,10 +163,20 @@ def main() -> None:
     ap.add_argument("--predictions", type=Path, default=None,
                     help="multiple choice: test predictions {qid: letter} made elsewhere (needs --device)")
     ap.add_argument("--device", default=None, help="with --predictions: where they were made")
+    ap.add_argument("--encoder-from", default=None,
+                    help="the saved model whose encoder the run kept (--model-parts encoder), when the config's model "
+                         "is a path on another machine (e.g. /tmp/sa/reader on a GPU machine)")
+    ap.add_argument("--stopped-log", type=Path, default=None,
+                    help="with --predictions: the train.log of a run its time box stopped (no trainer_state.json)")
     args = ap.parse_args()
-    state = json.loads((args.run_dir / "trainer_state.json").read_text())
-    if not state.get("finished"):
-        raise SystemExit(f"{args.run_dir}: the run has not finished (trainer_state.json finished = false)")
+    if args.stopped_log is not None:
+        if args.predictions is None:
+            raise SystemExit("--stopped-log needs --predictions: the test predictions of the stopped run's best/")
+        state = state_from_log(args.stopped_log.read_text(errors="replace"))
+    else:
+        state = json.loads((args.run_dir / "trainer_state.json").read_text())
+        if not state.get("finished"):
+            raise SystemExit(f"{args.run_dir}: the run has not finished (trainer_state.json finished = false)")
     trainer = None
     if args.predictions is None:
         trainer = load_trained(str(args.run_dir / "best"), args.task)
@@ -171,6 +212,8 @@ def main() -> None:
             "test_predict_s": round(time.time() - t0, 1) if trainer is not None else None,
             "kernel": "+".join(state.get("extra", state).get("kernels", [])) or None,  # engine or earlier layout
             "config": train_cfg, "note": args.note}
+    if not state["finished"]:   # stopped by a time box: how far it got
+        line.update(finished=False, planned_steps=state["planned_steps"])
     from structattn.train.provenance import provenance
     from structattn.train.engine import device_description
 
@@ -179,6 +222,8 @@ def main() -> None:
                 torch_threads=__import__("torch").get_num_threads() if here else None)
     if args.train_device:
         line["train_device"] = args.train_device
+    if args.encoder_from:
+        line["encoder_from"] = args.encoder_from
     out = RESULTS / f"{results_name(task.name)}.jsonl"
     lines = [json.loads(x) for x in out.read_text().splitlines() if x.strip()] if out.exists() else []
     lines = [x for x in lines if x["run"] != args.name] + [line]

@@ -17,7 +17,7 @@
 # Sentence tasks (the sentence runner's sgnet variant beside baseline rows of the same settings): CoLA (2 epochs)
 # and SST-2 (first 10,000 training sentences, 1 epoch), max length 64, batch 32, 5e-5, 3 seeds; 2 threads unless
 # SWEEP_THREADS says otherwise (1 when it shares the machine with another lane).
-#   bash results/run_reading_experiments.sh squad-a | squad-b | squad-encoder | encoder-ablation [ROW...] | mc-option-a|b [SEED...] | reader-cpu [SEED] | ablation | ablation-a | ablation-b | mc-a | mc-b | sentence | both
+#   bash results/run_reading_experiments.sh squad-a | squad-b | squad-encoder | squad-encoder-a|b | encoder-ablation [ROW...] | mc-option-a|b [SEED...] | mc-race-a|b [SEED...] | reader-cpu [SEED] | ablation | ablation-a | ablation-b | mc-a | mc-b | sentence | both
 # (ablation-a and ablation-b split the four Table 3 rows over two lanes)
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -56,6 +56,12 @@ MC="--max-length 256 --batch-size 4 --eval-batch-size 64 --learning-rate 5e-5 --
 # (6,305 questions), bf16 autocast, model selection and the no-answer threshold on the dev part every 200 updates.
 # READER names the reader and ENC the runs' infix: the CPU reader's runs (squad2-cpuenc-*) are
 #   READER=runs/reading/reader-cpu-s1/best ENC=cpuenc bash results/run_reading_experiments.sh squad-encoder
+# and on two lanes (baselines on one, SG-Net on the other, seeds 1-3; then the rows with encoder-ablation):
+#   READER=runs/reading/reader-cpu-s2-step1500 ENC=cpuenc2 bash results/run_reading_experiments.sh squad-encoder-a
+#   READER=runs/reading/reader-cpu-s2-step1500 ENC=cpuenc2 bash results/run_reading_experiments.sh squad-encoder-b
+# (reader-cpu-s2-step1500: a copy of runs/reading/reader-cpu-s2/best when that run, seed 2 of reader-cpu, was
+# stopped after update 1,500 of 2,970, its best dev F1 60.27 at that update; `cp -r runs/reading/reader-cpu-s2/best
+# runs/reading/reader-cpu-s2-step1500`)
 READER=${READER:-runs/reading/base-s1-gpu/best}
 ENC=${ENC:-enc}
 SQUAD_ENC="--task squad2 --model $READER --model-parts encoder --epochs 1 --max-length 256 --stride 128
@@ -67,6 +73,10 @@ squad_encoder_lane() {  # baseline and SG-Net by seed, then the Table 3 rows (se
     run squad2 squad2-$ENC-sgnet-s$s $SQUAD_ENC --sgnet dual --seed $s
   done
   encoder_ablation vanilla sg_only concat biattention
+}
+squad_encoder_split() {  # squad_encoder_split SGNET: one variant's seeds 1-3 (two lanes: none here, dual there)
+  local variant=$([ "$1" = none ] && echo baseline || echo sgnet) s
+  for s in 1 2 3; do run squad2 squad2-$ENC-$variant-s$s $SQUAD_ENC --sgnet $1 --seed $s; done
 }
 encoder_ablation() {  # encoder_ablation ROW...: Table 3 rows on the reader's encoder, seed 1 (a second lane: in
                       # another order than squad_encoder_lane's, so that two lanes do not train the same row)
@@ -87,6 +97,18 @@ MC_OPTION="--task mctest500 --pool option --max-length 384 --batch-size 4 --eval
 mc_option_lane() {  # mc_option_lane VARIANT SGNET SEED...
   local variant=$1 sgnet=$2; shift 2
   for s in "${@:-1}"; do run mctest mctest500-option-$variant-s$s $MC_OPTION --sgnet $sgnet --seed $s; done
+}
+# MCTest MC500 from the RACE-trained encoder (issue 25's plan): the RACE-M baseline of results/run_reading_gpu.sh's
+# `race` (race_m-cpuenc2-baseline-s1: trained on an H200 from reader-cpu-s2-step1500's encoder, its best/ shipped back
+# rounded to bfloat16 and rebuilt here with `unpack_best`). Both variants keep that encoder (--model-parts encoder) and
+# start the multiple-choice head (and SG-Net its SG layer) fresh; otherwise the MC_OPTION runs above.
+RACE_ENCODER=${RACE_ENCODER:-runs/reading/race_m-cpuenc2-baseline-s1/best}
+mc_race_lane() {  # mc_race_lane VARIANT SGNET SEED...
+  local variant=$1 sgnet=$2; shift 2
+  for s in "${@:-1}"; do
+    run mctest mctest500-raceenc-$variant-s$s $MC_OPTION --model $RACE_ENCODER --model-parts encoder --sgnet $sgnet \
+      --seed $s
+  done
 }
 # Issue 25, the reader on this CPU (no GPU lent): the recipe of results/run_reading_gpu.sh's reader (squad2_plus11 =
 # SQuAD 1.1 train + the squad2 train part, windows of 384 tokens sharing at most 128, batch 32, AdamW 1e-4, 10 %
@@ -124,6 +146,8 @@ case "${1:-both}" in
   squad-a) squad_lane_a ;;
   squad-b) squad_lane_b ;;
   squad-encoder) squad_encoder_lane ;;
+  squad-encoder-a) squad_encoder_split none ;;
+  squad-encoder-b) squad_encoder_split dual ;;
   encoder-ablation) shift; [ $# -gt 0 ] || set -- biattention concat sg_only vanilla; encoder_ablation "$@" ;;
   ablation) ablation ;;
   ablation-a) ablation vanilla concat ;;
@@ -132,6 +156,8 @@ case "${1:-both}" in
   mc-b) mc_lane sgnet dual ;;
   mc-option-a) shift; mc_option_lane baseline none "$@" ;;
   mc-option-b) shift; mc_option_lane sgnet dual "$@" ;;
+  mc-race-a) shift; mc_race_lane baseline none "$@" ;;
+  mc-race-b) shift; mc_race_lane sgnet dual "$@" ;;
   reader-cpu) shift; reader_cpu "$@" ;;
   sentence) sentence ;;
   both) squad_lane_a & squad_lane_b & wait ;;

@@ -15,32 +15,27 @@
 # (the run of results/README.md: `TRAIN_SECONDS=425 CARRY=.gpucarry/squad bash results/run_reading_gpu.sh train
 # base-s1 1`, with .gpucarry/squad named in the device tool's carry; the training ended on its own at 5,940 updates)
 #
-# The next GPU session, if one is lent (15 minutes of device time; the reader of results/README.md is gone: its
-# weights lived in an ignored folder of a machine that did not come back), in this order:
-#   here:    make install; bash results/run_reading_gpu.sh pack (6 minutes); bash results/run_reading_gpu.sh pack_race
-#            (RACE-M and its caches only, when no reader is here: 42 minutes beside two training lanes, mostly
-#            spaCy parsing 6,409 passages); bash results/run_reading_gpu.sh dry_run (2 minutes: both calls below on a
-#            few questions, spaCy hidden); slim git's index as below
-#   call 1:  carry [".gpucarry/squad"], timeout_s 600 (TRAIN_SECONDS counts the features too: about 100 s of
-#            them and 297 s of training on the H100 last time; the rest of the call unpacks and predicts):
-#            TRAIN_SECONDS=460 PY=python3 WORK=/tmp/sa OUT=$OUT bash results/run_reading_gpu.sh train base-fp32-s1 1
-#            (the reader again, its weights now held in float32; SQuAD 1.1 dev and squad2 test predicted there,
-#            $OUT/base-fp32-s1.tar.xz comes back, and best/ rounded to bfloat16 in pieces (ship_best); best/ itself
-#            stays on that machine for call 2)
-#   call 2:  at once (a machine idle for 30 s is given back, and best/ with it), carry [".gpucarry/race"]:
-#            READER_DIR=runs/reading/base-fp32-s1/best PY=python3 WORK=/tmp/sa TRAIN_SECONDS=400 \
-#            bash results/run_reading_gpu.sh race 1
-#   here:    untar into runs/reading/<run>, record with results/record_reading_run.py ... --predictions ... --device;
-#            `bash results/run_reading_gpu.sh unpack_best FILES_AT base-fp32-s1 runs/reading/base-fp32-s1` (and
-#            race_m-enc-baseline-s1) rebuilds a returned best/ here, for CPU runs that start from it
-#   Budget: call 1 is about 9 minutes and call 2 about 7 (3 of building features, then the pair side by side), so
-#   the two overrun a 15-minute lease with the machine's start: give call 2 what is left (TRAIN_SECONDS, or the
-#   baseline alone: RACE_VARIANTS=baseline).
-# If the reader trained on this CPU is here (runs/reading/reader-cpu-s1/best: `bash results/run_reading_experiments.sh
-# reader-cpu`), call 1 can go and the whole lease is RACE-M's: here `READER=runs/reading/reader-cpu-s1/best
-# ROUND_READER=1 bash results/run_reading_gpu.sh pack_race` (its float32 weights rounded to bfloat16 to travel),
-# then one call, carry [".gpucarry/race"]: `PY=python3 WORK=/tmp/sa TRAIN_SECONDS=500 OUT=$OUT bash
-# results/run_reading_gpu.sh race 1`.
+# What the lease of stop 40 ran (15 minutes of device time; one call of 508 s on an H200 after a 28 s start; 345 s
+# were left), the recipe of results/race.jsonl's race_m-cpuenc2-* lines:
+#   here:    cp -r runs/reading/reader-cpu-s2/best runs/reading/reader-cpu-s2-step1500   (the CPU reader, seed 2, as
+#            kept at update 1,500 of 2,970); RACE_CARRY=.gpucarry/race READER=runs/reading/reader-cpu-s2-step1500
+#            ROUND_READER=1 bash results/run_reading_gpu.sh pack_race   (9 minutes with the CPU free: spaCy parses
+#            7,139 passages and 113,172 question-option texts; 53 MB); slim git's index as below (4.3 MB left)
+#   call:    carry [".gpucarry/race"], timeout_s 570:
+#            TRAIN_SECONDS=460 PY=python3 WORK=/tmp/sa RACE_FLAGS="--task race_m --model-parts encoder --pool option
+#            --max-length 384 --batch-size 16 --eval-batch-size 512 --learning-rate 5e-5 --warmup-ratio 0.1
+#            --epochs 2 --eval-every 300 --precision bf16" bash results/run_reading_gpu.sh race 1
+#            Features took about 170 s in each run; the baseline then trained 2 epochs in 108 s; SG-Net, slower per
+#            update (its masks are built on the CPU in the training process), reached update 2,689 of 3,178 when
+#            TRAIN_SECONDS stopped it.
+#   here:    for n in baseline sgnet; do mkdir -p runs/reading/race_m-cpuenc2-$n-s1; tar -xJf FILES_AT/race_m-enc-$n-s1.tar.xz
+#            -C runs/reading/race_m-cpuenc2-$n-s1; done; `bash results/run_reading_gpu.sh unpack_best FILES_AT
+#            race_m-enc-baseline-s1 runs/reading/race_m-cpuenc2-baseline-s1`; then results/record_reading_run.py with
+#            --predictions, --device, --train-device, --encoder-from reader-cpu-s2-step1500 (and --stopped-log
+#            runs/reading/race_m-cpuenc2-sgnet-s1/train.log for SG-Net): bash results/record_race_m_cpuenc2.sh
+# The next lease, if one is lent: SG-Net for all its 2 epochs (RACE_VARIANTS=sgnet, TRAIN_SECONDS=560 with the
+# machine warm, or the pair with seed 2). The reader recipe (`pack`, then `train`, and READER_DIR for `race` on the
+# same machine) is below: `train RUN SEED` trains the squad2_plus11 reader there in about 9 minutes (H100, 2 epochs).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 CARRY=${CARRY:-.gpucarry/squad}
@@ -234,6 +229,7 @@ pack_reader_weights() {   # READER TMP: its config, tokenizer and weights (exact
 }
 
 setup_race() {   # READER_DIR, when set, is a reader already on that machine (trained there by `train`)
+  mkdir -p "$WORK"
   [ -d "$WORK/data/race" ] || tar -xJf "$RACE_CARRY/data.tar.xz" -C "$WORK"
   [ -d "$WORK/$(basename "$RACE_CACHE")" ] || tar -xJf "$RACE_CARRY/cache.tar.xz" -C "$WORK"
   if [ -n "${READER_DIR:-}" ]; then

@@ -132,6 +132,9 @@ def test_runs_on_a_readers_encoder_are_their_own_group():
             {"run": "g", "config": {"task": "squad2", "model_parts": "encoder", "model": "/elsewhere/r-cpu"}}]
     assert [training_key(r) for r in runs] == ["squad2", "squad2_on_r-gpu", "squad2", "squad2_plus11", None,
                                                "squad2_plus11@nvidia", "squad2_on_r-cpu"]
+    # a model path on another machine says nothing: the line's encoder_from names the reader
+    assert training_key({"config": {"task": "race_m", "model_parts": "encoder", "model": "/tmp/sa/reader"},
+                         "encoder_from": "r-cpu"}) == "race_m_on_r-cpu"
     assert [(key, [r["run"] for r in group]) for key, group in training_groups(runs)] == \
         [("squad2_plus11", ["d"]), ("squad2_plus11@nvidia", ["f"]), ("squad2", ["a", "c"]),
          ("squad2_on_r-cpu", ["g"]), ("squad2_on_r-gpu", ["b"]), (None, ["e"])]
@@ -170,3 +173,24 @@ def test_a_group_without_a_baseline_is_compared_with_the_vanilla_layer(results):
     assert "| model | EM | F1 | Δ F1 vs + vanilla attention only |" in text
     assert "| + syntax-guided attention only | 100.00 | 100.00 | +50.00 |" in text
     assert text.count("### Table 3 layout") == 1                  # not for the reader's one row
+
+
+def test_multiple_choice_runs_on_other_encoders_get_their_own_section(results):
+    """Two RACE-M baselines of seed 1 from different encoders (one named by ``encoder_from``, its config's model a
+    path on another machine) are two sections, each with its own comparison; a time-boxed run is said to be one."""
+    lines = [json.loads(x) for x in (results / "race.jsonl").read_text().splitlines()]
+    remote = {"task": "race_m", "model_parts": "encoder", "model": "/tmp/sa/reader"}
+    first = [dict(x, config=remote, encoder_from="reader-a") for x in lines]
+    second = [dict(x, run=x["run"] + "-b", config=remote, encoder_from="reader-b") for x in lines]
+    second[1].update(finished=False, steps=2689, planned_steps=3178, best_step=2400)
+    (results / "race.jsonl").write_text("".join(json.dumps(x) + "\n" for x in first + second))
+    assert report_main(["--results-dir", str(results)]) == 0
+    text = (results / "READING.md").read_text()
+    assert text.count("## race_m: test accuracy (%); the encoder of the saved reader reader-") == 2
+    assert text.count("sgnet, seed 1: Δ accuracy +") == 2
+    assert "sgnet, seed 1: stopped by its time box at update 2,689 of 3,178; its test figures are those of the " \
+           "model kept at update 2,400" in text
+    same = [{k: v for k, v in x.items() if k != "encoder_from"} for x in first + second]  # one training: refused
+    (results / "race.jsonl").write_text("".join(json.dumps(x) + "\n" for x in same))
+    with pytest.raises(ValueError, match="both baseline seed 1 of the same training"):
+        report_main(["--results-dir", str(results)])

@@ -280,3 +280,31 @@ def test_record_reading_run_scores_the_file_it_commits_and_keeps_the_dev_curve(e
     assert set(line["dev_curve"][0]) == {"step", "elapsed_s", "train_loss", "f1", "HasAns_f1"}
     assert line["dev"]["f1"] == line["dev_curve"][[2, 4].index(line["best_step"])]["f1"]
     assert "tiny-s1: test f1" in capsys.readouterr().out
+
+
+def test_a_stopped_runs_dev_curve_is_read_from_its_log():
+    """record_reading_run.py --stopped-log: the trainer's evaluation lines after the progress bar (as a time-boxed
+    GPU run left them, carriage returns and all) -> history, best step, last update and planned total."""
+    import importlib.util
+
+    script = Path(__file__).resolve().parents[2] / "results" / "record_reading_run.py"
+    spec = importlib.util.spec_from_file_location("record_reading_run", script)
+    recorder = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(recorder)
+    log = ("race_m/dev: 129 of 1,436 questions longer than 384 tokens\n"
+           "race_m global:   0%|          | 0/3178 [00:00<?, ?it/s]\r"
+           "race_m global:   9%|9         | 300/3178 [00:36<06:15,  7.66it/s]race_m global step 300: dev accuracy "
+           "0.415 (best 0.415 at step 300), train loss 1.3537\n"
+           "race_m global:  28%|##8       | 899/3178 [01:53<04:26,  8.56it/s]race_m global step 900: dev accuracy "
+           "0.4944 (best 0.4944 at step 900), train loss 1.2304\n"
+           "race_m global:  38%|###8      | 1199/3178 [1:02:26<02:46, 11.86it/s]race_m global step 1,200: dev "
+           "accuracy 0.4916 (best 0.4944 at step 900)\n"
+           "race_m global:  85%|########4 | 2689/3178 [04:53<00:34, 14.10it/s]stopped (exit 124)\n")
+    state = recorder.state_from_log(log)
+    assert state["history"] == [
+        {"step": 300, "elapsed_s": 36.0, "accuracy": 0.415, "train_loss": 1.3537},
+        {"step": 900, "elapsed_s": 113.0, "accuracy": 0.4944, "train_loss": 1.2304},
+        {"step": 1200, "elapsed_s": 3746.0, "accuracy": 0.4916}]
+    assert (state["best_step"], state["step"], state["planned_steps"], state["finished"]) == (900, 2689, 3178, False)
+    with pytest.raises(SystemExit, match="no evaluation lines"):
+        recorder.state_from_log("race_m global:   9%| 300/3178 [00:36<06:15]\n")

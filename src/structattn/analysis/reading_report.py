@@ -159,13 +159,25 @@ def comparison_lines(rows: list[dict], over: str, measure: str) -> list[str]:
 #: described by :func:`describe_training`.
 TRAINED_ON = {
     "squad2_plus11": "trained on SQuAD 1.1 train + the squad2 train part (93,904 questions; task squad2_plus11)",
-    **{f"squad2_on_reader-cpu-s{seed}": (
-        f"the encoder of the squad2_plus11 reader trained on this CPU{' with seed 2' if seed == 2 else ''} (runs/reading/"
-        f"reader-cpu-s{seed}: SQuAD 1.1 train + the squad2 train part, 1 epoch), heads started fresh (--model-parts "
-        "encoder) and trained on the squad2 train part (6,305 questions, 1 epoch)") for seed in (1, 2)},
+    "squad2_on_reader-cpu-s1": "the encoder of the squad2_plus11 reader trained on this CPU (runs/reading/"
+                               "reader-cpu-s1: SQuAD 1.1 train + the squad2 train part, 1 epoch), heads started fresh "
+                               "(--model-parts encoder) and trained on the squad2 train part (6,305 questions, 1 epoch)",
+    "squad2_on_reader-cpu-s2-step1500": "the encoder of the squad2_plus11 reader trained on this CPU with seed 2, as "
+                                        "kept at update 1,500 of its 2,970 (runs/reading/reader-cpu-s2-step1500: "
+                                        "dev F1 60.27 then; the run was stopped there), heads started fresh "
+                                        "(--model-parts encoder) and trained on the squad2 train part (6,305 "
+                                        "questions, 1 epoch)",
     "squad2_on_base-s1-gpu": "the encoder of the squad2_plus11 reader trained on an H100 (runs/reading/base-s1-gpu: "
                              "SQuAD 1.1 train + the squad2 train part, 2 epochs), heads started fresh "
                              "(--model-parts encoder) and trained on the squad2 train part (6,305 questions, 1 epoch)",
+    "race_m_on_reader-cpu-s2-step1500": "the encoder of reader-cpu-s2-step1500 (the squad2_plus11 reader trained on "
+                                        "a 2-core CPU with seed 2, kept at update 1,500), rounded to bfloat16; "
+                                        "heads started fresh, the whole RACE-M train split, 2 epochs",
+    "race_m_on_base-s1-gpu": "the encoder of the squad2_plus11 reader trained on an H100 (base-s1-gpu); heads "
+                             "started fresh, the first 10,000 RACE-M training questions, 1 epoch",
+    "mctest500_on_race_m-cpuenc2-baseline-s1": "the encoder of the RACE-M baseline race_m-cpuenc2-baseline-s1 "
+                                               "(trained on an H200, rounded to bfloat16 to come back); heads "
+                                               "started fresh",
     "squad11": "trained on SQuAD 1.1 train",
     "squad2": "small-scale record: trained on at most the 6,305 questions of the squad2 train part (the first "
               "3,000, 2 epochs, on 2 CPU cores); these readers did not learn to answer (see the answer-all table)",
@@ -180,7 +192,8 @@ def reader_name(model: str) -> str:
 
 def training_key(run: dict) -> str | None:
     """What a results line's run was trained on: its config's task; ``<task>_on_<reader>`` when it kept only the
-    encoder of a saved reader (``model_parts`` ``encoder``, the reader named by :func:`reader_name`);
+    encoder of a saved reader (``model_parts`` ``encoder``; the reader is the line's ``encoder_from``, recorded
+    where the config's model is a path on another machine, else named by :func:`reader_name`);
     ``<task>@<device>`` (the first word of its ``train_device``, lower case) when it was trained on another
     machine than the one that recorded it. None for a line without its config (hand-written: counted as trained
     on its own task)."""
@@ -188,7 +201,8 @@ def training_key(run: dict) -> str | None:
     task = config.get("task")
     if task is None:
         return None
-    key = f"{task}_on_{reader_name(config.get('model', ''))}" if config.get("model_parts") == "encoder" else task
+    reader = run.get("encoder_from") or reader_name(config.get("model", ""))
+    key = f"{task}_on_{reader}" if config.get("model_parts") == "encoder" else task
     device = str(run.get("train_device") or "").split()
     return f"{key}@{device[0].lower()}" if device else key
 
@@ -216,13 +230,8 @@ def training_groups(runs: list[dict]) -> list[tuple[str | None, list[dict]]]:
 
 def span_section(task: str, runs: list[dict], dataset: dict, results_dir: Path, trained_on: str | None = None) -> str:
     by = _by_variant(runs)
-    title = f"## {task}: {SPLIT_WORDS.get(task, 'test split')}, exact match and F1 (official evaluate-v2.0 rules)"
-    if trained_on is not None and (trained_on != task or trained_on in TRAINED_ON):
-        title += f"; {describe_training(trained_on)}"
-    # train_device: trained elsewhere (a GPU lent by the device tool); else the line's device trained and recorded it
-    for device in sorted({str(run.get("train_device") or run["device"]) for run in runs
-                          if run.get("train_device") or run.get("device")}):
-        title += f"; trained on {device}"
+    title = _training_title(f"## {task}: {SPLIT_WORDS.get(task, 'test split')}, exact match and F1 (official "
+                            "evaluate-v2.0 rules)", task, runs, trained_on)
     lines = [title, "",
              "| variant | seeds | EM per seed | F1 per seed | EM | F1 | HasAns F1 | NoAns F1 |",
              "|---|---|---|---|---|---|---|---|"]
@@ -352,18 +361,34 @@ def figure4(task: str, by: dict, dataset: dict, results_dir: Path) -> str:
                         + tables)
 
 
-def mc_section(task: str, runs: list[dict]) -> str:
+def _training_title(title: str, task: str, runs: list[dict], trained_on: str | None) -> str:
+    """``title`` with what the runs were trained on (unless their own task alone) and the devices that trained them."""
+    if trained_on is not None and (trained_on != task or trained_on in TRAINED_ON):
+        title += f"; {describe_training(trained_on)}"
+    # train_device: trained elsewhere (a GPU lent by the device tool); else the line's device trained and recorded it
+    for device in sorted({str(run.get("train_device") or run["device"]) for run in runs
+                          if run.get("train_device") or run.get("device")}):
+        title += f"; trained on {device}"
+    return title
+
+
+def mc_section(task: str, runs: list[dict], trained_on: str | None = None) -> str:
     by = _by_variant(runs)
     groups = sorted({k for r in runs for k in r if k.startswith("accuracy_")})
     head = "| variant | seeds | accuracy per seed | accuracy | " + " | ".join(groups) + " |"
-    lines = [f"## {task}: test accuracy (%)", "", head, "|" + "---|" * (4 + len(groups))]
+    lines = [_training_title(f"## {task}: test accuracy (%)", task, runs, trained_on), "", head,
+             "|" + "---|" * (4 + len(groups))]
     for variant, seeds in sorted(by.items(), key=lambda kv: kv[0] != "baseline"):
         ss = sorted(seeds)
         acc = [seeds[s]["accuracy"] for s in ss]   # percent, as the scorer gives it
         extra = [_fmt_mean([seeds[s][g] for s in ss]) if all(g in seeds[s] for s in ss) else "-" for g in groups]
         lines.append(f"| {variant} | {', '.join(map(str, ss))} | {', '.join(f'{x:.2f}' for x in acc)} | "
                      f"{_fmt_mean(acc)} | " + " | ".join(extra) + " |")
-    return "\n".join(lines + comparison_lines(comparisons(by, "_correct"), "the test questions", "accuracy"))
+    stopped = [f"- {r['variant']}, seed {r['seed']}: stopped by its time box at update {r['steps']:,} of "
+               f"{r['planned_steps']:,}; its test figures are those of the model kept at update {r['best_step']:,}"
+               for r in runs if r.get("finished") is False]
+    return "\n".join(lines + ([""] + stopped if stopped else [])
+                     + comparison_lines(comparisons(by, "_correct"), "the test questions", "accuracy"))
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -379,7 +404,8 @@ def main(argv: list[str] | None = None) -> int:
     for name in MC_FILES:
         if (args.results_dir / f"{name}.jsonl").is_file():
             for task, runs in sorted(load_mc_runs(args.results_dir, name).items()):
-                sections.append(mc_section(task, runs))
+                for trained_on, group in training_groups(runs):
+                    sections.append(mc_section(task, group, trained_on))
     if not sections:
         raise SystemExit(f"no reading results in {args.results_dir} (squad2.jsonl, race.jsonl, mctest.jsonl ...)")
     text = ("# SG-Net: reading comprehension\n\nGenerated by `python -m structattn.analysis.reading_report "
