@@ -18,7 +18,8 @@ from structattn.tasks.multiple_choice import MCQuestion, get_mc_task
 from structattn.tasks.text_words import words_of
 from structattn.train.data import StructureSpec
 from structattn.train.multiple_choice_data import (MultipleChoiceCollator, build_mc_features, encode_option, encode_pairs,
-                                      join_structures, question_option_words, repair_words, token_counts)
+                                      join_structures, question_option_words, repair_words, token_counts,
+                                      truncation_summary)
 
 SDOI = StructureSpec("sdoi", {}, ExpansionRules.for_relation("sdoi"))
 DATA = data_dir_candidate()
@@ -302,3 +303,42 @@ def test_race_dev_questions(tok, cache, capsys):
             assert o["structure"].segments[-1] == 1 and o["structure"].segments[0] == 0
     batch = MultipleChoiceCollator(tok.pad_token_id, SDOI.rules)(feats)
     assert batch["structure_mask"].shape[:2] == (4, 4) and batch["labels"].tolist() == [q.label for q in qs]
+
+
+# ---------------------------------------------------------------------------------- worker processes
+def _same_features(one: list[dict], many: list[dict]) -> None:
+    assert len(one) == len(many)
+    for a, b in zip(one, many):
+        assert {k: a[k] for k in a if k != "options"} == {k: b[k] for k in b if k != "options"}
+        for x, y in zip(a["options"], b["options"], strict=True):
+            assert x.keys() == y.keys()
+            for key in x:
+                if key == "structure" and x[key] is not None:
+                    assert x[key].segments == y[key].segments
+                    assert np.array_equal(x[key].parents, y[key].parents)
+                    assert all(np.array_equal(p, q) for p, q in zip(x[key].blocks, y[key].blocks, strict=True))
+                else:
+                    assert np.array_equal(np.asarray(x[key]), np.asarray(y[key])), key
+
+
+PASSAGES = [LONG, SHORT, "Anna bakes bread on Sundays. Her brother eats it warm.", LONG[:120] + " The end."]
+MANY = [mcq(f"p{p}:{j}", text, f"Question {j} about passage {p}?", ["one", "two words", "three", "four"], j % 4)
+        for p, text in enumerate(PASSAGES) for j in range(3)]
+
+
+@pytest.mark.parametrize("spec", [None, pytest.param(SDOI, marks=needs_pipeline)])
+def test_worker_processes_build_the_same_features_as_one(tok, cache, spec, caplog):
+    from structattn.train.multiple_choice_data import build_mc_features_parallel, passage_chunks
+
+    bounds = passage_chunks(MANY, 8)
+    assert bounds[0][0] == 0 and bounds[-1][1] == len(MANY) and len(bounds) == len(PASSAGES)
+    assert all(MANY[start].passage != MANY[start - 1].passage for start, _ in bounds[1:])   # whole passages
+    one = build_mc_features(MANY, tok, spec, max_length=64, show_progress=False)
+    with caplog.at_level(logging.INFO, logger="structattn.train.multiple_choice_data"):
+        many = build_mc_features_parallel(MANY, tok, spec, workers=2, max_length=64, split="many",
+                                          show_progress=False)
+    _same_features(one, many)
+    assert [f["example_index"] for f in many] == list(range(len(MANY)))
+    assert any(d > 0 for f in many for d in f["passage_words_dropped"])   # the cut inputs are counted once, here
+    assert [r.getMessage() for r in caplog.records if "longer than 64 tokens" in r.getMessage()] == \
+        [truncation_summary(one, "many", 64)]

@@ -126,6 +126,15 @@ class Trainer:
         return load_model_and_tokenizer(self.cfg, self.task)
 
     # ------------------------------------------------------------------ data
+    def _preprocess_workers(self) -> int:
+        """``--preprocess-workers`` (the reading families' feature builders), 0 = one per core this process may use
+        (at most 16)."""
+        if self.cfg.preprocess_workers > 0:
+            return self.cfg.preprocess_workers
+        import os
+
+        return min(16, len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1)
+
     def features(self, split: str, limit: int = 0, training: bool = False):
         examples = self.task.read(split)
         if limit:

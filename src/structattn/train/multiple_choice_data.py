@@ -344,6 +344,62 @@ def build_mc_features(questions: Sequence["MCQuestion"], tokenizer, structure: "
     return features
 
 
+#: What the worker processes of :func:`build_mc_features_parallel` build from (set before the fork, read after it).
+_FORK_JOB: dict = {}
+
+
+def _build_mc_chunk(bounds: tuple[int, int]) -> list[dict]:
+    job = _FORK_JOB
+    return build_mc_features(job["questions"][bounds[0]:bounds[1]], job["tokenizer"], job["structure"],
+                             show_progress=False, **job["options"])
+
+
+def passage_chunks(questions: Sequence["MCQuestion"], parts: int) -> list[tuple[int, int]]:
+    """About ``parts`` contiguous ``[start, end)`` ranges of ``questions``, cut only where the passage changes (so a
+    passage is parsed and split into words in one chunk)."""
+    size = max(1, -(-len(questions) // parts))
+    bounds, start = [], 0
+    while start < len(questions):
+        end = min(start + size, len(questions))
+        while end < len(questions) and questions[end].passage == questions[end - 1].passage:
+            end += 1
+        bounds.append((start, end))
+        start = end
+    return bounds
+
+
+def build_mc_features_parallel(questions: Sequence["MCQuestion"], tokenizer, structure: "StructureSpec | None" = None,
+                               *, workers: int, show_progress: bool = True, **options) -> list[dict]:
+    """:func:`build_mc_features` in ``workers`` forked processes over contiguous chunks of whole passages: the same
+    features in the same order as one process builds (tested), ``example_index`` counted over all ``questions``.
+
+    RACE-M train (25,421 questions, 101,684 inputs) takes about 3 minutes in one process, with or without SG-Net's
+    structures (tokenising and aligning words dominate); a GPU machine's 16 cores cut that to seconds. ``workers``
+    <= 1, too few questions, or a platform without fork builds in this process. Parses missing from the cache are
+    parsed in the workers (the cache keeps one process's additions where two write one bucket at once).
+    """
+    import multiprocessing as mp
+
+    if workers <= 1 or len(questions) < 2 * workers or "fork" not in mp.get_all_start_methods():
+        return build_mc_features(questions, tokenizer, structure, show_progress=show_progress, **options)
+    _cached_words(questions)   # every text split here first: one word-cache shard for the misses, shared after the fork
+    bounds = passage_chunks(questions, 4 * workers)
+    _FORK_JOB.update(questions=questions, tokenizer=tokenizer, structure=structure, options=options)
+    try:
+        with mp.get_context("fork").Pool(workers) as pool:
+            parts = pool.map(_build_mc_chunk, bounds, chunksize=1)
+    finally:
+        _FORK_JOB.clear()
+    features = []
+    for (start, _), part in zip(bounds, parts):
+        for feature in part:
+            feature["example_index"] += start
+            features.append(feature)
+    _report(truncation_summary(features, options.get("split", "questions"), options.get("max_length", 512)),
+            features, show_progress)
+    return features
+
+
 def truncation_summary(features: Sequence[dict], split: str, max_length: int) -> str:
     """One line: how many questions and option inputs had their passage cut, and the passage words dropped."""
     cut = [d for f in features for d in f["passage_words_dropped"]]
@@ -425,5 +481,5 @@ def option_token_mask(features: Sequence[dict[str, Any]], T: int) -> torch.Tenso
 
 
 __all__ = ["question_option_words", "question_option_span", "join_structures", "token_counts", "repair_words",
-           "passage_words_kept", "encode_pairs", "encode_option", "build_mc_features", "truncation_summary",
+           "passage_words_kept", "encode_pairs", "encode_option", "build_mc_features", "build_mc_features_parallel", "truncation_summary",
            "MultipleChoiceCollator", "option_token_mask"]

@@ -117,14 +117,6 @@ class SpanQATrainer(Trainer):
                                            show_progress=self.show_progress and self.accelerator.is_main_process)
         return QAEvalSet(questions, dataset, built.contexts, source), built.features
 
-    def _preprocess_workers(self) -> int:
-        """``--preprocess-workers``, 0 = one per core this process may use (at most 16)."""
-        if self.cfg.preprocess_workers > 0:
-            return self.cfg.preprocess_workers
-        import os
-
-        return min(16, len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1)
-
     def collator(self):
         from .reading_data import SpanQACollator
 
