@@ -64,6 +64,21 @@ class StructureSpec:
         return cls(relation=relation, options=options, rules=rules, need_parents=need_parents)
 
 
+def contiguous_chunks(keys: Sequence, parts: int) -> list[tuple[int, int]]:
+    """About ``parts`` contiguous ``[start, end)`` ranges over ``keys`` (one per item), cut only where the key
+    changes: how the feature builders split questions over worker processes without splitting a paragraph or a
+    passage (each is then tokenised and parsed in one process)."""
+    size = max(1, -(-len(keys) // parts))
+    bounds, start = [], 0
+    while start < len(keys):
+        end = min(start + size, len(keys))
+        while end < len(keys) and keys[end] == keys[end - 1]:
+            end += 1
+        bounds.append((start, end))
+        start = end
+    return bounds
+
+
 def parse_examples(examples: Sequence[Example], parser_name: str, *, show_progress: bool = True):
     """Dependency parses of every example's segments (through the on-disk cache).
 

@@ -48,6 +48,7 @@ from ..structure import ExpansionRules, StructureCollator, WordStructure, build_
 from ..structure.align import check_fast_tokenizer
 from ..structure.expand import SPECIAL
 from ..tasks.text_words import words_of, words_with_offsets_many
+from .data import contiguous_chunks
 
 if TYPE_CHECKING:
     from ..tasks.multiple_choice import MCQuestion
@@ -357,15 +358,7 @@ def _build_mc_chunk(bounds: tuple[int, int]) -> list[dict]:
 def passage_chunks(questions: Sequence["MCQuestion"], parts: int) -> list[tuple[int, int]]:
     """About ``parts`` contiguous ``[start, end)`` ranges of ``questions``, cut only where the passage changes (so a
     passage is parsed and split into words in one chunk)."""
-    size = max(1, -(-len(questions) // parts))
-    bounds, start = [], 0
-    while start < len(questions):
-        end = min(start + size, len(questions))
-        while end < len(questions) and questions[end].passage == questions[end - 1].passage:
-            end += 1
-        bounds.append((start, end))
-        start = end
-    return bounds
+    return contiguous_chunks([q.passage for q in questions], parts)
 
 
 def build_mc_features_parallel(questions: Sequence["MCQuestion"], tokenizer, structure: "StructureSpec | None" = None,

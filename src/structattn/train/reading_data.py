@@ -40,7 +40,7 @@ from ..structure import ExpansionRules, StructureCollator, WordStructure, build_
 from ..structure.expand import PAD, SPECIAL, token_mask
 from ..structure.relations import ancestor_matrices
 from ..tasks.text_words import words_with_offsets_many
-from .data import StructureSpec
+from .data import StructureSpec, contiguous_chunks
 
 log = logging.getLogger(__name__)
 
@@ -359,15 +359,7 @@ def _build_chunk(bounds: tuple[int, int]) -> QAFeatures:
 
 def _chunks(questions: Sequence, parts: int) -> list[tuple[int, int]]:
     """About ``parts`` contiguous ``[start, end)`` ranges of ``questions``, cut only between paragraphs."""
-    size = max(1, -(-len(questions) // parts))
-    bounds, start = [], 0
-    while start < len(questions):
-        end = min(start + size, len(questions))
-        while end < len(questions) and questions[end].paragraph == questions[end - 1].paragraph:
-            end += 1
-        bounds.append((start, end))
-        start = end
-    return bounds
+    return contiguous_chunks([q.paragraph for q in questions], parts)
 
 
 def build_qa_features_parallel(questions: Sequence, tokenizer, structure: StructureSpec | None = None, *,
