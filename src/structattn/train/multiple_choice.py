@@ -60,20 +60,20 @@ class MultipleChoiceTrainer(Trainer):
 
         from .multiple_choice_data import build_mc_features_parallel
 
-        build_mc_features = partial(build_mc_features_parallel, workers=self._preprocess_workers())
+        build_mc = partial(build_mc_features_parallel, workers=self._preprocess_workers())
         show = self.show_progress and self.accelerator.is_main_process
         build = dict(max_length=self.cfg.max_length, parser_name=self.cfg.parser, split=source, show_progress=show)
         structure = self.structure if self.structure.relation is not None else None
         sg = self._sg_spec()
         if sg is not None and structure is None:  # one build: the inputs with the SG layer's SDOI structures
-            feats = build_mc_features(questions, self.tokenizer, sg, **build)
+            feats = build_mc(questions, self.tokenizer, sg, **build)
             for feat in feats:
                 for option in feat["options"]:
                     option["sg_structure"], option["structure"] = option["structure"], None
             return MCEvalSet(questions, source), feats
-        feats = build_mc_features(questions, self.tokenizer, structure, **build)
+        feats = build_mc(questions, self.tokenizer, structure, **build)
         if sg is not None:  # the SG layer's SDOI structures: the same inputs, another relation
-            sg_feats = build_mc_features(questions, self.tokenizer, sg, **{**build, "show_progress": False})
+            sg_feats = build_mc(questions, self.tokenizer, sg, **{**build, "show_progress": False})
             for feat, sg_feat in zip(feats, sg_feats):
                 for option, sg_option in zip(feat["options"], sg_feat["options"]):
                     option["sg_structure"] = sg_option["structure"]

@@ -366,8 +366,9 @@ def build_mc_features_parallel(questions: Sequence["MCQuestion"], tokenizer, str
     """:func:`build_mc_features` in ``workers`` forked processes over contiguous chunks of whole passages: the same
     features in the same order as one process builds (tested), ``example_index`` counted over all ``questions``.
 
-    RACE-M train (25,421 questions, 101,684 inputs) takes about 3 minutes in one process, with or without SG-Net's
-    structures (tokenising and aligning words dominate); a GPU machine's 16 cores cut that to seconds. ``workers``
+    RACE-M train (25,421 questions, 101,684 inputs) takes 2-3 minutes in one process (tokenising and aligning words
+    dominate; SG-Net's structures add about half); on the 16 cores of the H200 machine the whole start of a RACE-M
+    run, dev features and model loading included, fell from about 170 s to about 55 s (results/README.md, RACE-M). ``workers``
     <= 1, too few questions, or a platform without fork builds in this process. Parses missing from the cache are
     parsed in the workers (the cache keeps one process's additions where two write one bucket at once).
     """
