@@ -15,8 +15,8 @@
 # (the run of results/README.md: `TRAIN_SECONDS=425 CARRY=.gpucarry/squad bash results/run_reading_gpu.sh train
 # base-s1 1`, with .gpucarry/squad named in the device tool's carry; the training ended on its own at 5,940 updates)
 #
-# What the lease of stop 40 ran (15 minutes of device time; one call of 508 s on an H200 after a 28 s start; 345 s
-# were left), the recipe of results/race.jsonl's race_m-cpuenc2-* lines:
+# What the lease of stop 40 ran (15 minutes of device time: a call of 508 s on an H200 after a 28 s start, then a
+# second of 233 s; 72 s were left), the recipe of results/race.jsonl's race_m-cpuenc2-* lines:
 #   here:    cp -r runs/reading/reader-cpu-s2/best runs/reading/reader-cpu-s2-step1500   (the CPU reader, seed 2, as
 #            kept at update 1,500 of 2,970); RACE_CARRY=.gpucarry/race READER=runs/reading/reader-cpu-s2-step1500
 #            ROUND_READER=1 bash results/run_reading_gpu.sh pack_race   (9 minutes with the CPU free: spaCy parses
@@ -26,16 +26,21 @@
 #            --max-length 384 --batch-size 16 --eval-batch-size 512 --learning-rate 5e-5 --warmup-ratio 0.1
 #            --epochs 2 --eval-every 300 --precision bf16" bash results/run_reading_gpu.sh race 1
 #            Features took about 170 s in each run; the baseline then trained 2 epochs in 108 s; SG-Net, slower per
-#            update (its masks are built on the CPU in the training process), reached update 2,689 of 3,178 when
-#            TRAIN_SECONDS stopped it.
+#            update (its extra layer, and its masks built on the CPU in the training process), reached update 2,689
+#            of 3,178 when TRAIN_SECONDS stopped it.
 #   here:    for n in baseline sgnet; do mkdir -p runs/reading/race_m-cpuenc2-$n-s1; tar -xJf FILES_AT/race_m-enc-$n-s1.tar.xz
 #            -C runs/reading/race_m-cpuenc2-$n-s1; done; `bash results/run_reading_gpu.sh unpack_best FILES_AT
 #            race_m-enc-baseline-s1 runs/reading/race_m-cpuenc2-baseline-s1`; then results/record_reading_run.py with
 #            --predictions, --device, --train-device, --encoder-from reader-cpu-s2-step1500 (and --stopped-log
 #            runs/reading/race_m-cpuenc2-sgnet-s1/train.log for SG-Net): bash results/record_race_m_cpuenc2.sh
-# The next lease, if one is lent: SG-Net for all its 2 epochs (RACE_VARIANTS=sgnet, TRAIN_SECONDS=560 with the
-# machine warm, or the pair with seed 2). The reader recipe (`pack`, then `train`, and READER_DIR for `race` on the
-# same machine) is below: `train RUN SEED` trains the squad2_plus11 reader there in about 9 minutes (H100, 2 epochs).
+#   call 2:  the baseline again with seed 2, alone, after multiple-choice features moved to worker processes:
+#            TRAIN_SECONDS=200 RACE_VARIANTS=baseline ... race 2 (same RACE_FLAGS; 233 s of call, the first evaluation
+#            65 s after the start instead of 185 s): race_m-cpuenc2-baseline-s2.
+# The next lease, if one is lent: SG-Net for all its 2 epochs, seeds 1 and 2 (RACE_VARIANTS=sgnet; `race 1 & race 2
+# & wait` in one call, or one call each: about 1 minute of features and 5-6 minutes of training a run), so that
+# SG-Net meets the baseline at the same budget. The reader recipe (`pack`, then `train`, and READER_DIR for `race` on
+# the same machine) is below: `train RUN SEED` trains the squad2_plus11 reader there in about 9 minutes (H100,
+# 2 epochs).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 CARRY=${CARRY:-.gpucarry/squad}
