@@ -17,7 +17,7 @@
 # Sentence tasks (the sentence runner's sgnet variant beside baseline rows of the same settings): CoLA (2 epochs)
 # and SST-2 (first 10,000 training sentences, 1 epoch), max length 64, batch 32, 5e-5, 3 seeds; 2 threads unless
 # SWEEP_THREADS says otherwise (1 when it shares the machine with another lane).
-#   bash results/run_reading_experiments.sh squad-a | squad-b | squad-encoder | squad-encoder-a|b | encoder-ablation [ROW...] | mc-option-a|b [SEED...] | mc-race-a|b [SEED...] | reader-cpu [SEED] | ablation | ablation-a | ablation-b | mc-a | mc-b | sentence | both
+#   bash results/run_reading_experiments.sh squad-a | squad-b | squad-encoder | squad-encoder-a|b [SEED...] | encoder-ablation [ROW...] | mc-option-a|b [SEED...] | mc-race-a|b [SEED...] | reader-cpu [SEED] | ablation | ablation-a | ablation-b | mc-a | mc-b | sentence | both
 # (ablation-a and ablation-b split the four Table 3 rows over two lanes)
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -74,9 +74,11 @@ squad_encoder_lane() {  # baseline and SG-Net by seed, then the Table 3 rows (se
   done
   encoder_ablation vanilla sg_only concat biattention
 }
-squad_encoder_split() {  # squad_encoder_split SGNET: one variant's seeds 1-3 (two lanes: none here, dual there)
-  local variant=$([ "$1" = none ] && echo baseline || echo sgnet) s
-  for s in 1 2 3; do run squad2 squad2-$ENC-$variant-s$s $SQUAD_ENC --sgnet $1 --seed $s; done
+squad_encoder_split() {  # squad_encoder_split SGNET [SEED...]: one variant's seeds (default 1-3; two lanes: none
+                         # here, dual there)
+  local sgnet=$1 variant=$([ "$1" = none ] && echo baseline || echo sgnet) s; shift
+  [ $# -gt 0 ] || set -- 1 2 3
+  for s in "$@"; do run squad2 squad2-$ENC-$variant-s$s $SQUAD_ENC --sgnet $sgnet --seed $s; done
 }
 encoder_ablation() {  # encoder_ablation ROW...: Table 3 rows on the reader's encoder, seed 1 (a second lane: in
                       # another order than squad_encoder_lane's, so that two lanes do not train the same row)
@@ -146,8 +148,8 @@ case "${1:-both}" in
   squad-a) squad_lane_a ;;
   squad-b) squad_lane_b ;;
   squad-encoder) squad_encoder_lane ;;
-  squad-encoder-a) squad_encoder_split none ;;
-  squad-encoder-b) squad_encoder_split dual ;;
+  squad-encoder-a) shift; squad_encoder_split none "$@" ;;
+  squad-encoder-b) shift; squad_encoder_split dual "$@" ;;
   encoder-ablation) shift; [ $# -gt 0 ] || set -- biattention concat sg_only vanilla; encoder_ablation "$@" ;;
   ablation) ablation ;;
   ablation-a) ablation vanilla concat ;;
