@@ -14,7 +14,7 @@ from __future__ import annotations
 import logging
 import sys
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Sequence
+from typing import TYPE_CHECKING, Callable, Sequence, TypeVar
 
 import numpy as np
 
@@ -77,6 +77,37 @@ def contiguous_chunks(keys: Sequence, parts: int) -> list[tuple[int, int]]:
         bounds.append((start, end))
         start = end
     return bounds
+
+
+T = TypeVar("T")
+
+#: The job of :func:`forked_map`'s workers: set before the fork (the fork copies it; it is never pickled).
+_FORK_JOB: dict = {}
+
+
+def _run_forked_job(bounds: tuple[int, int]):
+    return _FORK_JOB["build"](bounds)
+
+
+def forks_pay(items: int, workers: int) -> bool:
+    """Whether :func:`forked_map` is worth it (and possible): several workers, two items each, and fork."""
+    import multiprocessing as mp
+
+    return workers > 1 and items >= 2 * workers and "fork" in mp.get_all_start_methods()
+
+
+def forked_map(build: Callable[[tuple[int, int]], T], bounds: Sequence[tuple[int, int]], workers: int) -> list[T]:
+    """``[build(b) for b in bounds]`` in ``workers`` forked processes (results in ``bounds``' order): how the
+    feature builders spread contiguous chunks (:func:`contiguous_chunks`) over the cores. ``build`` may close over
+    anything (a tokenizer, the questions): the fork copies it, only its results are pickled."""
+    import multiprocessing as mp
+
+    _FORK_JOB["build"] = build
+    try:
+        with mp.get_context("fork").Pool(workers) as pool:
+            return pool.map(_run_forked_job, bounds, chunksize=1)
+    finally:
+        _FORK_JOB.clear()
 
 
 def parse_examples(examples: Sequence[Example], parser_name: str, *, show_progress: bool = True):

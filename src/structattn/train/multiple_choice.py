@@ -56,13 +56,11 @@ class MultipleChoiceTrainer(Trainer):
         return self.features_of(questions, source=f"{self.task.name}/{split}")
 
     def features_of(self, questions: list, source: str = "questions"):
-        from functools import partial
+        from .multiple_choice_data import build_mc_features_parallel as build_mc
 
-        from .multiple_choice_data import build_mc_features_parallel
-
-        build_mc = partial(build_mc_features_parallel, workers=self._preprocess_workers())
         show = self.show_progress and self.accelerator.is_main_process
-        build = dict(max_length=self.cfg.max_length, parser_name=self.cfg.parser, split=source, show_progress=show)
+        build = dict(max_length=self.cfg.max_length, parser_name=self.cfg.parser, split=source, show_progress=show,
+                     workers=self._preprocess_workers())
         structure = self.structure if self.structure.relation is not None else None
         sg = self._sg_spec()
         if sg is not None and structure is None:  # one build: the inputs with the SG layer's SDOI structures

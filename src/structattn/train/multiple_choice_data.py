@@ -48,7 +48,7 @@ from ..structure import ExpansionRules, StructureCollator, WordStructure, build_
 from ..structure.align import check_fast_tokenizer
 from ..structure.expand import SPECIAL
 from ..tasks.text_words import words_of, words_with_offsets_many
-from .data import contiguous_chunks
+from .data import contiguous_chunks, forked_map, forks_pay
 
 if TYPE_CHECKING:
     from ..tasks.multiple_choice import MCQuestion
@@ -345,16 +345,6 @@ def build_mc_features(questions: Sequence["MCQuestion"], tokenizer, structure: "
     return features
 
 
-#: What the worker processes of :func:`build_mc_features_parallel` build from (set before the fork, read after it).
-_FORK_JOB: dict = {}
-
-
-def _build_mc_chunk(bounds: tuple[int, int]) -> list[dict]:
-    job = _FORK_JOB
-    return build_mc_features(job["questions"][bounds[0]:bounds[1]], job["tokenizer"], job["structure"],
-                             show_progress=False, **job["options"])
-
-
 def passage_chunks(questions: Sequence["MCQuestion"], parts: int) -> list[tuple[int, int]]:
     """About ``parts`` contiguous ``[start, end)`` ranges of ``questions``, cut only where the passage changes (so a
     passage is parsed and split into words in one chunk)."""
@@ -372,18 +362,12 @@ def build_mc_features_parallel(questions: Sequence["MCQuestion"], tokenizer, str
     <= 1, too few questions, or a platform without fork builds in this process. Parses missing from the cache are
     parsed in the workers (the cache keeps one process's additions where two write one bucket at once).
     """
-    import multiprocessing as mp
-
-    if workers <= 1 or len(questions) < 2 * workers or "fork" not in mp.get_all_start_methods():
+    if not forks_pay(len(questions), workers):
         return build_mc_features(questions, tokenizer, structure, show_progress=show_progress, **options)
     _cached_words(questions)   # every text split here first: one word-cache shard for the misses, shared after the fork
     bounds = passage_chunks(questions, 4 * workers)
-    _FORK_JOB.update(questions=questions, tokenizer=tokenizer, structure=structure, options=options)
-    try:
-        with mp.get_context("fork").Pool(workers) as pool:
-            parts = pool.map(_build_mc_chunk, bounds, chunksize=1)
-    finally:
-        _FORK_JOB.clear()
+    parts = forked_map(lambda b: build_mc_features(questions[b[0]:b[1]], tokenizer, structure, show_progress=False,
+                                                   **options), bounds, workers)
     features = []
     for (start, _), part in zip(bounds, parts):
         for feature in part:

@@ -40,7 +40,7 @@ from ..structure import ExpansionRules, StructureCollator, WordStructure, build_
 from ..structure.expand import PAD, SPECIAL, token_mask
 from ..structure.relations import ancestor_matrices
 from ..tasks.text_words import words_with_offsets_many
-from .data import StructureSpec, contiguous_chunks
+from .data import StructureSpec, contiguous_chunks, forked_map, forks_pay
 
 log = logging.getLogger(__name__)
 
@@ -348,15 +348,6 @@ def build_qa_features(questions: Sequence, tokenizer, structure: StructureSpec |
 
 
 # Worker processes inherit what they need by fork (a tokenizer is costly to pickle): set just before the pool.
-_FORK_JOB: dict = {}
-
-
-def _build_chunk(bounds: tuple[int, int]) -> QAFeatures:
-    job = _FORK_JOB
-    chunk = job["questions"][bounds[0]:bounds[1]]
-    return build_qa_features(chunk, job["tokenizer"], show_progress=False, **job["options"])
-
-
 def _chunks(questions: Sequence, parts: int) -> list[tuple[int, int]]:
     """About ``parts`` contiguous ``[start, end)`` ranges of ``questions``, cut only between paragraphs."""
     return contiguous_chunks([q.paragraph for q in questions], parts)
@@ -370,21 +361,15 @@ def build_qa_features_parallel(questions: Sequence, tokenizer, structure: Struct
     SQuAD 1.1 train (88k questions) takes 4-7 minutes in one process; a GPU machine's cores cut that to seconds.
     ``workers`` <= 1, or a platform without fork, builds in this process.
     """
-    import multiprocessing as mp
-
     if options.get("parses") is not None:
         raise ValueError("parses are per question list; build in one process (workers=1) when giving them")
     options = {"structure": structure, **options}
-    if workers <= 1 or len(questions) < 2 * workers or "fork" not in mp.get_all_start_methods():
+    if not forks_pay(len(questions), workers):
         return build_qa_features(questions, tokenizer, show_progress=show_progress, **options)
     # tokenise every text here first: one cache shard for the misses, and the loaded cache shared by the workers
     words_with_offsets_many(list(dict.fromkeys([q.context for q in questions] + [q.question for q in questions])))
-    _FORK_JOB.update(questions=questions, tokenizer=tokenizer, options=options)
-    try:
-        with mp.get_context("fork").Pool(workers) as pool:
-            parts = pool.map(_build_chunk, _chunks(questions, 4 * workers), chunksize=1)
-    finally:
-        _FORK_JOB.clear()
+    parts = forked_map(lambda b: build_qa_features(questions[b[0]:b[1]], tokenizer, show_progress=False, **options),
+                       _chunks(questions, 4 * workers), workers)
     return _merge(parts, show_progress)
 
 
