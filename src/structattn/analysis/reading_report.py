@@ -161,7 +161,8 @@ TRAINED_ON = {
     "squad2_plus11": "trained on SQuAD 1.1 train + the squad2 train part (93,904 questions; task squad2_plus11)",
     "squad2_on_reader-cpu-s1": "the encoder of the squad2_plus11 reader trained on this CPU (runs/reading/"
                                "reader-cpu-s1: SQuAD 1.1 train + the squad2 train part, 1 epoch), heads started fresh "
-                               "(--model-parts encoder) and trained on the squad2 train part (6,305 questions, 1 epoch)",
+                               "(--model-parts encoder) and trained on the squad2 train part (6,305 questions, "
+                               "1 epoch)",
     "squad2_on_reader-cpu-s2-step1500": "the encoder of the squad2_plus11 reader trained on this CPU with seed 2, as "
                                         "kept at update 1,500 of its 2,970 (runs/reading/reader-cpu-s2-step1500: "
                                         "dev F1 60.27 then; the run was stopped there), heads started fresh "

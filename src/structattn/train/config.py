@@ -62,7 +62,8 @@ class TrainConfig(JsonConfig):
     max_eval_examples: int = 0  # 0 = all
     eval_split: str = "dev"
     deterministic: bool = False
-    preprocess_workers: int = 0  # processes that build span-QA and multiple-choice features; 0 = one per core, up to 16; 1 = none
+    # processes that build span-QA and multiple-choice features; 0 = one per core, up to 16; 1 = none
+    preprocess_workers: int = 0
     precision: str = "fp32"  # fp32 | bf16 (autocast; CPUs with avx512_bf16/AMX, GPUs) | fp16 (CUDA only, loss scaling)
     save_checkpoints: bool = True  # keep a resumable checkpoint at every evaluation (and every checkpoint_every)
     checkpoint_every: int = 0  # also checkpoint every N updates; 0 = whenever 5 minutes passed since the last one

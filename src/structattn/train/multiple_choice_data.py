@@ -358,8 +358,8 @@ def build_mc_features_parallel(questions: Sequence["MCQuestion"], tokenizer, str
 
     RACE-M train (25,421 questions, 101,684 inputs) takes 2-3 minutes in one process (tokenising and aligning words
     dominate; SG-Net's structures add about half); on the 16 cores of the H200 machine the whole start of a RACE-M
-    run, dev features and model loading included, fell from about 170 s to about 55 s (results/README.md, RACE-M). ``workers``
-    <= 1, too few questions, or a platform without fork builds in this process. Parses missing from the cache are
+    run, dev features and model loading included, fell from about 170 s to about 55 s (results/README.md, RACE-M).
+    ``workers`` <= 1, too few questions, or a platform without fork builds in this process. Parses missing from the cache are
     parsed in the workers (the cache keeps one process's additions where two write one bucket at once).
     """
     if not forks_pay(len(questions), workers):
@@ -459,5 +459,6 @@ def option_token_mask(features: Sequence[dict[str, Any]], T: int) -> torch.Tenso
 
 
 __all__ = ["question_option_words", "question_option_span", "join_structures", "token_counts", "repair_words",
-           "passage_words_kept", "encode_pairs", "encode_option", "build_mc_features", "build_mc_features_parallel", "truncation_summary",
+           "passage_words_kept", "encode_pairs", "encode_option", "build_mc_features", "build_mc_features_parallel",
+           "truncation_summary",
            "MultipleChoiceCollator", "option_token_mask"]
