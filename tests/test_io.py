@@ -2,6 +2,7 @@
 ``translate``, ``score evalb -``): file or standard input, the BOM, line ends, and errors naming source and line."""
 from __future__ import annotations
 
+import json
 import io
 import re
 import sys
@@ -55,3 +56,17 @@ def test_files_missing_folders_and_bad_bytes(tmp_path):
     bad.write_bytes("a\nb\ncaf\xe9\n".encode("latin-1"))
     with pytest.raises(UserError, match=rf"^{re.escape(str(bad))}:3: not valid UTF-8"):
         read_input_lines(str(bad))
+
+
+def test_upsert_jsonl_replaces_the_named_line_in_place_and_appends_a_new_one(tmp_path):
+    from structattn.io import upsert_jsonl
+
+    path = tmp_path / "runs.jsonl"
+    path.write_text('{"name": "a", "v": 1}\n{"name": "b", "v": 1}\n{"name": "c", "v": 1}\n', encoding="utf-8")
+    upsert_jsonl(path, {"name": "b", "v": 2})
+    upsert_jsonl(path, {"name": "d", "v": 1})
+    lines = path.read_text(encoding="utf-8").splitlines()
+    assert lines[0] == '{"name": "a", "v": 1}' and lines[2] == '{"name": "c", "v": 1}'  # untouched bytes
+    assert [json.loads(x) for x in lines] == [{"name": "a", "v": 1}, {"name": "b", "v": 2}, {"name": "c", "v": 1},
+                                              {"name": "d", "v": 1}]
+    assert not list(tmp_path.glob(".runs.jsonl.*"))  # no temporary file left

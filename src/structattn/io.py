@@ -52,6 +52,24 @@ def append_jsonl(path: Path, obj) -> None:
         os.fsync(fh.fileno())
 
 
+def upsert_jsonl(path: Path, obj: dict, key: str = "name") -> None:
+    """Put ``obj`` in place of the line of ``path`` whose ``key`` equals ``obj[key]`` (at the end when there is
+    none), rewriting the file atomically; the other lines keep their order and their bytes."""
+    path = Path(path)
+    lines = path.read_text(encoding="utf-8").splitlines() if path.is_file() else []
+    new, out = json.dumps(obj, sort_keys=True), []
+    for line in lines:
+        if not line.strip():
+            continue
+        if json.loads(line).get(key) == obj[key]:
+            line = new if new not in out else None  # a second line of the same name is dropped
+        if line is not None:
+            out.append(line)
+    if new not in out:
+        out.append(new)
+    atomic_write_text(path, "".join(line + "\n" for line in out))
+
+
 # ---------------------------------------------------------------------------------------------- reading
 def decode_lines(data: bytes, where: str) -> list[str]:
     """UTF-8 bytes -> lines: split on ``\\n`` only, a ``\\r`` before it and a leading BOM dropped, no extra line

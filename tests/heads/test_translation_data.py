@@ -8,7 +8,8 @@ import pytest
 import torch
 
 from structattn.structure.example import WordStructure
-from structattn.heads.translation import (SourceStructure, TranslationCollator, align_pieces_to_words, token_batches, word_char_spans)
+from structattn.heads.translation import (SourceStructure, TranslationCollator, align_pieces_to_words,
+                                         shuffled_token_batches, token_batches, word_char_spans)
 from structattn.train.translation import warmup_inverse_sqrt
 
 
@@ -49,6 +50,18 @@ def test_token_batches_cover_every_sentence_once_within_the_budget(seed):
     batches = token_batches(src, tgt, 256, seed)
     _brute_force_ok(batches, src, tgt, 256)
     assert token_batches(src, tgt, 256, seed) == batches  # deterministic
+
+
+@pytest.mark.parametrize("seed", [0, 7])
+def test_shuffled_token_batches_cover_every_sentence_once_within_the_budget(seed):
+    rng = np.random.default_rng(2)
+    src = rng.integers(3, 40, size=200).tolist()
+    tgt = rng.integers(3, 40, size=200).tolist()
+    batches = shuffled_token_batches(src, tgt, 256, seed)
+    _brute_force_ok(batches, src, tgt, 256)
+    assert shuffled_token_batches(src, tgt, 256, seed) == batches
+    # not grouped by length: more batches (more padding) than the length-sorted packing of the same sentences
+    assert len(batches) > len(token_batches(src, tgt, 256, seed))
 
 
 def test_an_over_long_sentence_gets_a_batch_of_its_own():

@@ -75,3 +75,34 @@ def test_untrained_like_draws_the_weights_build_model_draws(variant):
     moved = trained.get_encoder().layers[0].self_attn.q_proj.weight
     assert not torch.equal(fresh.get_encoder().layers[0].self_attn.q_proj.weight, moved)
     assert not fresh.training
+
+
+def test_xavier_normal_initialisation_draws_every_matrix_and_the_embeddings_as_joey_nmt():
+    tok = train_bpe_tokenizer(TEXTS, vocab_size=300)
+    model = build_model(tok, ModelSize(2, 2, 64, 128, 4, 0.1, max_positions=64), seed=3, init="xavier_normal")
+    q = model.get_encoder().layers[0].self_attn.q_proj
+    assert q.weight.std().item() == pytest.approx(math.sqrt(2 / (64 + 64)), rel=0.1)  # gain 1, not 1/sqrt(2)
+    assert torch.count_nonzero(q.bias) == 0
+    emb = model.get_input_embeddings().weight.detach()
+    vocab = emb.shape[0]
+    assert emb[model.config.pad_token_id].abs().sum() == 0
+    assert emb.std().item() == pytest.approx(math.sqrt(2 / (vocab + 64)), rel=0.15)
+    assert model.get_output_embeddings().weight.data_ptr() == emb.data_ptr()
+
+
+def test_dropout_placement_options_reach_the_marian_modules():
+    tok = train_bpe_tokenizer(TEXTS, vocab_size=300)
+    model = build_model(tok, ModelSize(1, 1, 32, 64, 4, 0.3, max_positions=32), seed=1, embedding_dropout=0.0,
+                        attention_dropout=0.3, activation_dropout=0.2)
+    assert model.model.encoder.dropout == model.model.decoder.dropout == 0.0  # embeddings
+    layer = model.get_encoder().layers[0]
+    assert layer.dropout == 0.3 and layer.activation_dropout == 0.2 and layer.self_attn.dropout == 0.3
+    with pytest.raises(Exception, match="unknown initialisation"):
+        build_model(tok, ModelSize(1, 1, 32, 64, 4, 0.3, max_positions=32), init="orthogonal")
+
+
+def test_recipe_fields_at_their_earlier_value_stay_out_of_the_resume_settings():
+    from structattn.train.translation import NMT_LATER_FIELDS, NMTConfig
+
+    assert not set(NMT_LATER_FIELDS) & set(NMTConfig().settings())
+    assert NMTConfig(batching="shuffled").settings()["batching"] == "shuffled"

@@ -161,6 +161,29 @@ def token_batches(src_lengths: Sequence[int], tgt_lengths: Sequence[int], max_to
     rng = random.Random(seed)
     tie = [rng.random() for _ in range(n)] if seed is not None else list(range(n))
     order = sorted(range(n), key=lambda i: (src_lengths[i], tgt_lengths[i], tie[i]))
+    batches = _pack(order, src_lengths, tgt_lengths, max_tokens)
+    if seed is not None:
+        rng.shuffle(batches)
+    return batches
+
+
+def shuffled_token_batches(src_lengths: Sequence[int], tgt_lengths: Sequence[int], max_tokens: int, seed: int,
+                           ) -> list[list[int]]:
+    """Token batches of sentences in a random order (``seed``), not grouped by length, as Joey NMT and
+    fairseq without length sorting draw them: a batch holds about half the real tokens of
+    :func:`token_batches`' at the same ``max_tokens``, the rest being padding."""
+    order = list(range(len(src_lengths)))
+    random.Random(seed).shuffle(order)
+    return _pack(order, src_lengths, tgt_lengths, max_tokens)
+
+
+#: ``NMTConfig.batching`` -> how the training batches of an epoch are drawn
+TRAINING_BATCHES = {"length": token_batches, "shuffled": shuffled_token_batches}
+
+
+def _pack(order: Sequence[int], src_lengths: Sequence[int], tgt_lengths: Sequence[int], max_tokens: int,
+          ) -> list[list[int]]:
+    """Cut ``order`` greedily into batches whose longest side times their size stays within ``max_tokens``."""
     batches, current, longest = [], [], 0
     for i in order:
         size = max(src_lengths[i], tgt_lengths[i])
@@ -171,8 +194,6 @@ def token_batches(src_lengths: Sequence[int], tgt_lengths: Sequence[int], max_to
         longest = max(longest, size)
     if current:
         batches.append(current)
-    if seed is not None:
-        rng.shuffle(batches)
     return batches
 
 

@@ -75,12 +75,18 @@ def variant_mechanism(variant: str, **overrides: Any):
     return get_mechanism(name, **{**options, **overrides})
 
 
-def build_model(tokenizer, size: str | ModelSize = "tiny", variant: str = "transformer", seed: int = 0,
-                **mechanism_options: Any):
+def build_model(tokenizer, size: str | ModelSize = "tiny", variant: str = "transformer", seed: int = 0, *,
+                init: str = "fairseq", embedding_dropout: float | None = None, attention_dropout: float = 0.0,
+                activation_dropout: float = 0.0, **mechanism_options: Any):
     """A fresh ``MarianMTModel`` for ``tokenizer``'s vocabulary with ``variant``'s mechanism installed.
 
     The stock attention is SDPA; every variant other than ``transformer`` runs through structattn's
     attention function in the encoder layers it names (others stay stock).
+
+    ``init`` names an entry of :data:`INITIALISATIONS`. Dropout: the size's ``dropout`` on every residual branch;
+    ``embedding_dropout`` on the summed word and position embeddings (None: the size's, as Marian applies it),
+    ``attention_dropout`` on the attention probabilities and ``activation_dropout`` after the feed-forward ReLU
+    (Joey NMT's Transformer: 0, the size's, the size's).
     """
     import torch
     from transformers import MarianConfig, MarianMTModel
@@ -95,15 +101,19 @@ def build_model(tokenizer, size: str | ModelSize = "tiny", variant: str = "trans
         vocab_size=len(tokenizer), decoder_vocab_size=len(tokenizer), d_model=dims.d_model,
         encoder_layers=dims.encoder_layers, decoder_layers=dims.decoder_layers,
         encoder_attention_heads=dims.heads, decoder_attention_heads=dims.heads,
-        encoder_ffn_dim=dims.ffn, decoder_ffn_dim=dims.ffn, dropout=dims.dropout, attention_dropout=0.0,
-        activation_dropout=0.0, activation_function="relu", max_position_embeddings=dims.max_positions,
+        encoder_ffn_dim=dims.ffn, decoder_ffn_dim=dims.ffn, dropout=dims.dropout, attention_dropout=attention_dropout,
+        activation_dropout=activation_dropout, activation_function="relu", max_position_embeddings=dims.max_positions,
         pad_token_id=tokenizer.pad_token_id, eos_token_id=tokenizer.eos_token_id,
         bos_token_id=tokenizer.bos_token_id, decoder_start_token_id=tokenizer.pad_token_id,
         forced_eos_token_id=tokenizer.eos_token_id, scale_embedding=True, share_encoder_decoder_embeddings=True,
         tie_word_embeddings=True, init_std=dims.d_model ** -0.5)
+    if init not in INITIALISATIONS:
+        raise UserError(f"unknown initialisation {init!r}; valid: {', '.join(INITIALISATIONS)}")
     torch.manual_seed(seed)
     model = MarianMTModel(config)
-    fairseq_initialisation(model)
+    INITIALISATIONS[init](model)
+    if embedding_dropout is not None:  # Marian's encoder and decoder use their own `dropout` on the embeddings only
+        model.model.encoder.dropout = model.model.decoder.dropout = embedding_dropout
     # Marian keeps a final_logits_bias buffer; it is not trained and stays 0.
     if mechanism is not None:
         apply_mechanism(model, mechanism)
@@ -155,6 +165,29 @@ def fairseq_initialisation(model) -> None:
             nn.init.xavier_uniform_(module.weight, gain=gain)
             if module.bias is not None:
                 module.bias.zero_()
+
+
+def xavier_normal_initialisation(model) -> None:
+    """Joey NMT's Transformer initialisation (``initializer: xavier_normal``, gain 1, for the linear layers and
+    the shared embeddings; zero biases; a zero padding row). With ``scale_embedding`` the embeddings start
+    about 5x smaller than fairseq's N(0, d^-1/2), so the positions dominate the first updates' inputs."""
+    import torch
+    from torch import nn
+
+    with torch.no_grad():
+        for module in model.modules():
+            if isinstance(module, nn.Linear) and module is not model.get_output_embeddings():
+                nn.init.xavier_normal_(module.weight)
+                if module.bias is not None:
+                    module.bias.zero_()
+        embeddings = model.get_input_embeddings()
+        nn.init.xavier_normal_(embeddings.weight)
+        if embeddings.padding_idx is not None:
+            embeddings.weight[embeddings.padding_idx].zero_()
+
+
+#: ``build_model(init=...)`` / ``train-translation --init``: how a fresh model's weights are drawn
+INITIALISATIONS = {"fairseq": fairseq_initialisation, "xavier_normal": xavier_normal_initialisation}
 
 
 def size_of(model) -> dict[str, Any]:

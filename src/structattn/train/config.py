@@ -120,6 +120,12 @@ def mechanism_options(mechanism: str, m: int | None = None, k: int | None = None
 #: value, so the keys of recorded runs (sweeps, reports, resume checks) stay what they were.
 LATER_FIELDS = {"precision": "fp32", "model_parts": "all"}
 
+
+def without_later_fields(data: dict[str, Any], later: dict[str, Any]) -> dict[str, Any]:
+    """``data`` less the fields of ``later`` (added after runs were recorded) that hold the value every earlier
+    run had: such a run keeps its key and still resumes."""
+    return {name: value for name, value in data.items() if not (name in later and later[name] == value)}
+
 PRECISIONS = ("fp32", "bf16", "fp16")
 
 
@@ -138,10 +144,8 @@ def result_fields(cfg: TrainConfig) -> dict[str, Any]:
     options as the run uses them (an ``sla`` run with m=None is the same run as one with m=3)."""
     data = dataclasses.asdict(TrainConfig.from_dict(dataclasses.asdict(cfg)))
     data.update(mechanism_options(cfg.mechanism, cfg.m, cfg.k, cfg.gate_bias))
-    for name, old in LATER_FIELDS.items():
-        if data.get(name) == old:
-            del data[name]
-    return {name: value for name, value in data.items() if name not in RESULT_NEUTRAL_FIELDS}
+    return {name: value for name, value in without_later_fields(data, LATER_FIELDS).items()
+            if name not in RESULT_NEUTRAL_FIELDS}
 
 
 def config_key(cfg: TrainConfig, ignore: tuple[str, ...] = ()) -> str:

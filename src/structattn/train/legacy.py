@@ -23,7 +23,7 @@ import torch
 from ..errors import UserError
 from ..io import atomic_write_json
 from .checkpoint import AtomicDir
-from .config import LATER_FIELDS
+from .config import LATER_FIELDS, without_later_fields
 from .engine import CHECKPOINT, EngineState
 
 OLD_TRAINER_FILE = "trainer.pt"  # the pickled trainer state of the earliest translation checkpoints
@@ -68,22 +68,22 @@ def _rewrite(ckpt: Path, weights: dict, optimizer: dict, scaler: dict, rng: dict
     print(f"rewrote {ckpt} (a checkpoint of an earlier version) in today's layout, without pickle")
 
 
-def _record_settings(out: Path, saved: dict, neutral) -> None:
+def _record_settings(out: Path, saved: dict, neutral, later: dict | None = None) -> None:
     if not (out / "settings.json").is_file():
-        atomic_write_json(out / "settings.json",
-                          {k: v for k, v in recorded_precision(saved).items() if k not in neutral})
+        settings = {k: v for k, v in recorded_precision(saved).items() if k not in neutral}
+        atomic_write_json(out / "settings.json", without_later_fields(settings, later or {}))
 
 
-def upgrade_translation_checkpoint(out: Path, seed: int, neutral: frozenset) -> None:
+def upgrade_translation_checkpoint(out: Path, seed: int, neutral: frozenset, later: dict | None = None) -> None:
     """Rewrite an earlier translation ``checkpoint/`` (and record ``run_config.json`` without the ``neutral``
-    fields as ``settings.json``)."""
+    fields, and the ``later`` ones at their earlier value, as ``settings.json``)."""
     from safetensors.torch import load_file
 
     from .checkpoint import numpy_rng_json
 
     ckpt = out / CHECKPOINT
     if (out / "run_config.json").is_file():  # recorded by every version at the start of a run
-        _record_settings(out, json.loads((out / "run_config.json").read_text(encoding="utf-8")), neutral)
+        _record_settings(out, json.loads((out / "run_config.json").read_text(encoding="utf-8")), neutral, later)
     if not (ckpt / "state.json").is_file() or (ckpt / "rng-0.json").is_file():
         return
     old = json.loads((ckpt / "state.json").read_text(encoding="utf-8"))

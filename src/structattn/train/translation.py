@@ -41,8 +41,10 @@ import torch
 
 from ..config_io import JsonConfig
 from ..errors import UserError
+from ..heads.translation import TRAINING_BATCHES
 from ..io import atomic_write_json
 from .checkpoint import AtomicDir, load_model_tensors, model_tensors
+from .config import without_later_fields
 from .engine import Engine, EngineState, device_description
 
 BEST, FINAL, RECENT = "best", "final", "recent"
@@ -73,6 +75,12 @@ class NMTConfig(JsonConfig):
     max_updates: int = 8000
     label_smoothing: float = 0.1
     clip_norm: float = 0.0  # 0 = no clipping
+    adam_eps: float = 1e-9
+    init: str = "fairseq"  # how fresh weights are drawn: models.translation.INITIALISATIONS
+    batching: str = "length"  # "length": sorted by length, then packed; "shuffled": packed in a random order
+    embedding_dropout: float | None = None  # None: the size's dropout (Marian's placement)
+    attention_dropout: float = 0.0
+    activation_dropout: float = 0.0
     eval_every: int = 500
     eval_beam: int = 1
     patience: int = 6
@@ -89,6 +97,18 @@ class NMTConfig(JsonConfig):
     def mechanism_options(self) -> dict[str, Any]:
         return {k: v for k, v in (("layers", self.layers), ("k", self.k), ("gate", self.gate)) if v is not None}
 
+    def model_options(self) -> dict[str, Any]:
+        """What :func:`~structattn.models.translation.build_model` takes besides the size and variant."""
+        return {"init": self.init, "embedding_dropout": self.embedding_dropout,
+                "attention_dropout": self.attention_dropout, "activation_dropout": self.activation_dropout,
+                **self.mechanism_options()}
+
+    def settings(self) -> dict[str, Any]:
+        """The settings a resume must match (the recipe fields added later left out at their earlier value)."""
+        settings = json.loads(json.dumps(dataclasses.asdict(self)))
+        return without_later_fields({k: v for k, v in settings.items() if k not in RESULT_NEUTRAL_FIELDS},
+                                    NMT_LATER_FIELDS)
+
 
 #: ``structattn train-translation --preset NAME``; the command line's default is "laptop": 800 updates with the
 #: warm-up over all of them and a dev evaluation every 200, about a quarter of an hour on a 2-core CPU (README).
@@ -101,6 +121,9 @@ NMT_PRESETS: dict[str, dict[str, Any]] = {
 
 # Fields that never change what a run computes.
 RESULT_NEUTRAL_FIELDS = frozenset({"output_dir", "threads", "checkpoint_every"})
+#: Recipe options added after runs were recorded, with the value every earlier run had (train.config.LATER_FIELDS)
+NMT_LATER_FIELDS = {"adam_eps": 1e-9, "init": "fairseq", "batching": "length", "embedding_dropout": None,
+                    "attention_dropout": 0.0, "activation_dropout": 0.0}
 
 
 # ---------------------------------------------------------------------------------------------- data
@@ -252,7 +275,7 @@ def train_translation(config: NMTConfig, *, show_progress: bool = True, stop_aft
     """
     from safetensors.torch import save_file
 
-    from ..heads.translation import TranslationCollator, token_batches
+    from ..heads.translation import TranslationCollator
     from ..models.translation import build_model, size_of, variant_mechanism
     from ..tasks.bleu import corpus_bleu
     from .legacy import upgrade_translation_checkpoint
@@ -265,9 +288,10 @@ def train_translation(config: NMTConfig, *, show_progress: bool = True, stop_aft
     mechanism = variant_mechanism(config.variant, **config.mechanism_options())
     out = Path(config.output_dir)
     if engine.is_main:
-        upgrade_translation_checkpoint(out, config.seed, RESULT_NEUTRAL_FIELDS)
-    settings = json.loads(json.dumps(dataclasses.asdict(config)))
-    engine.begin({k: v for k, v in settings.items() if k not in RESULT_NEUTRAL_FIELDS})
+        upgrade_translation_checkpoint(out, config.seed, RESULT_NEUTRAL_FIELDS, NMT_LATER_FIELDS)
+    if config.batching not in TRAINING_BATCHES:
+        raise UserError(f"unknown --batching {config.batching!r}; valid: {', '.join(TRAINING_BATCHES)}")
+    engine.begin(config.settings())
     if engine.is_main:
         config.save(out / "run_config.json")
     train, dev, tests = _read_sets(config)
@@ -276,8 +300,8 @@ def train_translation(config: NMTConfig, *, show_progress: bool = True, stop_aft
         data = prepare_data(config, tokenizer, train, dev, tests, mechanism)
 
     engine.seed()
-    model = build_model(tokenizer, config.size, config.variant, seed=config.seed, **config.mechanism_options())
-    optimizer = torch.optim.Adam(model.parameters(), lr=config.learning_rate, betas=(0.9, 0.98), eps=1e-9)
+    model = build_model(tokenizer, config.size, config.variant, seed=config.seed, **config.model_options())
+    optimizer = torch.optim.Adam(model.parameters(), lr=config.learning_rate, betas=(0.9, 0.98), eps=config.adam_eps)
     state = engine.prepare(model, optimizer, lambda step: warmup_inverse_sqrt(step + 1, config.warmup))
     collate = TranslationCollator(tokenizer.pad_token_id)
     pad, start = tokenizer.pad_token_id, model.config.decoder_start_token_id
@@ -315,8 +339,8 @@ def train_translation(config: NMTConfig, *, show_progress: bool = True, stop_aft
         total=config.max_updates, loss=loss, evaluate=evaluate, main_metric="dev_bleu", eval_every=config.eval_every,
         patience=config.patience, on_evaluated=on_evaluated, stop_after=stop_after_updates,
         on_best=lambda entry: _save_model(model, tokenizer, out / BEST) if engine.is_main else None,
-        epoch_batches=lambda epoch: token_batches(src_len, tgt_len, config.max_tokens,
-                                                  seed=config.seed * 100_003 + epoch))
+        epoch_batches=lambda epoch: TRAINING_BATCHES[config.batching](src_len, tgt_len, config.max_tokens,
+                                                                      seed=config.seed * 100_003 + epoch))
     if not finished:
         return {"stopped_at_update": state.step}
     if not engine.is_main:
