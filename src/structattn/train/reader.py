@@ -173,10 +173,11 @@ class Reader:
         built = build_qa_features(questions, self.tokenizer, structure, sg_structure=self.sg_structure,
                                   max_length=self.cfg.max_length, stride=self.cfg.stride, parser_name=self.cfg.parser,
                                   split=source, show_progress=False)
-        if built.counts.lost_tokens:  # the passage slides over windows; a question is repeated and may be cut
+        if built.counts.lost_tokens:  # the longer segment slides over windows; the other is repeated, maybe cut
             warnings.warn(f"{built.counts.lost_tokens} sub-word token(s) of {source} are in no window of "
-                          f"{self.cfg.max_length} tokens: a question longer than about half a window is cut at its "
-                          "end (passages are read whole, in windows)", UserWarning, stacklevel=2)
+                          f"{self.cfg.max_length} tokens: where a question is longer than its passage, the question "
+                          "slides over the windows and the passage, repeated in each, is cut where it does not fit "
+                          "beside it; shorten the question", UserWarning, stacklevel=2)
         feats = built.features
         collate = span_qa_collator(self.tokenizer, self.structure_spec, self.sg_structure)
         starts, ends = span_logits(self.model, feats, collate, self.cfg.eval_batch_size, self.device)
