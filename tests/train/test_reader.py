@@ -299,6 +299,7 @@ def test_pack_reader_command_packs_and_measures(env, tmp_path, capsys):
     cost = json.loads(capsys.readouterr().out)
     assert cost["questions"] == 6 and set(cost) >= {"float32", "packed", "f1_lost"}
     card = json.loads((tmp_path / "packed" / "card.json").read_text())
-    assert card["packing_cost"] == [cost] and card["kind"] == "reader"
+    assert card["packing_cost"] == [cost] and card["kind"] == "reader" and card["trained_on"] == "squad11"
+    assert card["test"]["score"] == round(cost["packed"]["f1"], 2) and card["test"]["set"] == "squad11/dev"
     assert cli_main(["pack-reader", str(env["best"]), str(tmp_path / "p2"), "--measure", "squad11"]) == 2
     assert "give TASK:SPLIT" in capsys.readouterr().err and not (tmp_path / "p2").exists()

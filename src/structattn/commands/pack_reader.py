@@ -4,7 +4,8 @@ Writes OUT_DIR from a span-QA run's ``best/`` (:func:`structattn.train.reader_pa
 with a float scale per row; ``--encoder-package`` leaves out the tensors that package ships unchanged), then,
 with ``--measure TASK:SPLIT`` (repeatable) or ``--measure-data FILE``, scores the float32 run and the packed form
 on the same questions with the project's scorer and prints one JSON object per measurement (also stored in
-OUT_DIR/card.json under ``packing_cost``).
+OUT_DIR/card.json under ``packing_cost``; the first one is the card's ``test`` score that ``structattn models``
+lists).
 
     structattn pack-reader runs/squad2/best packed/ --measure squad2:test --measure squad11:dev
 """
@@ -65,5 +66,8 @@ def run(args) -> int:
         costs.append(cost)
         print(json.dumps(cost))
     card["packing_cost"] = costs
+    first = costs[0]  # what `structattn models` shows: the packed form's score on the first measurement
+    card["test"] = {"metric": "F1", "score": round(first["packed"]["f1"], 2), "set": first["source"],
+                    "float32_f1": round(first["float32"]["f1"], 2), "questions": first["questions"]}
     (Path(args.out_dir) / CARD_FILE).write_text(json.dumps(card, indent=2) + "\n", encoding="utf-8")
     return 0

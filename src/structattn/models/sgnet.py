@@ -25,7 +25,9 @@ Saved folder (:meth:`SGNetModel.save_pretrained`): ``config.json`` is the encode
 heads) plus ``structattn_sgnet`` = :class:`SGNetConfig`; ``model.safetensors`` holds the encoder under its
 base-model prefix (``bert.`` ...), the head under transformers' names and the SG part under ``sgnet.``.
 ``AutoModel.from_pretrained(folder)`` loads the encoder part; for the baseline ``AutoModelFor*`` loads the
-whole model (for the pooled heads when the encoder has its own pooler).
+whole model (for the pooled heads when the encoder has its own pooler). ``save_pretrained(folder, packed=True)``
+writes the smaller form of :mod:`structattn.models.packing` (int8 matrices with row scales); ``from_pretrained``
+reads both forms, the packed one dequantised to float32.
 
 Positions outside ``sg_tokens`` keep h̄ = h (the paper's footnote 9). The pooled heads read position 0
 ([CLS]): when ``sg_tokens`` excludes it, the SG part cannot reach their logits (a warning says so once).

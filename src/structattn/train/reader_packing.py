@@ -34,7 +34,8 @@ def pack_reader(run_dir: str | Path, out_dir: str | Path, *, quantize: bool = Tr
             by reference (:class:`UserError` when none is unchanged).
         min_elements: smaller matrices stay float32 (default :data:`~structattn.models.packing.MIN_ELEMENTS`).
     Returns:
-        the card written to ``out_dir/card.json``: source run, packing, ``size_bytes`` of the packed folder,
+        the card written to ``out_dir/card.json``: source run, its task (``trained_on``), aggregation and seed,
+        packing, ``size_bytes`` of the packed folder,
         ``float32_bytes`` of the run's weights file, counts of int8 and referenced tensors.
     """
     from ..models.packing import MIN_ELEMENTS, PACKING_KEY
@@ -62,7 +63,9 @@ def pack_reader(run_dir: str | Path, out_dir: str | Path, *, quantize: bool = Tr
                 shutil.copy2(path, tmp / path.name)
         meta = json.loads((tmp / "config.json").read_text(encoding="utf-8"))[PACKING_KEY]
         reference = meta["reference"]
-        card = {"kind": "reader", "source_run": str(run_dir), "packing": {
+        trained = json.loads((run_dir / "train_config.json").read_text(encoding="utf-8"))
+        card = {"kind": "reader", "source_run": str(run_dir), "trained_on": trained.get("task", "?"),
+                "sgnet": trained.get("sgnet"), "seed": trained.get("seed"), "packing": {
                     "format": meta["format"], "quantize": quantize, "min_elements": options["min_elements"],
                     "int8_tensors": len(meta["quantized"]),
                     "by_reference": None if reference is None else {
