@@ -3,6 +3,8 @@ package stored by reference; SGNetModel saves and loads it."""
 from __future__ import annotations
 
 import json
+import sys
+from pathlib import Path
 
 import pytest
 import torch
@@ -13,18 +15,10 @@ from structattn.models.packing import (PACKING_KEY, SCALE_SUFFIX, dequantize_row
 from structattn.models.sgnet import SGNetConfig, SGNetModel
 from structattn.settings import DEFAULT_ENCODER_PACKAGE, packaged_encoder_folder
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from tiny_parser import has_minilm, needs_minilm  # noqa: E402
+
 torch.set_num_threads(1)
-
-
-def _has_minilm() -> bool:
-    try:
-        packaged_encoder_folder(DEFAULT_ENCODER_PACKAGE)
-        return True
-    except UserError:
-        return False
-
-
-needs_minilm = pytest.mark.skipif(not _has_minilm(), reason=f"{DEFAULT_ENCODER_PACKAGE} is not installed")
 
 
 def test_rows_round_trip_within_half_a_step():
@@ -91,7 +85,7 @@ def test_sgnet_saves_and_loads_its_packed_form(tmp_path):
 
 def test_nothing_by_reference_when_every_tensor_changed(tmp_path):
     model = SGNetModel.from_encoder(_tiny_bert(tmp_path / "enc"), SGNetConfig(aggregation="dual"))
-    if not _has_minilm():
+    if not has_minilm():
         pytest.skip(f"{DEFAULT_ENCODER_PACKAGE} is not installed")
     with pytest.raises(UserError, match="no tensor of the model equals"):
         model.save_pretrained(tmp_path / "packed", packed=True, encoder_package=DEFAULT_ENCODER_PACKAGE)

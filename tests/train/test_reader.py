@@ -25,7 +25,8 @@ from structattn.train.reader_packing import pack_reader, packing_cost
 from structattn.train.reading import span_logits, span_qa_collator
 from structattn.train.trainers import trainer_for
 
-LONG = " ".join(f"In year {1900 + i} the  river\tflowed past the city of Town{i} , built by Romans ." for i in range(12))
+LONG = " ".join(f"In year {1900 + i} the  river\tflowed past the city of Town{i} , built by Romans ."
+               for i in range(12))  # a passage of several windows, with irregular spacing
 
 
 @pytest.fixture(scope="module")
@@ -249,7 +250,8 @@ def test_answer_command_from_flags_file_and_standard_input(answer, reader, tmp_p
     code, out, _ = answer([], stdin=lines)
     records = [json.loads(x) for x in out.splitlines()]
     assert code == 0 and [r["id"] for r in records] == ["a", "q1"]
-    assert records[0]["answer"] == a.text and records[0]["start"] == a.start and records[0]["question"] == "Who built it ?"
+    assert records[0]["answer"] == a.text and records[0]["start"] == a.start
+    assert records[0]["question"] == "Who built it ?"
 
 
 def test_answer_command_reads_squad_and_json_lines_files(answer, env, tmp_path):
