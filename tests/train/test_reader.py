@@ -283,13 +283,15 @@ def test_answer_command_says_no_answer(answer, env, tmp_path):
     ([], "\n", "standard input holds no questions"),
     (["--context", "Romans built it ."], None, "give the question with --question"),
     (["--input", "missing.json"], None, "input file missing.json does not exist"),
+    (["--input", "__TMP__/list.json"], None, "is JSON but neither SQuAD format ({\"data\": [...]}) nor JSON lines"),
     (["--input", "x.json", "--question", "who ?"], None, "--input holds its own questions"),
     (["--question", "who ?", "--context", "Romans .", "--top-k", "0"], None, "--top-k 0: give a positive number"),
     (["--question", "who ?", "--context", "Romans .", "--na-threshold", "low"], None,
      "--na-threshold takes a number or 'never'"),
 ])
-def test_answer_command_bad_input_is_one_line(answer, argv, stdin, message):
-    code, out, err = answer(argv, stdin=stdin)
+def test_answer_command_bad_input_is_one_line(answer, argv, stdin, message, tmp_path):
+    (tmp_path / "list.json").write_text('[\n{"question": "who ?",\n"context": "Romans ."}\n]')
+    code, out, err = answer([a.replace("__TMP__", str(tmp_path)) for a in argv], stdin=stdin)
     assert code == 2 and out == "" and err.count("\n") == 1 and message in err
     assert err.startswith("structattn answer: error: ")
 

@@ -103,6 +103,9 @@ def _questions(args):
             whole = None
         if isinstance(whole, dict) and "data" in whole:
             return read_squad(load_squad(args.input)), args.input
+        if whole is not None and not (isinstance(whole, dict) and {"question", "context"} <= set(whole)):
+            raise UserError(f"{args.input} is JSON but neither SQuAD format ({{\"data\": [...]}}) nor JSON lines "
+                            '{"question": ..., "context": ...}')
         return make_questions(json_lines(text, args.input)), args.input
     if args.question is None:
         if args.context is not None or args.context_file is not None:
