@@ -50,8 +50,7 @@ def _measurements(args) -> list[dict]:
 
 
 def run(args) -> int:
-    from ..train.reader_packing import CARD_FILE, pack_reader, packing_cost
-    from pathlib import Path
+    from ..train.reader_packing import pack_reader, packing_cost, write_card
 
     measurements = _measurements(args)  # checked before the packing
     card = pack_reader(args.run_dir, args.out_dir, quantize=args.quantize, encoder_package=args.encoder_package,
@@ -69,5 +68,5 @@ def run(args) -> int:
     first = costs[0]  # what `structattn models` shows: the packed form's score on the first measurement
     card["test"] = {"metric": "F1", "score": round(first["packed"]["f1"], 2), "set": first["source"],
                     "float32_f1": round(first["float32"]["f1"], 2), "questions": first["questions"]}
-    (Path(args.out_dir) / CARD_FILE).write_text(json.dumps(card, indent=2) + "\n", encoding="utf-8")
+    write_card(args.out_dir, card)
     return 0

@@ -72,10 +72,15 @@ def pack_reader(run_dir: str | Path, out_dir: str | Path, *, quantize: bool = Tr
                         "package": reference["package"], "version": reference["version"],
                         "tensors": len(reference["tensors"])}},
                 "float32_bytes": (run_dir / "model.safetensors").stat().st_size}
-        (tmp / CARD_FILE).write_text(json.dumps(card, indent=2) + "\n", encoding="utf-8")
+        write_card(tmp, card)
     card["size_bytes"] = folder_bytes(out_dir)
-    (out_dir / CARD_FILE).write_text(json.dumps(card, indent=2) + "\n", encoding="utf-8")
+    write_card(out_dir, card)
     return card
+
+
+def write_card(folder: str | Path, card: dict) -> None:
+    """``folder/card.json`` = ``card`` (indented JSON)."""
+    (Path(folder) / CARD_FILE).write_text(json.dumps(card, indent=2) + "\n", encoding="utf-8")
 
 
 def packing_cost(float_dir: str | Path, packed_dir: str | Path, *, task: str = "squad2", split: str = "test",
