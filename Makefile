@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test install bench clean models models-parsers models-nmt
+.PHONY: demo test install bench clean models models-parsers models-nmt models-reader
 
 $(BIN)/python:
 	$(PY) -m venv $(VENV) || python3 -m venv $(VENV)
@@ -36,6 +36,9 @@ models-parsers: $(STAMP)
 
 models-nmt: $(STAMP)
 	BIN=$(BIN) bash results/make_models.sh nmt
+
+models-reader: $(STAMP)
+	BIN=$(BIN) bash results/make_models.sh reader
 
 bench: $(STAMP)
 	$(BIN)/python benchmarks/attention.py

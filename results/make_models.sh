@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
 # Build the trained models that load by name (issue 27; structattn.models.trained) into src/structattn/trained/:
 # train each with the settings of its results file, then results/ship_model.py saves it into the package, parses /
-# translates its test set with the shipped weights and writes its card. `make models` runs `parsers` (the parsers
+# translates its test set with the shipped weights and writes its card (a reader: `structattn pack-reader` packs it,
+# measures its F1 cost and writes its card). `make models` runs `parsers` (the parsers
 # are committed: rerunning rebuilds them); `make models-nmt` runs `nmt` (committed too: about 2 h on one
 # CPU thread). A finished run in runs/ is not trained again (train-parsing / train-translation resume), only shipped.
-#   bash results/make_models.sh parsers | nmt | all
+#   bash results/make_models.sh parsers | nmt | reader | all
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export OMP_NUM_THREADS=1 MKL_NUM_THREADS=1
@@ -42,10 +43,26 @@ nmt() {
   $BIN/python results/ship_model.py runs/nmt/multi30k-hybrid_gate-s1 hybrid-gate-en-de
 }
 
+# results/run_reading_experiments.sh's SQUAD_ENC (SG-Net on a trained reader's encoder, one epoch of the squad2 train
+# part), seed 1
+SQUAD_ENC="--task squad2 --model-parts encoder --epochs 1 --max-length 256 --stride 128 --batch-size 16
+           --eval-batch-size 64 --learning-rate 5e-5 --warmup-ratio 0.1 --group-by-length true --eval-every 200
+           --precision bf16"
+
+reader() {
+  # docs/reader.md: the CPU reader (results/run_reading_experiments.sh reader-cpu: 4.2 h on 2 threads), SG-Net (dual)
+  # on its encoder (25-55 min on one thread), then the packed form (int8 per row) with its F1 cost against float32
+  BIN=$BIN bash results/run_reading_experiments.sh reader-cpu 1
+  train runs/reading/sgnet-squad2 train $SQUAD_ENC --model runs/reading/reader-cpu-s1/best --sgnet dual --seed 1
+  $BIN/structattn pack-reader runs/reading/sgnet-squad2/best src/structattn/trained/sgnet-squad2 \
+    --measure squad2:test --measure squad11:dev
+}
+
 case "${1:-parsers}" in
   parsers) parsers ;;
   nmt) nmt ;;
+  reader) reader ;;
   all) parsers; nmt ;;
-  *) echo "usage: $0 parsers | nmt | all"; exit 2 ;;
+  *) echo "usage: $0 parsers | nmt | reader | all"; exit 2 ;;
 esac
 du -ch src/structattn/trained/*/model.safetensors | tail -1

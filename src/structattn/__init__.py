@@ -40,6 +40,7 @@ _LAZY = {
     "MECHANISMS": "structattn.attention.mechanisms",
     "MechanismConfig": "structattn.attention.mechanisms",
     "Parse": "structattn.parsing.record",
+    "Reader": "structattn.train.reader",
     "UserError": "structattn.errors",
 }
 

@@ -13,7 +13,7 @@ import sys
 # benchmarks/, run by `make bench`, not commands).
 COMMANDS = ["preprocess", "masks", "cache", "train", "evaluate", "predict", "sweep", "report", "demo",
             "train_parsing", "parse", "score", "train_translation", "translate", "models",
-            "probe"]
+            "probe", "answer", "pack_reader"]
 
 
 def build_parser() -> argparse.ArgumentParser:

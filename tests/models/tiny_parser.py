@@ -1,5 +1,5 @@
-"""Shared by the parser tests: a two-sentence gold treebank, a tiny saved parser (no pretrained encoder) and the
-skip for tests that need the default spaCy pipeline."""
+"""Shared by the model tests: a two-sentence gold treebank, a tiny saved parser (no pretrained encoder) and the
+skips for tests that need the default spaCy pipeline or the packaged MiniLM encoder."""
 from __future__ import annotations
 
 import pytest
@@ -8,7 +8,7 @@ import torch
 from structattn.models.parser import ChartParser, ParserConfig
 from structattn.errors import UserError
 from structattn.parsing.spacy_backend import SpacyParser
-from structattn.settings import DEFAULT_SPACY_MODEL
+from structattn.settings import DEFAULT_ENCODER_PACKAGE, DEFAULT_SPACY_MODEL, packaged_encoder_folder
 from structattn.tasks.ptb import parse_trees
 
 GOLD = """
@@ -26,6 +26,18 @@ def _installed() -> bool:
 
 
 needs_pipeline = pytest.mark.skipif(not _installed(), reason=f"spaCy pipeline {DEFAULT_SPACY_MODEL} not installed")
+
+
+def has_minilm() -> bool:
+    """Whether the default encoder's package (all-MiniLM-L6-v2) is installed."""
+    try:
+        packaged_encoder_folder(DEFAULT_ENCODER_PACKAGE)
+        return True
+    except UserError:
+        return False
+
+
+needs_minilm = pytest.mark.skipif(not has_minilm(), reason=f"{DEFAULT_ENCODER_PACKAGE} is not installed")
 
 
 def save_tiny(folder, **overrides) -> ChartParser:

@@ -1,7 +1,7 @@
 """``structattn models``: the trained models this install ships, by the name that ``--model`` accepts.
 
-One row per shipped model (:mod:`structattn.models.trained`): its name, kind (parser or translator), what it was
-trained on, its test score (from its card), its size on disk and, for a parser on a frozen pretrained encoder, the
+One row per shipped model (:mod:`structattn.models.trained`): its name, kind (parser, translator, reader), what it
+was trained on, its test score (from its card), its size on disk and, for a parser on a frozen pretrained encoder, the
 pip package that supplies that encoder (not counted in the size). Only models whose weights are present are
 listed; names known to the library but not built in this install are named on stderr with the command that
 builds them. ``--json`` prints one JSON list instead (the cards' fields, the folder and the size in bytes).
@@ -15,7 +15,8 @@ import sys
 def add_parser(sub) -> None:
     p = sub.add_parser("models", help="list the trained models shipped with this install (names for --model)",
                        description="List the trained models that `structattn parse --model NAME`, `structattn "
-                                   "translate --model NAME` and the spaCy component's model=NAME accept, with "
+                                   "translate --model NAME`, `structattn answer --model NAME` and the spaCy "
+                                   "component's model=NAME accept, with "
                                    "what each was trained on, its test score and its size.")
     p.add_argument("--json", action="store_true", help="one JSON list instead of the table")
     p.set_defaults(func=run)

@@ -116,19 +116,27 @@ def _predict_span_qa(trainer, args) -> int:
 def _na_threshold(args, trainer) -> float:
     """The no-answer threshold of a span-QA prediction: ``--na-threshold``, else the model's on this task
     (:func:`~structattn.train.reading.answering_threshold`, set by ``load_trained``)."""
-    import math
-
     if args.na_threshold is not None:
-        if args.na_threshold == "never":
-            return math.inf
-        try:
-            return float(args.na_threshold)
-        except ValueError:
-            raise UserError(f"--na-threshold takes a number or 'never', not {args.na_threshold!r}") from None
+        return parse_na_threshold(args.na_threshold)
     if not trainer.task.no_answer:
         print(f"{trainer.task.name} has no unanswerable questions: every question gets an answer (the saved "
               "threshold is not used; --na-threshold sets one)", file=sys.stderr)
     return trainer.fixed_threshold
+
+
+def parse_na_threshold(text: str) -> float:
+    """``--na-threshold``'s value: a number, or ``never`` (+inf: always answer)."""
+    import math
+
+    if text == "never":
+        return math.inf
+    try:
+        value = float(text)
+    except ValueError:
+        raise UserError(f"--na-threshold takes a number or 'never', not {text!r}") from None
+    if math.isnan(value):
+        raise UserError("--na-threshold takes a number or 'never', not nan")
+    return value
 
 
 def option_letter(index: int) -> str:

