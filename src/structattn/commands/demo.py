@@ -111,11 +111,13 @@ def _show_reading() -> None:
             print("no reader ships with this install yet (docs/reader.md: train one with `structattn train "
                   "--task squad2 --sgnet dual`, then `structattn answer --model RUN_DIR`)")
             return
-        from ..reading.reader import Reader
+        from ..train.reader import Reader
 
         question, context = QUESTION
-        answer = Reader.from_pretrained(readers[0].name)(question=question, context=context)
-        print(f"{readers[0].name}: Q: {question}\nA: {answer}")
+        best = Reader.from_pretrained(readers[0].name)(question=question, context=context).answer
+        print(f"{readers[0].name}: Q: {question}")
+        print(f"A: {best.text!r} (characters {best.start}-{best.end}, score {best.score:.2f})" if best else
+              "A: no answer in the passage")
 
 
 def _fresh(folder: Path) -> None:
