@@ -3,7 +3,8 @@
 The convention (docs/contributing.md, "Code blocks that cannot rot"): a code block is preceded, on the line before
 its opening fence, by one of
 
-    <!-- example: run -->                                  run it (python: exec; shell: bash -e -o pipefail)
+    <!-- example: run -->                                  run it (python: exec in a fresh namespace;
+                                                           shell: bash -e -o pipefail)
     <!-- example: long, <measured time> on <hardware> -->  parse each `structattn ...` line with the real parser
     <!-- example: output -->                               what a command prints (write it as `text`)
 
@@ -15,6 +16,7 @@ from __future__ import annotations
 import os
 import re
 import shlex
+import signal
 import subprocess
 import sys
 from dataclasses import dataclass
@@ -188,19 +190,48 @@ def _environment() -> dict[str, str]:
     return env
 
 
-@pytest.mark.slow
-@pytest.mark.parametrize("block", RUN_BLOCKS, ids=lambda b: b.where)
-def test_run_block(block, tmp_path):
-    env = _environment()
-    if block.language in SHELL_LANGUAGES:
-        script = (f'structattn() {{ {shlex.quote(sys.executable)} -m structattn.cli "$@"; }}\n'
-                  "set -e -o pipefail\n" + block.code)
-        command = ["bash", "-c", script]
-    else:
-        # a fresh interpreter and namespace per block: nothing leaks from the test process or another block
-        command = [sys.executable, "-c", block.code]
+class _Timeout(Exception):
+    pass
+
+
+def _run_python(block: Block, tmp_path: Path, monkeypatch) -> None:
+    """exec the block in a fresh namespace, in its own temporary folder, offline, with a time limit (SIGALRM: the
+    interpreter's imports are shared with the test process, which keeps a dozen blocks fast)."""
+    monkeypatch.chdir(tmp_path)
+    for key, value in _environment().items():
+        if key != "PYTHONPATH":
+            monkeypatch.setenv(key, value)
+
+    def expired(signum, frame):
+        raise _Timeout
+
+    previous = signal.signal(signal.SIGALRM, expired)
+    signal.alarm(RUN_TIMEOUT_S)
     try:
-        done = subprocess.run(command, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=RUN_TIMEOUT_S)
+        exec(compile(block.code, block.where, "exec"), {"__name__": "__docs_example__"})
+    except _Timeout:
+        pytest.fail(f"{block.where}: did not finish in {RUN_TIMEOUT_S} s")
+    finally:
+        signal.alarm(0)
+        signal.signal(signal.SIGALRM, previous)
+
+
+def _run_shell(block: Block, tmp_path: Path) -> None:
+    """The block as one bash script (set -e -o pipefail) in which `structattn` is this checkout's command line."""
+    script = (f'structattn() {{ {shlex.quote(sys.executable)} -m structattn.cli "$@"; }}\n'
+              "set -e -o pipefail\n" + block.code)
+    try:
+        done = subprocess.run(["bash", "-c", script], cwd=tmp_path, env=_environment(), capture_output=True,
+                              text=True, timeout=RUN_TIMEOUT_S)
     except subprocess.TimeoutExpired:
         pytest.fail(f"{block.where}: did not finish in {RUN_TIMEOUT_S} s")
     assert done.returncode == 0, f"{block.where} failed (exit {done.returncode}):\n{done.stderr[-3000:]}"
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("block", RUN_BLOCKS, ids=lambda b: b.where)
+def test_run_block(block, tmp_path, monkeypatch):
+    if block.language in SHELL_LANGUAGES:
+        _run_shell(block, tmp_path)
+    else:
+        _run_python(block, tmp_path, monkeypatch)
