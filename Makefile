@@ -1,10 +1,11 @@
-# Two entry points: `make demo` and `make test`. Both create .venv and install what they need.
+# Two entry points: `make demo` and `make test`. Both create .venv and install what they need; `make docs` builds
+# the documentation site into site/.
 PY ?= python3.11
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test install bench clean models models-parsers models-nmt models-reader
+.PHONY: demo test docs install bench clean models models-parsers models-nmt models-reader
 
 $(BIN)/python:
 	$(PY) -m venv $(VENV) || python3 -m venv $(VENV)
@@ -15,7 +16,7 @@ $(STAMP): $(BIN)/python pyproject.toml
 	$(BIN)/python -m pip install -q --upgrade pip
 	$(BIN)/python -m pip install -q torch==2.13.0
 	echo "torch==2.13.0" > $(VENV)/constraints.txt
-	$(BIN)/python -m pip install -q -c $(VENV)/constraints.txt -e ".[models,dev,gpu]"
+	$(BIN)/python -m pip install -q -c $(VENV)/constraints.txt -e ".[models,dev,gpu,docs]"
 	touch $(STAMP)
 
 install: $(STAMP)
@@ -25,6 +26,10 @@ demo: $(STAMP)
 
 test: $(STAMP)
 	$(BIN)/python -m pytest tests
+
+# a broken link, a missing page or an API reference that does not resolve fails the build
+docs: $(STAMP)
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict --site-dir site
 
 # The trained models that load by name (src/structattn/trained/, `structattn models`): train and ship them again
 # (results/make_models.sh; a finished run in runs/ is only shipped again). All three are committed; `models`
@@ -50,4 +55,4 @@ bench: $(STAMP)
 	$(BIN)/python benchmarks/nmt.py
 
 clean:
-	rm -rf $(VENV)
+	rm -rf $(VENV) site

@@ -49,7 +49,7 @@ def peak_bytes(fn) -> int:
     memory = [e["args"] for e in events if e.get("name") == "[memory]"]
     if not memory:
         return 0
-    # "Total Allocated" counts every byte still live that any profiler session saw allocated (earlier
+    # "Total Allocated" counts every byte still live that any profiler run saw allocated (earlier
     # variants' gradients too), so measure from the level just before this step's first allocation.
     start = memory[0]["Total Allocated"] - memory[0]["Bytes"]
     return max(0, *(m["Total Allocated"] - start for m in memory))

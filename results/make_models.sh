@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Build the trained models that load by name (issue 27; structattn.models.trained) into src/structattn/trained/:
+# Build the trained models that load by name (structattn.models.trained) into src/structattn/trained/:
 # train each with the settings of its results file, then results/ship_model.py saves it into the package, parses /
 # translates its test set with the shipped weights and writes its card (a reader: `structattn pack-reader` packs it,
 # measures its F1 cost and writes its card). `make models` runs `parsers` (the parsers

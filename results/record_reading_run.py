@@ -24,7 +24,7 @@ results/mctest/NAME.json` read; NAME.scores.json beside it holds every option's 
 question kind) and appends a line (its "task" names the task) to results/<file>.jsonl. With --predictions PRED.json the
 test predictions were made elsewhere (`structattn predict RUN/best --split test --output PRED.json`, e.g. on a GPU
 machine whose model did not come back): they are copied and scored, and RUN_DIR needs only trainer_state.json and
-train_config.json. With --stopped-log TRAIN_LOG (and --predictions) the run was stopped before its end by a time box
+train_config.json. With --stopped-log TRAIN_LOG (and --predictions) the run was stopped before its end by a wall-clock limit
 (results/run_reading_gpu.sh's TRAIN_SECONDS) and left no trainer_state.json: its dev evaluations are read from the
 trainer's own lines in TRAIN_LOG, and the line says so ("finished": false, "steps" = the last update the log shows,
 "planned_steps"). A line for NAME already there is replaced.
@@ -167,7 +167,7 @@ def main() -> None:
                     help="the saved model whose encoder the run kept (--model-parts encoder), when the config's model "
                          "is a path on another machine (e.g. /tmp/sa/reader on a GPU machine)")
     ap.add_argument("--stopped-log", type=Path, default=None,
-                    help="with --predictions: the train.log of a run its time box stopped (no trainer_state.json)")
+                    help="with --predictions: the train.log of a run its wall-clock limit stopped (no trainer_state.json)")
     args = ap.parse_args()
     if args.stopped_log is not None:
         if args.predictions is None:
@@ -212,7 +212,7 @@ def main() -> None:
             "test_predict_s": round(time.time() - t0, 1) if trainer is not None else None,
             "kernel": "+".join(state.get("extra", state).get("kernels", [])) or None,  # engine or earlier layout
             "config": train_cfg, "note": args.note}
-    if not state["finished"]:   # stopped by a time box: how far it got
+    if not state["finished"]:   # stopped by a wall-clock limit: how far it got
         line.update(finished=False, planned_steps=state["planned_steps"])
     from structattn.train.provenance import provenance
     from structattn.train.engine import device_description

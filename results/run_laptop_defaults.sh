@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The README's training commands with the laptop presets (issue 27), timed end to end (data preparation, spaCy
+# The README's training commands with the laptop presets, timed end to end (data preparation, spaCy
 # tagging, training, evaluation, test parse / translation): results/laptop_defaults.jsonl and results/laptop/.
 #   THREADS=2 bash results/run_laptop_defaults.sh [parsing|translation|transformer|all]
 # Each run starts in a fresh folder under runs/laptop/ (an earlier one is removed: a resumed run would not time

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The translation runs committed in results/nmt.jsonl (+ results/nmt/<run>.<split>.de) (issue 11): Multi30k
+# The translation runs committed in results/nmt.jsonl (+ results/nmt/<run>.<split>.de): Multi30k
 # En->De, the tiny configuration (4+4 layers, d 128, FFN 256, 4 heads, dropout 0.3), 2-core CPU, torch 2.13, two
 # lanes side by side with one thread each. A run whose line is already recorded is skipped; an interrupted run
 # resumes from its checkpoint (same --output-dir).

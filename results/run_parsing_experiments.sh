@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
-# The constituency-parsing runs committed in results/parsing.jsonl and results/parsing/*.test.trees (issue 12).
+# The constituency-parsing runs committed in results/parsing.jsonl and results/parsing/*.test.trees.
 # 2-core CPU, torch 2.13, two lanes side by side with one thread each (about 95 minutes). A run whose line is already in
 # parsing.jsonl is skipped; an interrupted run resumes from its checkpoint (same --output-dir).
 #
-# CPU configuration (not the paper's 512/1024 sizes, which would not train in a session here):
+# CPU configuration (not the paper's 512/1024 sizes, which would not train in hours on this CPU):
 #   d_model 128, 4 heads of 32, feed-forward 256, label MLP 128, dropouts 0.2, batch 32, Adam 1e-3 with 200
 #   warm-up steps, at most 12 epochs, early stopping after 4 epochs without dev-F1 gain.
 #   "plm" = all-MiniLM-L6-v2 kept FROZEN (feature-based; fine-tuning it for every row would not fit the

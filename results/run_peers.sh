@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Peers on our data with their own code (issue 27, part 5; results/PEERS.md): SuPar's CRF constituency parser and
+# Peers on our data with their own code (results/PEERS.md): SuPar's CRF constituency parser and
 # Joey NMT's Transformer. Everything the peers write (virtual environments, data files, models, logs) lives under
 # $PEERS (default /work/peers), outside the repository; only the scores, predictions and timings are committed.
 # One thread for every training and evaluation (OMP/MKL and the tools' own options).
@@ -8,7 +8,7 @@
 #   bash results/run_peers.sh data             # SuPar's tree files and Joey's BPE files, written by OUR readers
 #   bash results/run_peers.sh supar [EPOCHS]   # train (default 12 epochs: the CPU budget, as our BNA's), predict
 #                                              #   test, score; run again to resume an interrupted training
-#   bash results/run_peers.sh supar-speed      # test parse sentences/s, SuPar vs BNA, 1 thread, same session
+#   bash results/run_peers.sh supar-speed      # test parse sentences/s, SuPar vs BNA, 1 thread, one after the other
 #                                              #   (trains a 1-epoch BNA model for it first if none is there)
 #   bash results/run_peers.sh joeynmt-smoke    # 100 updates of Joey and of ours (transformer, hybrid_gate) at once
 #   bash results/run_peers.sh joeynmt          # the full Joey run (4,000 updates; hours on 1 CPU thread),

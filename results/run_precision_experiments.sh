@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# One short training run per trainer family in fp32 and in bf16 autocast, same seed and data (issue 29): the time
+# One short training run per trainer family in fp32 and in bf16 autocast, same seed and data: the time
 # per update and the final score of each, recorded by results/record_precision_runs.py into
 # results/precision_runs.jsonl and results/PRECISION.md. One CPU thread per run; the pairs run one after the other,
 # fp32 then bf16 of the same workload, so both see about the same machine load. A finished run is not trained

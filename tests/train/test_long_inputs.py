@@ -115,7 +115,7 @@ def test_long_inputs_is_a_flag():
     assert config_from_args(parser.parse_args(["--long-inputs", "windows"])).long_inputs == "windows"
 
 
-def test_rte_train_count_from_the_issue(tok, caplog):
+def test_rte_train_count_on_the_real_data(tok, caplog):
     """The issue's figure: 304 of 2,490 RTE train pairs do not fit in 128 tokens (all-MiniLM-L6-v2)."""
     from structattn.settings import data_dir_candidate
     from structattn.tasks import get_task
@@ -129,4 +129,4 @@ def test_rte_train_count_from_the_issue(tok, caplog):
                                parser_name="unused", training=True, split="train", show_progress=False)
     assert len(feats) == 2490
     message = "train: 304 of 2,490 examples longer than 128 tokens: truncated (9,054 sub-word tokens dropped)"
-    assert message in [r.getMessage() for r in caplog.records]  # quoted in README.md
+    assert message in [r.getMessage() for r in caplog.records]  # quoted in docs/sla.md

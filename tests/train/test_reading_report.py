@@ -128,7 +128,7 @@ def test_runs_on_a_readers_encoder_are_their_own_group():
             {"run": "b", "config": {"task": "squad2", "model_parts": "encoder", "model": "runs/reading/r-gpu/best"}},
             {"run": "c", "config": {"task": "squad2", "model_parts": "all"}},
             {"run": "d", "config": {"task": "squad2_plus11"}}, {"run": "e"},
-            {"run": "f", "config": {"task": "squad2_plus11"}, "train_device": "NVIDIA H100 80GB HBM3 (device tool)"},
+            {"run": "f", "config": {"task": "squad2_plus11"}, "train_device": "NVIDIA H100 80GB HBM3 (torch 2.11.0+cu130)"},
             {"run": "g", "config": {"task": "squad2", "model_parts": "encoder", "model": "/elsewhere/r-cpu"}}]
     assert [training_key(r) for r in runs] == ["squad2", "squad2_on_r-gpu", "squad2", "squad2_plus11", None,
                                                "squad2_plus11@nvidia", "squad2_on_r-cpu"]
@@ -188,7 +188,7 @@ def test_multiple_choice_runs_on_other_encoders_get_their_own_section(results):
     text = (results / "READING.md").read_text()
     assert text.count("## race_m: test accuracy (%); the encoder of the saved reader reader-") == 2
     assert text.count("sgnet, seed 1: Δ accuracy +") == 2
-    assert "sgnet, seed 1: stopped by its time box at update 2,689 of 3,178; its test figures are those of the " \
+    assert "sgnet, seed 1: stopped by its wall-clock limit at update 2,689 of 3,178; its test figures are those of the " \
            "model kept at update 2,400" in text
     same = [{k: v for k, v in x.items() if k != "encoder_from"} for x in first + second]  # one training: refused
     (results / "race.jsonl").write_text("".join(json.dumps(x) + "\n" for x in same))

@@ -366,7 +366,7 @@ def _training_title(title: str, task: str, runs: list[dict], trained_on: str | N
     """``title`` with what the runs were trained on (unless their own task alone) and the devices that trained them."""
     if trained_on is not None and (trained_on != task or trained_on in TRAINED_ON):
         title += f"; {describe_training(trained_on)}"
-    # train_device: trained elsewhere (a GPU lent by the device tool); else the line's device trained and recorded it
+    # train_device: trained on another machine (a GPU); else the line's device trained and recorded it
     for device in sorted({str(run.get("train_device") or run["device"]) for run in runs
                           if run.get("train_device") or run.get("device")}):
         title += f"; trained on {device}"
@@ -385,7 +385,7 @@ def mc_section(task: str, runs: list[dict], trained_on: str | None = None) -> st
         extra = [_fmt_mean([seeds[s][g] for s in ss]) if all(g in seeds[s] for s in ss) else "-" for g in groups]
         lines.append(f"| {variant} | {', '.join(map(str, ss))} | {', '.join(f'{x:.2f}' for x in acc)} | "
                      f"{_fmt_mean(acc)} | " + " | ".join(extra) + " |")
-    stopped = [f"- {r['variant']}, seed {r['seed']}: stopped by its time box at update {r['steps']:,} of "
+    stopped = [f"- {r['variant']}, seed {r['seed']}: stopped by its wall-clock limit at update {r['steps']:,} of "
                f"{r['planned_steps']:,}; its test figures are those of the model kept at update {r['best_step']:,}"
                for r in runs if r.get("finished") is False]
     return "\n".join(lines + ([""] + stopped if stopped else [])

@@ -123,8 +123,8 @@ def table1(runs: list[dict], references: dict[str, list[str]]) -> str:
                      f"{extra} | {_fmt(vals['test2016'])} | {delta} | {_fmt(vals['test2017'])} | "
                      f"{_fmt(vals['test2018'])} | {_fmt(vals['mscoco2017'])} | {speed} |")
     out = ("\n".join(lines) + "\n\nΔ: test2016 BLEU minus the transformer's of the same seed, the mean over "
-           "the variant's seeds. tokens/s: the runs' own training throughput, the mean over seeds; runs made in "
-           "different sessions ran on different machines, so compare speed in `bench_nmt_cpu.md` (one run, "
+           "the variant's seeds. tokens/s: the runs' own training throughput, the mean over seeds; runs made at "
+           "different times ran on different machines, so compare speed in `bench_nmt_cpu.md` (one run, "
            "interleaved), not in this column.\n")
     if pooled:
         out += ("\nOver seeds (the test for Table 1's cells): the mean over seeds of the paired Δ, one paired "

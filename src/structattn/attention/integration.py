@@ -634,7 +634,7 @@ def uninstall(model: nn.Module) -> nn.Module:
     return model
 
 
-# ============================================================================================ analysis helpers
+# ========================================================================================== analysis functions
 
 
 @contextlib.contextmanager

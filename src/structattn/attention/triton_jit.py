@@ -30,7 +30,7 @@ Accumulation is in float32 (float64 for float64 inputs); probabilities are cast 
 dS before dS k, dS^T q, as FlashAttention does. ``UPCAST`` (set under Triton's interpreter for bfloat16, whose
 ``tl.dot`` the interpreter does not compute correctly: it multiplies the raw bits) loads q, k, v, dO as float32
 and rounds P and dS to bfloat16 and back before their products: the products of bfloat16 values, exactly, as a
-tensor core computes them. (Helper functions are few and small on purpose: the interpreter re-patches
+tensor core computes them. (Called functions are few and small on purpose: the interpreter re-patches
 ``triton.language`` on every call of one, which dominates its run time.)
 """
 from __future__ import annotations

@@ -79,7 +79,8 @@ def window_candidates(start_logits: np.ndarray, end_logits: np.ndarray, token_wo
     """Every candidate span of one window, one entry per distinct word span with its best token pair.
 
     Args:
-        start_logits, end_logits: ``[T]`` float.
+        start_logits: ``[T]`` float.
+        end_logits: ``[T]`` float.
         token_word: ``[T]`` int, global word index or -1 (special) / -2 (padding).
         offset: global index of the first passage word.
         max_answer_length: most passage words a span may hold.
@@ -147,8 +148,9 @@ def predict_answers(questions: Sequence[QAContext], features: Sequence[Mapping],
     Args:
         questions: one :class:`QAContext` per question; ``feature["example_index"]`` indexes this list.
         features: one dict per window with ``token_word`` (``[T_f]``) and ``example_index``.
-        start_logits, end_logits: per window ``[T_f]`` (or longer: padded positions past ``T_f`` are ignored),
+        start_logits: per window ``[T_f]`` (or longer: padded positions past ``T_f`` are ignored),
             e.g. the rows of a ``[F, T]`` array.
+        end_logits: the same for the end.
         threshold: answer "" when ``na_score > threshold``; ``float("inf")`` never answers "" (the
             predictions without null that :func:`tune_threshold` needs).
         n_best: candidates kept per question in the n-best list.

@@ -1,4 +1,4 @@
-"""Multi-head helpers shared by the chart parser's attention layers (self-attention, BiMSA, NSA).
+"""Multi-head building blocks shared by the chart parser's attention layers (self-attention, BiMSA, NSA).
 
 Notation: b batch, T positions, H heads of size e. A sentence of ``L_b`` words is ``[START, w_1 .. w_{L_b}, STOP]``:
 positions 0 .. L_b + 1 are real, the rest padding. Masks are bool, True = may attend, ``[b, 1, T_q, T_k]``; a padded

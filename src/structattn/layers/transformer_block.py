@@ -92,7 +92,7 @@ def _sa(d_model: int, heads: int, d_head: int, attn_dropout: float, ngram: int) 
 
 
 def _bimsa(d_model: int, heads: int, d_head: int, attn_dropout: float, ngram: int) -> nn.Module:
-    from .bimsa import BiMSA  # bimsa imports the helpers above: a module-level import would be circular
+    from .bimsa import BiMSA  # bimsa imports the functions above: a module-level import would be circular
 
     return BiMSA(d_model, heads, d_head, attn_dropout)
 

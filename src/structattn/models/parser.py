@@ -203,7 +203,8 @@ class ChartParser(nn.Module):
         config: the architecture (its training fields are ignored here).
         labels: span labels, index 0 = "" (not a constituent); unary chains collapsed ("S::VP").
         tags: POS tags with an embedding (``config.pos != "none"``); other tags share the unknown-tag row.
-        words, chars: the CharWordEncoder vocabularies (``config.encoder == "none"``).
+        words: the CharWordEncoder's word vocabulary (``config.encoder == "none"``).
+        chars: the CharWordEncoder's character vocabulary (``config.encoder == "none"``).
         encoder: a ready :class:`PretrainedWordEncoder` (else one is loaded from ``config.encoder``).
     """
 

@@ -1,7 +1,7 @@
 """The translation model: a transformers MarianMT encoder-decoder made from scratch (its set-up, the joint
 BPE and the batches, is :mod:`structattn.heads.translation`).
 
-Route (the issue's preferred one): ``transformers.MarianMTModel`` built from a :class:`MarianConfig`
+Route: ``transformers.MarianMTModel`` built from a :class:`MarianConfig`
 (post-LayerNorm Transformer of Vaswani et al., sinusoidal positions, shared and tied embeddings), with the
 library's mechanism installed in the encoder self-attention of the chosen layers only
 (:func:`structattn.models.encoder.apply_mechanism`; decoder self- and cross-attention stay stock). Beam search
@@ -11,7 +11,7 @@ Sizes (:data:`SIZES`): ``tiny`` trains on a 2-core CPU (4+4 layers, d 128, FFN 2
 the size reported for Multi30k text-only baselines); ``base`` is the paper's (6+6, 512, FFN 2048, 8 heads,
 dropout 0.1) for GPUs.
 
-Variants (:data:`VARIANTS`, the names of the issue and of ``results/nmt.jsonl``) map onto mechanisms:
+Variants (:data:`VARIANTS`, the names of ``results/nmt.jsonl``) map onto mechanisms:
 ``transformer`` is the stock model (no mechanism installed), the others a registry mechanism in the
 lowest 2 encoder layers (``layers`` option).
 """

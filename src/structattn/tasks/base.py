@@ -135,7 +135,7 @@ class TaskSpec:
 
 
 # --------------------------------------------------------------------------------------------
-# helpers for readers
+# shared by the readers
 
 
 def read_lines(path: Path) -> list[str]:

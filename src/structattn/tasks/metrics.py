@@ -49,7 +49,7 @@ from typing import Iterable, Sequence
 import numpy as np
 
 # --------------------------------------------------------------------------------------------
-# helpers
+# shared pieces
 
 
 def _as_list(values, name: str) -> list:

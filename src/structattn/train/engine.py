@@ -73,9 +73,9 @@ class EngineState:
     history: list = field(default_factory=list)  # one entry per evaluation (the family's, plus train_loss)
     finished: bool = False
     num_processes: int = 1  # processes that wrote it: the batches and RNG files depend on it
-    train_seconds: float = 0.0  # time in updates (no evaluation, no checkpoints), all sessions
+    train_seconds: float = 0.0  # time in updates (no evaluation, no checkpoints), resumes included
     epoch_seconds: list = field(default_factory=list)  # update time of each finished epoch
-    elapsed_seconds: float = 0.0  # wall time of all sessions up to the last checkpoint
+    elapsed_seconds: float = 0.0  # wall time up to the last checkpoint, resumes included
     extra: dict = field(default_factory=dict)  # the family's own records (JSON values)
 
 
@@ -94,7 +94,7 @@ def device_description(device: torch.device) -> str:
 
 def _allow_precision(mixed: str) -> None:
     """Let this process's next Accelerator use ``mixed`` precision: Accelerate keeps one state per process and
-    refuses another precision once set (a second run in one Python session), so forget it then, keeping the
+    refuses another precision once set (a second run in one Python process), so forget it then, keeping the
     process group of a distributed launch."""
     from accelerate.state import AcceleratorState
 
@@ -423,7 +423,7 @@ class Engine:
                 "best": self.state.best}
 
     def elapsed(self) -> float:
-        """Wall time of all sessions of the run so far."""
+        """Wall time of the run so far, resumes included."""
         return self.state.elapsed_seconds + time.time() - self.session_start
 
 

@@ -205,7 +205,7 @@ def prepare_data(config: NMTConfig, tokenizer, train, dev, tests, mechanism) -> 
     return data
 
 
-# ---------------------------------------------------------------------------------------------- helpers
+# ------------------------------------------------------------------------------------ supporting functions
 
 
 def _label_smoothed_loss(logits: torch.Tensor, labels: torch.Tensor, smoothing: float) -> tuple[torch.Tensor, int]:
