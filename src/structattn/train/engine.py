@@ -54,6 +54,7 @@ from ..errors import UserError
 from ..io import atomic_write_json
 from .checkpoint import AtomicDir, load_model_tensors, model_tensors, recover_atomic_dirs, rng_json, set_rng_json
 from .config import check_precision
+from .output_lock import hold_output_dir
 
 CHECKPOINT = "checkpoint"
 FAULT_ENV = "STRUCTATTN_KILL_AT_STEP"
@@ -124,6 +125,7 @@ class Engine:
         _allow_precision(mixed)
         self.acc = Accelerator(cpu=not on_gpu, mixed_precision=mixed)
         self.out, self.ckpt = Path(output_dir), Path(output_dir) / CHECKPOINT
+        self.output_lock = hold_output_dir(self.out) if self.acc.is_main_process else None  # one trainer a folder
         self.seed_value, self.deterministic, self.precision = seed, deterministic, precision
         self.grad_accum, self.clip_norm = grad_accum, clip_norm
         self.checkpoint_every, self.checkpoints = checkpoint_every, checkpoints
