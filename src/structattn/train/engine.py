@@ -231,13 +231,15 @@ class Engine:
         if self.is_main:
             staging.begin()
         acc.wait_for_everyone()
-        atomic_write_json(staging.tmp / f"rng-{acc.process_index}.json",
-                          {**rng_json(), "running_loss": [float(self.running[0]), self.running[1]]})
-        if self.is_main:
-            save_file(model_tensors(self.model), str(staging.tmp / "model.safetensors"))
-            scaler = self.scaler.state_dict() if self.scaler.is_enabled() else {}
-            torch.save({"optimizer": self.optimizer.state_dict(), "scaler": scaler}, staging.tmp / "tensors.pt")
-            atomic_write_json(staging.tmp / "state.json", dataclasses.asdict(state))
+        with staging.writing():  # a full disk: one line, the temporary folder removed, checkpoint/ kept
+            atomic_write_json(staging.tmp / f"rng-{acc.process_index}.json",
+                              {**rng_json(), "running_loss": [float(self.running[0]), self.running[1]]})
+            if self.is_main:
+                save_file(model_tensors(self.model), str(staging.tmp / "model.safetensors"))
+                scaler = self.scaler.state_dict() if self.scaler.is_enabled() else {}
+                with open(staging.tmp / "tensors.pt", "wb") as fh:  # Python's file: ENOSPC stays an errno
+                    torch.save({"optimizer": self.optimizer.state_dict(), "scaler": scaler}, fh)
+                atomic_write_json(staging.tmp / "state.json", dataclasses.asdict(state))
         acc.wait_for_everyone()
         if self.is_main:
             staging.commit()
