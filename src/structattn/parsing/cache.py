@@ -63,17 +63,16 @@ DATABASE = "parses.sqlite3"
 DEFAULT_FLUSH_ITEMS = 4096
 BUSY_TIMEOUT_S = 120.0  # how long a writer waits for another process's transaction
 _IN_CHUNK = 500  # keys per SELECT ... IN (...): below SQLite's limit on bound parameters
+_SCAN_KEYS = 5000  # more keys than this are read in one pass over their namespace
 
 # parse_fn(items, indices) -> one passage (list[Parse]) per item, in order; indices are the items'
 # positions in the whole input (used in sentence ids).
 ParseFn = Callable[[list, list[int]], Iterable[list[Parse]]]
 
 _SCHEMA = """
-CREATE TABLE IF NOT EXISTS meta (name TEXT PRIMARY KEY, value TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS namespaces (id TEXT PRIMARY KEY, fingerprint TEXT, kind TEXT, options TEXT NOT NULL,
                                        last_used REAL NOT NULL);
-CREATE TABLE IF NOT EXISTS entries (key TEXT PRIMARY KEY, namespace TEXT NOT NULL, payload BLOB NOT NULL)
-    WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS entries (key TEXT PRIMARY KEY, namespace TEXT NOT NULL, payload BLOB NOT NULL);
 CREATE INDEX IF NOT EXISTS entries_by_namespace ON entries (namespace);
 """
 
@@ -232,7 +231,7 @@ class ParseCache:
             # Loading makes millions of small acyclic objects; with the cyclic GC running it would rescan
             # them over and over (half of the load time on SST-2), so it is paused meanwhile.
             with _gc_paused():
-                found, bad = _load(conn, set(keys)) if conn is not None else ({}, set())
+                found, bad = _load(conn, ns, set(keys)) if conn is not None else ({}, set())
                 for index, key in enumerate(keys):
                     if key in found:
                         try:
@@ -312,15 +311,20 @@ class ParseCache:
 
 
 # ---------------------------------------------------------------------- loading
-def _load(conn: sqlite3.Connection, keys: set[str]) -> tuple[dict[str, list], set[str]]:
+def _load(conn: sqlite3.Connection, ns: Namespace, keys: set[str]) -> tuple[dict[str, list], set[str]]:
     """Decoded entries (rows, see :func:`_passage`) of the ``keys`` found, and the keys whose payload is not
     JSON (damaged)."""
     payloads: dict[str, bytes] = {}
-    wanted = sorted(keys)
-    for start in range(0, len(wanted), _IN_CHUNK):
-        chunk = wanted[start:start + _IN_CHUNK]
-        rows = conn.execute(f"SELECT key, payload FROM entries WHERE key IN ({','.join('?' * len(chunk))})", chunk)
-        payloads.update((key, bytes(payload)) for key, payload in rows)
+    if len(keys) > _SCAN_KEYS:  # many keys: one pass over the namespace beats many lookups
+        rows = conn.execute("SELECT key, payload FROM entries WHERE namespace = ?", (ns.id,))
+        payloads.update((key, payload) for key, payload in rows if key in keys)
+    else:
+        wanted = sorted(keys)
+        for start in range(0, len(wanted), _IN_CHUNK):
+            chunk = wanted[start:start + _IN_CHUNK]
+            rows = conn.execute(f"SELECT key, payload FROM entries WHERE key IN ({','.join('?' * len(chunk))})",
+                                chunk)
+            payloads.update(rows)
     try:
         return decode_entries(payloads), set()
     except ValueError:  # one is damaged: decode one by one to find which
