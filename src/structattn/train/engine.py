@@ -125,7 +125,8 @@ class Engine:
         _allow_precision(mixed)
         self.acc = Accelerator(cpu=not on_gpu, mixed_precision=mixed)
         self.out, self.ckpt = Path(output_dir), Path(output_dir) / CHECKPOINT
-        self.output_lock = hold_output_dir(self.out) if self.acc.is_main_process else None  # one trainer a folder
+        # one trainer per folder: refused here when the folder exists, else when begin() creates it
+        self.output_lock = hold_output_dir(self.out, create=False) if self.acc.is_main_process else None
         self.seed_value, self.deterministic, self.precision = seed, deterministic, precision
         self.grad_accum, self.clip_norm = grad_accum, clip_norm
         self.checkpoint_every, self.checkpoints = checkpoint_every, checkpoints
@@ -172,6 +173,7 @@ class Engine:
         other ``settings`` (recorded by :meth:`prepare`, once the family has read its data without error)."""
         if self.is_main:
             self.out.mkdir(parents=True, exist_ok=True)
+            self.output_lock = self.output_lock or hold_output_dir(self.out)  # before repairing: no other writer
             for folder in recover_atomic_dirs(self.out):
                 print(f"restored {folder}: a previous run was killed while replacing it", file=sys.stderr)
         self.acc.wait_for_everyone()

@@ -40,12 +40,15 @@ class OutputDirLock:
         self._finalizer()
 
 
-def hold_output_dir(output_dir: str | Path) -> OutputDirLock:
-    """Create ``output_dir`` and lock it for this process; :class:`UserError` naming the holder when another
-    process has it. Keep the returned object as long as the run writes to the folder."""
+def hold_output_dir(output_dir: str | Path, create: bool = True) -> OutputDirLock | None:
+    """Lock ``output_dir`` for this process (creating it; with ``create=False`` None when it does not exist);
+    :class:`UserError` naming the holder when another process has it. Keep the returned object as long as the
+    run writes to the folder."""
     from filelock import FileLock, Timeout
 
     folder = Path(output_dir)
+    if not create and not folder.is_dir():
+        return None
     folder.mkdir(parents=True, exist_ok=True)
     path = (folder / LOCK_NAME).resolve()
     held = _held.get(str(path))
