@@ -51,7 +51,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from .. import settings
-from .cache_migration import mark_migrated, read_old_namespaces
+from .cache_migration import OLD_DIR, mark_migrated, read_old_namespaces
 from .record import Parse
 
 log = logging.getLogger(__name__)
@@ -450,7 +450,7 @@ def cache_info(directory: str | Path | None = None) -> CacheInfo:
     if not directory.is_dir():
         return CacheInfo(directory, [], [])
     namespaces = []
-    if (directory / DATABASE).exists() or read_old_namespaces(directory, FORMAT_NAME):
+    if (directory / DATABASE).exists() or (directory / OLD_DIR).is_dir():
         conn = open_store(directory)
         try:
             namespaces = _namespaces(conn)
@@ -496,12 +496,11 @@ def prune(directory: str | Path | None = None, *, remove_all: bool = False, days
             continue
         doomed.append(ns.id)
         removed.append(Removed(f"{info.directory / DATABASE} namespace {ns.id}", ns.bytes, ns.entries, reason))
-    for item in removed[:len(info.others)]:
-        path = Path(item.what)
-        if path.is_dir():
-            shutil.rmtree(path)
+    for other in info.others:
+        if other.path.is_dir():
+            shutil.rmtree(other.path)
         else:
-            path.unlink()
+            other.path.unlink()
     if doomed:
         conn = open_store(info.directory)
         try:

@@ -29,10 +29,6 @@ class OutputDirLock:
         self._finalizer = weakref.finalize(self, lock.release, force=True)
 
     @property
-    def path(self) -> Path:
-        return Path(self._lock.lock_file)
-
-    @property
     def locked(self) -> bool:
         return self._lock.is_locked
 
