@@ -1,7 +1,9 @@
 """Text in and out (lowest layer: any module may use it).
 
 * Writing is atomic: a file is written to a temporary name beside it, synced and renamed into place, so a
-  process killed at any moment leaves the old file or the new one, never half of one.
+  process killed at any moment leaves the old file or the new one, never half of one. A full disk (``ENOSPC``,
+  or a quota) removes the temporary file and raises :class:`DiskFull`: one line naming the file, the space it
+  needs and the space free (:func:`is_disk_full` also recognises it inside torch's and safetensors' errors).
 * Reading user text (:func:`decode_lines`, :func:`read_input_lines`): strict UTF-8, a leading byte-order mark
   dropped, lines split on ``\\n`` only; bytes that are not UTF-8 raise :class:`~structattn.errors.UserError`
   naming the file (or ``<stdin>``), the 1-based line and what to do. Commands that read text from a file or
@@ -9,8 +11,10 @@
 """
 from __future__ import annotations
 
+import errno
 import json
 import os
+import shutil
 import sys
 import tempfile
 from pathlib import Path
@@ -24,17 +28,76 @@ STDIN = "<stdin>"
 def atomic_write_text(path: Path, text: str) -> None:
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
+    data = text.encode("utf-8")
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            fh.write(text)
-            fh.flush()
-            os.fsync(fh.fileno())
+        try:
+            write_all(fd, data)
+            os.fsync(fd)
+        finally:
+            os.close(fd)
         os.replace(tmp, path)
-    except BaseException:
+    except BaseException as exc:
         if os.path.exists(tmp):
             os.unlink(tmp)
+        if isinstance(exc, OSError) and is_disk_full(exc):
+            raise DiskFull(disk_full_message(path, len(data))) from exc
         raise
+
+
+def write_all(fd: int, data: bytes) -> None:
+    """``os.write`` until every byte of ``data`` is written (a write may take only part of it)."""
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view):]
+
+
+# ---------------------------------------------------------------------------------------------- full disk
+class DiskFull(UserError):
+    """No space left (or over quota) while writing; the message names the path and the space needed."""
+
+
+_DISK_FULL_ERRNOS = {errno.ENOSPC, errno.EDQUOT}
+# how Rust's std::io (safetensors) and C's strerror spell ENOSPC inside other libraries' messages
+_DISK_FULL_TEXTS = ("No space left on device", "os error 28", "Disk quota exceeded", "os error 122", "StorageFull")
+
+
+def is_disk_full(exc: BaseException) -> bool:
+    """Whether ``exc``, or an exception it was raised from or during, is a full disk: an ``OSError`` with
+    ``ENOSPC``/``EDQUOT`` (torch.save to a Python file raises RuntimeError "unexpected pos" *during* it), or a
+    library's message saying so (safetensors)."""
+    seen = set()
+    while exc is not None and id(exc) not in seen:
+        seen.add(id(exc))
+        if isinstance(exc, DiskFull) or (isinstance(exc, OSError) and exc.errno in _DISK_FULL_ERRNOS):
+            return True
+        if any(text in str(exc) for text in _DISK_FULL_TEXTS):
+            return True
+        exc = exc.__cause__ or exc.__context__
+    return False
+
+
+def free_bytes(path: Path) -> int | None:
+    """Bytes free to this user on the device holding ``path`` (its nearest existing folder); None if unknown."""
+    folder = Path(path)
+    while not folder.exists() and folder != folder.parent:
+        folder = folder.parent
+    try:
+        return shutil.disk_usage(folder).free
+    except OSError:
+        return None
+
+
+def megabytes(n: int) -> str:
+    return f"{n / 1e6:,.1f} MB"
+
+
+def disk_full_message(path: Path, needed: int, kept: str = "") -> str:
+    """One line: the path, the space it needs, the space free, what was kept, what to do."""
+    free = free_bytes(path)
+    free_text = f"{megabytes(free)} free there" if free is not None else "free space unknown"
+    return (f"no space left on the device writing {path}: it needs about {megabytes(needed)} ({free_text}); "
+            f"the temporary files were removed{kept}. Free some space, or write to another folder")
 
 
 def atomic_write_json(path: Path, obj) -> None:

@@ -396,7 +396,7 @@ def test_native_load_falls_back_when_the_build_lock_stays_taken(tmp_path):
 
 
 @pytest.mark.slow
-def test_native_build_removes_a_stale_torch_lock(tmp_path):
+def test_native_build_removes_a_stale_torch_lock_and_is_announced_once(tmp_path):
     # A build killed halfway leaves torch's FileBaton `lock` in the build folder; torch would wait on it forever.
     if os.environ.get("STRUCTATTN_NO_NATIVE") == "1":
         pytest.skip("native kernel disabled by STRUCTATTN_NO_NATIVE=1")
@@ -412,3 +412,6 @@ def test_native_build_removes_a_stale_torch_lock(tmp_path):
     assert res.stdout.startswith("LOADED"), res.stdout + res.stderr
     assert not stale.exists()
     assert "removed the stale build lock" in res.stderr
+    assert "building the fused CPU attention kernel in " + str(stale.parent) in res.stderr  # announced before it
+    again = _load_in_subprocess(tmp_path, timeout=300)  # the same installation: loaded, not built again
+    assert again.stdout.startswith("LOADED") and "building the fused" not in again.stderr, again.stderr

@@ -1,17 +1,21 @@
-"""Parse cache: content-addressed per item (subsets and supersets reuse it), corrupt/truncated/stale
-entries and buckets parsed again with a warning, atomic writes, info and prune."""
+"""Parse cache: content-addressed per item (subsets and supersets reuse it), damaged entries and databases parsed
+again with a warning, two writer processes keeping every entry, format 2 migrated once, info and prune."""
 from __future__ import annotations
 
+import hashlib
 import json
 import logging
-import os
+import multiprocessing
+import sqlite3
+import sys
 import time
+from pathlib import Path
 
 import pytest
 
 from structattn.parsing import Parse, ParseCache, parse_cached
 from structattn.parsing import cache as cache_mod
-from structattn.parsing.cache import cache_info, prune, write_atomic
+from structattn.parsing.cache import cache_info, prune
 
 FP = "fake-parser v1"
 
@@ -55,20 +59,13 @@ def fresh(items):
     return [list(p) for p in FakeParser()(items, list(range(len(items))))]
 
 
-def bucket_of(cache: ParseCache, item, fp=FP, kind="words"):
-    key = cache.key(item, fp, kind)
-    return cache.namespace(fp, kind).bucket_path(key[:cache_mod.BUCKET_DIGITS])
-
-
-def sharing_bucket(cache: ParseCache, index: int) -> list[int]:
-    """Indices of the ITEMS whose entries are in the same bucket file as ITEMS[index]."""
-    return [i for i in range(len(ITEMS)) if bucket_of(cache, ITEMS[i]) == bucket_of(cache, ITEMS[index])]
-
-
-def last_entry_index(cache: ParseCache, path) -> int:
-    """Index in ITEMS of the item whose entry is the last line of bucket file ``path``."""
-    key = path.read_bytes().rstrip(b"\n").split(b"\n")[-1][:64].decode()
-    return next(i for i in range(len(ITEMS)) if cache.key(ITEMS[i], FP, "words") == key)
+def sql(cache: ParseCache, statement: str, *params):
+    """Run one statement on the cache's database (to damage or age it as time and faults would)."""
+    conn = sqlite3.connect(cache.path, isolation_level=None)
+    try:
+        return conn.execute(statement, params).fetchall()
+    finally:
+        conn.close()
 
 
 def all_files(cache: ParseCache):
@@ -146,115 +143,124 @@ def test_new_fingerprint_parses_again(cache):
     assert parser.parsed == list(range(10))
 
 
-def _flip_byte(path, offset_from_end=5):
-    data = bytearray(path.read_bytes())
-    data[-offset_from_end] ^= 0x01
-    path.write_bytes(bytes(data))
-
-
-@pytest.mark.parametrize("damage, reason, whole_bucket", [
-    (lambda p: _flip_byte(p), "checksum", False),  # in the last entry
-    (lambda p: p.write_bytes(p.read_bytes()[:-15]), "checksum", False),  # the last entry cut short
-    (lambda p: p.write_bytes(p.read_bytes()[:30]), "truncated", True),  # cut inside the header line
-    (lambda p: p.write_bytes(b""), "truncated", True),
-    (lambda p: p.write_bytes(b"\x00\xff garbage\n" + p.read_bytes()), "corrupt header", True),
-])
-def test_corrupt_entry_or_bucket_is_parsed_again_with_a_warning(cache, caplog, damage, reason, whole_bucket):
+def test_damaged_entry_is_parsed_again_with_a_warning(cache, caplog):
     first = cache.get_or_parse(ITEMS, FakeParser(), FP, "words")
-    damaged = bucket_of(cache, ITEMS[5])
-    expected = sharing_bucket(cache, 5) if whole_bucket else [last_entry_index(cache, damaged)]
-    assert len(expected) < len(ITEMS)
-    damage(damaged)
+    sql(cache, "UPDATE entries SET payload = ? WHERE key = ?", b'[[1,"",["w3"', cache.key(ITEMS[3], FP, "words"))
     parser = FakeParser()
     with caplog.at_level(logging.WARNING, logger="structattn.parsing.cache"):
         again = cache.get_or_parse(ITEMS, parser, FP, "words")
-    assert again == first
-    assert parser.parsed == expected  # only the damaged items
-    assert cache.last_stats.rebuilt == len(expected) and cache.last_stats.hits == 10 - len(expected)
-    assert any(damaged.name in r.getMessage() and reason in r.getMessage() for r in caplog.records)
-    # and it was rewritten: a third run is all hits
-    cache.get_or_parse(ITEMS, FakeParser(), FP, "words")
+    assert again == first and parser.parsed == [3]  # only the damaged item
+    assert cache.last_stats.rebuilt == 1 and cache.last_stats.hits == 9
+    assert "1 entries are not valid JSON" in caplog.text
+    cache.get_or_parse(ITEMS, FakeParser(), FP, "words")  # and it was replaced: a third run is all hits
     assert cache.last_stats.hits == 10
 
 
-def test_corrupt_entry_among_good_ones_costs_only_that_item(tmp_path, caplog):
+def test_damaged_entry_among_many_costs_only_that_item(tmp_path, caplog):
     cache = ParseCache(tmp_path)
-    items = [[f"x{i}"] for i in range(600)]  # many entries per bucket
+    items = [[f"x{i}"] for i in range(600)]  # more than one SELECT chunk
     cache.get_or_parse(items, FakeParser(), FP, "words")
-    path = next(p for p in sorted(cache.folder(FP, "words").glob("*.jsonl")) if len(p.read_bytes().split(b"\n")) > 4)
-    lines = path.read_bytes().split(b"\n")
-    lines[2] = lines[2].replace(b'"X"', b'"Y"')  # a silent bit of rot in the second entry
-    path.write_bytes(b"\n".join(lines))
+    sql(cache, "UPDATE entries SET payload = CAST(REPLACE(CAST(payload AS TEXT), '\"X\"', '\"X') AS BLOB) "
+               "WHERE key = ?", cache.key(items[1], FP, "words"))
     parser = FakeParser()
     with caplog.at_level(logging.WARNING, logger="structattn.parsing.cache"):
         out = cache.get_or_parse(items, parser, FP, "words")
-    assert len(parser.parsed) == 1 and out == fresh(items)
-    assert "1 entries fail their checksum" in caplog.text
+    assert parser.parsed == [1] and out == fresh(items)
 
 
-def test_entry_with_a_valid_check_but_malformed_content_is_parsed_again(cache, caplog):
-    import hashlib
-
+def test_entry_with_valid_json_but_malformed_content_is_parsed_again(cache, caplog):
     first = cache.get_or_parse(ITEMS, FakeParser(), FP, "words")
-    path = bucket_of(cache, ITEMS[3])
-    key = cache.key(ITEMS[3], FP, "words").encode()
     payload = b'[[1,"",["w3"],[0,0],["root"],["X"]]]'  # two heads for one word
-    check = hashlib.sha256(key + b" " + payload).hexdigest()[:16].encode()
-    lines = [line for line in path.read_bytes().split(b"\n") if not line.startswith(key)]
-    path.write_bytes(b"\n".join(lines) + key + b" " + check + b" " + payload + b"\n")
+    sql(cache, "UPDATE entries SET payload = ? WHERE key = ?", payload, cache.key(ITEMS[3], FP, "words"))
     parser = FakeParser()
     with caplog.at_level(logging.WARNING, logger="structattn.parsing.cache"):
         assert cache.get_or_parse(ITEMS, parser, FP, "words") == first
     assert parser.parsed == [3] and cache.last_stats.rebuilt == 1 and "malformed" in caplog.text
 
 
-def _rewrite_header(path, **changes):
-    header_line, payload = path.read_bytes().split(b"\n", 1)
-    header = json.loads(header_line)
-    header.update(changes)
-    path.write_bytes(json.dumps(header).encode() + b"\n" + payload)
-
-
-@pytest.mark.parametrize("changes, reason", [
-    ({"fingerprint": "fake-parser v0"}, "stale"),
-    ({"version": 1}, "stale"),
-    ({"namespace": "0" * 32}, "namespace"),
-    ({"bucket": "zz"}, "bucket"),
-])
-def test_stale_bucket_header_is_parsed_again(cache, caplog, changes, reason):
-    cache.get_or_parse(ITEMS, FakeParser(), FP, "words")
-    _rewrite_header(bucket_of(cache, ITEMS[0]), **changes)  # entries still intact: only the header is wrong
+def test_unreadable_database_is_set_aside_and_everything_parsed_again(cache, caplog):
+    first = cache.get_or_parse(ITEMS, FakeParser(), FP, "words")
+    cache.path.write_bytes(b"\x00\xff not a database" * 100)
     parser = FakeParser()
     with caplog.at_level(logging.WARNING, logger="structattn.parsing.cache"):
-        cache.get_or_parse(ITEMS, parser, FP, "words")
-    assert parser.parsed == sharing_bucket(cache, 0)
-    assert any(reason in r.getMessage() for r in caplog.records)
-
-
-def test_missing_bucket_is_parsed(cache):
+        assert cache.get_or_parse(ITEMS, parser, FP, "words") == first
+    assert parser.parsed == list(range(10)) and "is unusable" in caplog.text
+    aside = [p.name for p in cache.directory.iterdir() if ".corrupt-" in p.name]
+    assert len(aside) == 1 and [o.path.name for o in cache_info(cache.directory).others] == aside
     cache.get_or_parse(ITEMS, FakeParser(), FP, "words")
-    bucket_of(cache, ITEMS[8]).unlink()
+    assert cache.last_stats.hits == 10
+
+
+def test_deleted_entry_is_parsed(cache):
+    cache.get_or_parse(ITEMS, FakeParser(), FP, "words")
+    sql(cache, "DELETE FROM entries WHERE key = ?", cache.key(ITEMS[8], FP, "words"))
     parser = FakeParser()
     cache.get_or_parse(ITEMS, parser, FP, "words")
-    assert parser.parsed == sharing_bucket(cache, 8) and cache.last_stats.misses == len(parser.parsed)
+    assert parser.parsed == [8] and cache.last_stats.misses == 1
 
 
-def test_write_atomic_leaves_nothing_on_error(tmp_path):
-    target = tmp_path / "out" / "file.jsonl"
+def test_the_database_is_in_wal_mode(cache):
+    cache.get_or_parse(ITEMS, FakeParser(), FP, "words")
+    assert sql(cache, "PRAGMA journal_mode") == [("wal",)]
 
-    def chunks():
-        yield b"partial data\n"
-        raise RuntimeError("disk on fire")
 
-    with pytest.raises(RuntimeError):
-        write_atomic(target, chunks())
-    assert list((tmp_path / "out").iterdir()) == []
+def test_two_writer_processes_keep_every_entry(tmp_path):
+    # Two processes add 400 new items each into one cache, in calls of 100 written every 7 items, so their
+    # transactions interleave many times; every entry must be there afterwards.
+    sys.path.insert(0, str(Path(__file__).parent))
+    from cache_writers import add_items, chain_parse, writer_items
 
-    write_atomic(target, [b"old\n"])
-    with pytest.raises(RuntimeError):
-        write_atomic(target, chunks())
-    assert target.read_bytes() == b"old\n"  # the old file survives a failed rewrite
-    assert [p.name for p in (tmp_path / "out").iterdir()] == ["file.jsonl"]
+    directory, count = tmp_path / "cache", 400
+    ctx = multiprocessing.get_context("spawn")
+    with ctx.Pool(2) as pool:
+        results = pool.starmap(add_items, [(str(directory), w, count, 7, 100) for w in (0, 1)])
+    assert results == [(count, 0), (count, 0)]  # each saw all its items as new and every write succeeded
+    everything = writer_items(0, count) + writer_items(1, count)
+    cache, parser = ParseCache(directory), FakeParser()
+    out = cache.get_or_parse(everything, parser, "fake-parser v1", "words")
+    assert parser.calls == [] and cache.last_stats.hits == 2 * count
+    assert out == [list(p) for p in chain_parse(everything, list(range(2 * count)))]
+
+
+def _write_format_2(directory: Path, fingerprint: str, kind: str, entries: dict[str, bytes], damaged: str) -> Path:
+    """A format-2 namespace folder as earlier versions wrote it: namespace.json and checksummed bucket files
+    (``damaged``: the key of one entry written with a wrong check)."""
+    ns = cache_mod.Namespace(fingerprint, kind, {})
+    folder = directory / "v2" / ns.id
+    folder.mkdir(parents=True)
+    (folder / "namespace.json").write_text(json.dumps({"format": "structattn-parses", "version": 2, "namespace": ns.id,
+                                                       "fingerprint": fingerprint, "kind": kind, "options": {}}))
+    for bucket in sorted({key[0] for key in entries}):
+        header = {"format": "structattn-parses", "version": 2, "namespace": ns.id, "fingerprint": fingerprint,
+                  "kind": kind, "bucket": bucket}
+        lines = [json.dumps(header, separators=(",", ":")).encode()]
+        for key, payload in entries.items():
+            if key[0] == bucket:
+                check = hashlib.sha256(key.encode() + b" " + payload).hexdigest()[:16].encode()
+                lines.append(key.encode() + b" " + (b"0" * 16 if key == damaged else check) + b" " + payload)
+        (folder / f"{bucket}.jsonl").write_bytes(b"\n".join(lines) + b"\n")
+    return folder
+
+
+def test_format_2_is_migrated_once_with_the_same_keys(tmp_path, caplog):
+    directory = tmp_path / "cache"
+    ns = cache_mod.Namespace(FP, "words", {})
+    entries = {ns.key(item): json.dumps(cache_mod._rows(passage, i), separators=(",", ":")).encode()
+               for i, (item, passage) in enumerate(zip(ITEMS, fresh(ITEMS)))}
+    _write_format_2(directory, FP, "words", entries, damaged=ns.key(ITEMS[4]))
+    cache, parser = ParseCache(directory), FakeParser()
+    with caplog.at_level(logging.WARNING, logger="structattn.parsing.cache"):
+        out = cache.get_or_parse(ITEMS, parser, FP, "words")
+    assert out == fresh(ITEMS) and parser.parsed == [4]  # 9 entries found under their old keys; 1 failed its check
+    assert "moved 9 entries of 1 parser namespaces" in caplog.text and "1 damaged entries skipped" in caplog.text
+    assert not (directory / "v2").exists() and (directory / "v2.migrated").is_dir()
+    caplog.clear()
+    with caplog.at_level(logging.WARNING, logger="structattn.parsing.cache"):
+        cache.get_or_parse(ITEMS, FakeParser(), FP, "words")
+    assert cache.last_stats.hits == 10 and "moved" not in caplog.text  # once
+    assert [o.path.name for o in cache_info(directory).others] == ["v2.migrated"]
+    prune(directory)
+    assert not (directory / "v2.migrated").exists() and cache.get_or_parse(ITEMS, FakeParser(), FP, "words")
 
 
 def test_crash_mid_parse_keeps_written_entries_and_resumes(cache):
@@ -266,15 +272,13 @@ def test_crash_mid_parse_keeps_written_entries_and_resumes(cache):
     assert parser.parsed == [8, 9] and cache.last_stats.hits == 8  # written every 4 items
 
 
-def test_unwritable_cache_still_returns_results(cache, monkeypatch, caplog):
-    def fail(*args, **kwargs):
-        raise OSError("read-only file system")
-
-    monkeypatch.setattr(cache_mod, "write_atomic", fail)
+def test_unwritable_cache_still_returns_results(tmp_path, caplog):
+    (tmp_path / "cache").write_text("a file where the cache folder should be")
+    cache = ParseCache(tmp_path / "cache")
     with caplog.at_level(logging.WARNING, logger="structattn.parsing.cache"):
         out = cache.get_or_parse(ITEMS, FakeParser(), FP, "words")
     assert out == fresh(ITEMS) and cache.last_stats.write_errors > 0
-    assert "could not write" in caplog.text
+    assert "parsing without the cache" in caplog.text
 
 
 def test_entry_round_trip_keeps_everything(cache):
@@ -335,7 +339,7 @@ def test_prune_removes_other_formats_and_keeps_the_rest(cache):
     cache.get_or_parse(ITEMS, FakeParser(), FP, "words")
     old = _old_format_folder(cache)
     removed = prune(cache.directory)
-    assert [r.path for r in removed] == [old] and not old.exists()
+    assert [r.what for r in removed] == [str(old)] and not old.exists()
     parser = FakeParser()
     cache.get_or_parse(ITEMS, parser, FP, "words")
     assert parser.parsed == []
@@ -348,11 +352,9 @@ def test_prune_keep_fingerprints_days_and_all(cache):
     assert [(r.entries, "old parser" in r.reason) for r in removed] == [(10, True)]
     assert [n.fingerprint for n in cache_info(cache.directory).namespaces] == [FP]
 
-    meta = cache.folder(FP, "words") / "namespace.json"
-    ten_days_ago = time.time() - 10 * 86400
-    os.utime(meta, (ten_days_ago, ten_days_ago))
-    assert prune(cache.directory, days=11) == []
-    assert [r.entries for r in prune(cache.directory, days=9)] == [10]
+    in_ten_days = time.time() + 10 * 86400
+    assert prune(cache.directory, days=11, now=in_ten_days) == []
+    assert [r.entries for r in prune(cache.directory, days=9, now=in_ten_days)] == [10]
 
     cache.get_or_parse(ITEMS, FakeParser(), FP, "words")
     assert len(prune(cache.directory, remove_all=True)) == 1 and cache_info(cache.directory).namespaces == []
@@ -360,8 +362,7 @@ def test_prune_keep_fingerprints_days_and_all(cache):
 
 def test_use_refreshes_the_last_used_time(cache):
     cache.get_or_parse(ITEMS, FakeParser(), FP, "words")
-    meta = cache.folder(FP, "words") / "namespace.json"
-    os.utime(meta, (0, 0))
+    sql(cache, "UPDATE namespaces SET last_used = 0")
     cache.get_or_parse(ITEMS[:2], FakeParser(), FP, "words")  # all hits: still a use
     assert prune(cache.directory, days=1) == []
 

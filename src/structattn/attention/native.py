@@ -31,6 +31,17 @@ with ``std::exp`` and plain loops (``torch.autograd.gradcheck`` runs through it)
 to float32 by the caller. If no compiler or no ``ninja`` is available, or ATen's brgemm does not run on this
 CPU (a product is tried after loading), :func:`load` returns None and callers use the two-SDPA kernel
 instead; a build another process holds for longer than the lock time-out does the same.
+
+Build name: :func:`build_key` hashes everything that changes the binary (the source, torch's version and the
+include and library folders of the torch installation it is compiled against, Python's include folder and
+extension suffix, the compiler's resolved path and version line, the flags, the machine and the capability).
+Two environments sharing one ``~/.cache/torch_extensions`` therefore get two build folders and never rebuild
+each other's; the same environment finds its build again and only loads it.
+
+Visible builds: a line on stderr (:func:`announce_build`, with the expected time) precedes every compilation,
+whether the library is missing or out of date; ``python -m structattn.attention.build_kernel`` (run by
+``make install``) compiles it ahead of first use, which then only loads it. The first-use build stays the
+fallback.
 """
 from __future__ import annotations
 
@@ -41,6 +52,9 @@ import logging
 import os
 import platform
 import shutil
+import subprocess
+import sys
+import sysconfig
 import threading
 import time
 import warnings
@@ -55,6 +69,10 @@ _SOURCE_FILE = Path(__file__).with_name("mixed_attention.cpp")
 _FUNCTIONS = ["mixed_forward", "mixed_backward", "dropout_keep", "probe"]
 _TORCH_LOCK = "lock"   # the FileBaton torch's cpp_extension creates in the build folder while it builds
 LOCK_TIMEOUT_S = 600.0  # default wait for another process's build (STRUCTATTN_NATIVE_LOCK_TIMEOUT overrides)
+# measured: `python -m structattn.attention.build_kernel` on a 2-core AMD EPYC with other work beside it, torch 2.13
+EXPECTED_BUILD = "about a minute of CPU time, 2 to 4 minutes on a busy 2-core machine"
+_CFLAGS = ["-O3", "-fopenmp", "-fno-math-errno"]
+_LDFLAGS = ["-fopenmp"]
 _log = logging.getLogger("structattn")
 _lock = threading.Lock()
 _module = None
@@ -89,10 +107,74 @@ def _source() -> str:
     return _SOURCE_FILE.read_text(encoding="utf-8")
 
 
+def _arch_flags(cap: str) -> list[str]:
+    return [f"-DCPU_CAPABILITY={cap}", f"-DCPU_CAPABILITY_{cap}", *_CAPABILITY_FLAGS[cap]]
+
+
+def build_key(*, source: str, torch_version: str, include_paths: list[str], library_paths: list[str],
+              python_include: str, extension_suffix: str, compiler: str, compiler_version: str,
+              cflags: list[str], ldflags: list[str], machine: str, capability: str) -> str:
+    """The module name for one combination of everything that changes the binary (a pure function of its
+    arguments: :func:`_installation` gathers them for this process)."""
+    parts = [source, torch_version, *include_paths, "|", *library_paths, "|", python_include, extension_suffix,
+             compiler, compiler_version, *cflags, "|", *ldflags, machine, capability]
+    return "structattn_mixed_" + hashlib.sha256("\0".join(parts).encode()).hexdigest()[:16]
+
+
+@functools.cache
+def _compiler_identity() -> tuple[str, str]:
+    """(resolved path, first line of ``--version``) of the C++ compiler torch runs (``$CXX`` or ``c++``);
+    ("", "") when there is none (the build then fails and :func:`load` falls back)."""
+    from torch.utils import cpp_extension
+
+    found = shutil.which(cpp_extension.get_cxx_compiler())
+    if found is None:
+        return "", ""
+    try:
+        out = subprocess.run([found, "--version"], capture_output=True, text=True, timeout=30).stdout
+    except (OSError, subprocess.SubprocessError):
+        out = ""
+    return os.path.realpath(found), (out.splitlines() or [""])[0]
+
+
+def _installation() -> dict:
+    """This process's arguments of :func:`build_key`."""
+    from torch.utils import cpp_extension
+
+    cap = capability()
+    compiler, compiler_version = _compiler_identity()
+    return dict(source=_source(), torch_version=torch.__version__,
+                include_paths=[os.path.realpath(p) for p in cpp_extension.include_paths()],
+                library_paths=[os.path.realpath(p) for p in cpp_extension.library_paths()],
+                python_include=os.path.realpath(sysconfig.get_paths()["include"]),
+                extension_suffix=sysconfig.get_config_var("EXT_SUFFIX") or "",
+                compiler=compiler, compiler_version=compiler_version,
+                cflags=[*_CFLAGS, *_arch_flags(cap)], ldflags=list(_LDFLAGS),
+                machine=platform.machine(), capability=cap)
+
+
 def _build_name() -> str:
-    """The module name: a hash of the source, torch version, machine and the capability it is built for."""
-    key = "|".join([_source(), torch.__version__, platform.machine(), capability()])
-    return "structattn_mixed_" + hashlib.sha1(key.encode()).hexdigest()[:12]
+    """The module name of this installation (:func:`build_key`)."""
+    return build_key(**_installation())
+
+
+def needs_build(name: str, build_dir: str) -> bool:
+    """Whether loading ``name`` from ``build_dir`` will compile: the library or ninja's build file is missing, or
+    ``ninja -n`` (a dry run) has work to do. When ninja cannot be asked, a build is assumed."""
+    folder = Path(build_dir)
+    if not (folder / f"{name}.so").is_file() or not (folder / "build.ninja").is_file():
+        return True
+    try:
+        dry = subprocess.run(["ninja", "-n", "-C", str(folder)], capture_output=True, text=True, timeout=60)
+    except (OSError, subprocess.SubprocessError):
+        return True
+    return dry.returncode != 0 or "no work to do" not in dry.stdout
+
+
+def announce_build(build_dir: str) -> None:
+    """The line printed before every compilation (on stderr, whatever the logging level: it takes minutes)."""
+    print(f"structattn: building the fused CPU attention kernel in {build_dir} ({EXPECTED_BUILD}; once per "
+          "installation; `python -m structattn.attention.build_kernel` builds it ahead)", file=sys.stderr, flush=True)
 
 
 def _lock_timeout() -> float:
@@ -160,20 +242,24 @@ def _compile(name: str, build_dir: str, verbose: bool):
 
     _ninja_on_path()
 
-    if not os.path.exists(os.path.join(build_dir, f"{name}.so")):
-        _log.warning("structattn: building the fused CPU attention kernel (once per machine, about a minute)")
-    cap = capability()
-    arch = [f"-DCPU_CAPABILITY={cap}", f"-DCPU_CAPABILITY_{cap}", *_CAPABILITY_FLAGS[cap]]
-    return cpp_extension.load_inline(
+    building = needs_build(name, build_dir)
+    if building:
+        announce_build(build_dir)
+    started = time.perf_counter()
+    module = cpp_extension.load_inline(
         name=name,
         cpp_sources=[_source()],
         functions=_FUNCTIONS,
-        extra_cflags=["-O3", "-fopenmp", "-fno-math-errno", *arch],
-        extra_ldflags=["-fopenmp"],
+        extra_cflags=[*_CFLAGS, *_arch_flags(capability())],
+        extra_ldflags=list(_LDFLAGS),
         with_cuda=False,
         build_directory=build_dir,
         verbose=verbose,
     )
+    if building:
+        print(f"structattn: built the fused CPU attention kernel in {time.perf_counter() - started:.0f} s",
+              file=sys.stderr, flush=True)
+    return module
 
 
 def _fail(reason: str) -> None:
@@ -186,8 +272,8 @@ def _fail(reason: str) -> None:
 def load(verbose: bool = False):
     """The compiled extension module, or None when it cannot be built here (the reason: :func:`failure`).
 
-    Set ``STRUCTATTN_NO_NATIVE=1`` to never build it. Builds once per machine and torch version into
-    torch's extension cache (``TORCH_EXTENSIONS_DIR``); the first build takes about a minute. Processes
+    Set ``STRUCTATTN_NO_NATIVE=1`` to never build it. Builds once per installation (:func:`build_key`) into
+    torch's extension cache (``TORCH_EXTENSIONS_DIR``), announcing it first (:func:`announce_build`). Processes
     building or loading at the same time wait for each other through :func:`build_lock` for at most
     ``STRUCTATTN_NATIVE_LOCK_TIMEOUT`` seconds (default :data:`LOCK_TIMEOUT_S`), then fall back.
     """
@@ -205,8 +291,9 @@ def load(verbose: bool = False):
             return None
         from torch.utils import cpp_extension
 
-        name, timeout = _build_name(), _lock_timeout()
+        timeout = _lock_timeout()
         try:
+            name = _build_name()
             build_dir = cpp_extension._get_build_directory(name, verbose=False)
             with build_lock(build_dir, timeout):
                 module = _compile(name, build_dir, verbose)

@@ -57,8 +57,8 @@ def run_info(args) -> int:
         used = time.strftime("%Y-%m-%d %H:%M", time.localtime(n.last_used))
         options = f" options={n.options}" if n.options else ""
         print(f"  {n.entries:>10,} entries {_mb(n.bytes):>10}  kind={n.kind} last used {used}{options}")
-        print(f"      fingerprint: {n.fingerprint if n.fingerprint is not None else '<unreadable namespace.json>'}")
-        print(f"      folder: {n.folder}")
+        print(f"      fingerprint: {n.fingerprint if n.fingerprint is not None else '<unknown>'}")
+        print(f"      namespace: {n.id}")
     for o in info.others:
         print(f"  other format (not read; `structattn cache prune` removes it): {o.path} {_mb(o.bytes)}")
     return 0
@@ -82,7 +82,7 @@ def run_prune(args) -> int:
     print(f"cache: {directory}")
     for r in removed:
         what = f"{r.entries:,} entries" if r.entries is not None else "other format"
-        print(f"removed {r.path} ({what}, {_mb(r.bytes)}): {r.reason}")
+        print(f"removed {r.what} ({what}, {_mb(r.bytes)}): {r.reason}")
     total = sum(r.bytes for r in removed)
     print(f"removed {len(removed)} item(s), {_mb(total)}" if removed else "nothing to remove")
     return 0

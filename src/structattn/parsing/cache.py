@@ -1,39 +1,38 @@
-"""On-disk parse cache, content-addressed per item, so subsets and supersets of an input reuse it.
+"""On-disk parse cache, content-addressed per item, so subsets and supersets of an input reuse it; one SQLite
+database in WAL mode, so processes parsing into one cache at the same time keep every entry.
 
 Layout::
 
-    <directory>/v2/<namespace>/namespace.json   fingerprint, kind, options, format; touched on every use
-    <directory>/v2/<namespace>/<b>.jsonl        16 bucket files, b = the first hex digit of an entry's key
+    <directory>/parses.sqlite3   (with SQLite's -wal and -shm files while it is open)
+        namespaces(id, fingerprint, kind, options, last_used)   one row per (parser fingerprint, kind, options)
+        entries(key, namespace, payload)                         one row per distinct parsed item
 
-A namespace is one (format version, parser fingerprint, kind, options); its id is the first 32 hex digits
-of their sha256. An item's key is the sha256 of the namespace id and the item as compact JSON: the same
-item parsed by the same parser has the same key wherever it sits in whatever input, so a subset
-(``--max-train-examples``), a superset (one added example) or another split sharing items parses only
-the items that are new. Identical items in one input are parsed once.
+A namespace is one (key version, parser fingerprint, kind, options); its id is the first 32 hex digits of their
+sha256. An item's key is the sha256 of the namespace id and the item as compact JSON: the same item parsed by
+the same parser has the same key wherever it sits in whatever input, so a subset (``--max-train-examples``), a
+superset (one added example) or another split sharing items parses only the items that are new. Identical
+items in one input are parsed once. The payload is the JSON list of the item's sentences
+``[relative, sent_id, words, heads, deprels, upos]``.
 
-A bucket file is:
+Concurrency: every write is one SQLite transaction (``INSERT OR REPLACE``), and SQLite's write-ahead log lets
+readers go on while one process writes and makes writers wait for each other (for up to
+:data:`BUSY_TIMEOUT_S`), so two processes adding entries at once both keep theirs (tested with two writer
+processes). WAL needs a local file system (not NFS). New entries are written every ``flush_items`` parsed items,
+so an interrupted run resumes where it stopped.
 
-* line 1, a JSON header: format name and version, namespace id, fingerprint, kind and bucket name;
-* one line per entry, ``<key> <check> <payload>``: ``check`` is the first 16 hex digits of the sha256
-  of key and payload, the payload the JSON list of the item's sentences
-  ``[relative, sent_id, words, heads, deprels, upos]``.
-
-A bucket whose header is unreadable or names another format, namespace, fingerprint, kind or bucket is
-stale, an entry whose check or JSON fails is corrupt: both are logged as a warning and their items parsed
-again, never reused, and rewriting the bucket drops them. Files are written to a temporary file in the
-same folder and moved into place with ``os.replace``, so a crash leaves either the old file or the new
-one (there is no fsync: a file torn by a power loss fails its checks and is parsed again). New entries
-are written after ``flush_items`` parsed items and then whenever the unwritten ones are as many as the
-written ones, so an interrupted run resumes where it stopped and loses at most half of its work. Two
-processes adding to one bucket at the same moment can lose one's additions (parsed again next time),
-never mix them.
+Damage: an entry whose payload is not the JSON of sentence rows is logged as a warning and its item parsed
+again (and replaced); a database file SQLite cannot read is set aside as ``parses.sqlite3.corrupt-<time>``
+(listed and removed by ``structattn cache info|prune``) with a warning, and a new one started. A cache that
+cannot be written (read-only, full disk) still returns every result, counted in ``write_errors``.
 
 Sentence ids: parsers name sentences after the item's position in the input (``"12"``, ``"12.2"``). An
 id that is the item's index, or that index and a dot and more, is stored relative to the index
 (``relative`` = 1) and rebuilt for the position the item has now; any other id is stored as it is.
 
-Anything else under ``<directory>`` (such as the per-input shard folders of format 1) is another format:
-never read, listed by :func:`cache_info` and removed by :func:`prune`.
+Earlier formats: format 2's bucket files (``<directory>/v2/``) are read once into the database, with the same
+keys (:mod:`~structattn.parsing.cache_migration`), and their folder renamed ``v2.migrated``; anything else under
+``<directory>`` (the per-input shard folders of format 1, a migrated folder) is never read, listed by
+:func:`cache_info` and removed by :func:`prune`.
 """
 from __future__ import annotations
 
@@ -43,70 +42,69 @@ import json
 import logging
 import os
 import shutil
+import sqlite3
 import sys
-import tempfile
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from .. import settings
+from .cache_migration import OLD_DIR, mark_migrated, read_old_namespaces
 from .record import Parse
 
 log = logging.getLogger(__name__)
 
 FORMAT_NAME = "structattn-parses"
-FORMAT_VERSION = 2
-VERSION_DIR = f"v{FORMAT_VERSION}"
-NAMESPACE_FILE = "namespace.json"
-BUCKET_SUFFIX = ".jsonl"
+FORMAT_VERSION = 3  # the SQLite store
+KEY_VERSION = 2  # what namespace ids hash: unchanged since format 2, so migrated entries keep their keys
+DATABASE = "parses.sqlite3"
 DEFAULT_FLUSH_ITEMS = 4096
-# Few buckets: opening a file costs more than scanning a few thousand lines, and every lookup of more
-# than a handful of items touches every bucket anyway (keys are spread evenly).
-BUCKET_DIGITS = 1
-_KEY_LEN = 64    # hex digits of an entry key
-_CHECK_LEN = 16  # hex digits of an entry check
+BUSY_TIMEOUT_S = 120.0  # how long a writer waits for another process's transaction
+_IN_CHUNK = 500  # keys per SELECT ... IN (...): below SQLite's limit on bound parameters
+_SCAN_KEYS = 5000  # more keys than this are read in one pass over their namespace
 
 # parse_fn(items, indices) -> one passage (list[Parse]) per item, in order; indices are the items'
 # positions in the whole input (used in sentence ids).
 ParseFn = Callable[[list, list[int]], Iterable[list[Parse]]]
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS namespaces (id TEXT PRIMARY KEY, fingerprint TEXT, kind TEXT, options TEXT NOT NULL,
+                                       last_used REAL NOT NULL);
+CREATE TABLE IF NOT EXISTS entries (key TEXT PRIMARY KEY, namespace TEXT NOT NULL, payload BLOB NOT NULL);
+CREATE INDEX IF NOT EXISTS entries_by_namespace ON entries (namespace);
+"""
 
 
 @dataclass
 class CacheStats:
     """What the last :meth:`ParseCache.get_or_parse` did, counted in items."""
 
-    directory: Path | None = None
+    directory: Path | None = None  # the database file
     items: int = 0
     hits: int = 0          # items loaded from disk
     misses: int = 0        # items without an entry
-    rebuilt: int = 0       # items whose entry or bucket file was corrupt or stale, parsed again
+    rebuilt: int = 0       # items whose entry was damaged, parsed again
     parsed_items: int = 0  # distinct items sent to the parser
-    write_errors: int = 0  # bucket files that could not be written (results still returned)
+    write_errors: int = 0  # writes that failed (results still returned)
 
     def summary(self) -> str:
         return (f"{self.hits:,} of {self.items:,} items from cache, {self.misses:,} new, "
-                f"{self.rebuilt:,} rebuilt (corrupt/stale); {self.parsed_items:,} items parsed")
-
-
-class CacheInvalid(Exception):
-    """A bucket file that must not be used; the message says why."""
+                f"{self.rebuilt:,} rebuilt (damaged); {self.parsed_items:,} items parsed")
 
 
 @dataclass
 class Namespace:
-    """One (format, fingerprint, kind, options): where its buckets live and how its keys are made."""
+    """One (key version, fingerprint, kind, options): how its keys are made."""
 
-    directory: Path
     fingerprint: str
     kind: str
     options: dict = field(default_factory=dict)
 
     def __post_init__(self):
-        self.id = hashlib.sha256(_dumps([FORMAT_NAME, FORMAT_VERSION, self.kind, self.fingerprint,
+        self.id = hashlib.sha256(_dumps([FORMAT_NAME, KEY_VERSION, self.kind, self.fingerprint,
                                          self.options]).encode()).hexdigest()[:32]
-        self.folder = self.directory / VERSION_DIR / self.id
         self._hasher = hashlib.sha256(self.id.encode() + b"\n")
 
     def key(self, item) -> str:
@@ -115,25 +113,79 @@ class Namespace:
         h.update(_dumps(item).encode("utf-8"))
         return h.hexdigest()
 
-    def record(self) -> dict:
-        """The content of ``namespace.json``."""
-        return {"format": FORMAT_NAME, "version": FORMAT_VERSION, "namespace": self.id,
-                "fingerprint": self.fingerprint, "kind": self.kind, "options": self.options}
 
-    def bucket_header(self, bucket: str) -> dict:
-        return {"format": FORMAT_NAME, "version": FORMAT_VERSION, "namespace": self.id,
-                "fingerprint": self.fingerprint, "kind": self.kind, "bucket": bucket}
+# ---------------------------------------------------------------------- the database
+def _connect(path: Path) -> sqlite3.Connection:
+    """Open (creating) the database in WAL mode; a file SQLite cannot read is set aside and a new one made."""
+    for attempt in (1, 2):
+        conn = sqlite3.connect(str(path), timeout=BUSY_TIMEOUT_S, isolation_level=None)
+        try:
+            conn.execute("PRAGMA journal_mode=WAL")
+            conn.execute("PRAGMA synchronous=NORMAL")  # WAL: a crash loses at most the last transactions
+            conn.executescript(_SCHEMA)
+            return conn
+        except sqlite3.DatabaseError as exc:
+            conn.close()
+            if attempt == 2 or isinstance(exc, sqlite3.OperationalError):  # busy, read-only, ...: not damage
+                raise
+            aside = path.with_name(f"{path.name}.corrupt-{time.strftime('%Y%m%d-%H%M%S')}-{os.getpid()}")
+            log.warning("parse cache: %s is unusable (%s); set aside as %s, its items are parsed again",
+                        path, exc, aside.name)
+            for suffix in ("", "-wal", "-shm"):
+                if Path(f"{path}{suffix}").exists():
+                    os.replace(f"{path}{suffix}", f"{aside}{suffix}")
+    raise AssertionError("unreachable")
 
-    def bucket_path(self, bucket: str) -> Path:
-        return self.folder / f"{bucket}{BUCKET_SUFFIX}"
+
+@contextmanager
+def _transaction(conn: sqlite3.Connection) -> Iterator[sqlite3.Connection]:
+    """One write transaction (``BEGIN IMMEDIATE``: takes the write lock first, waiting for other writers)."""
+    conn.execute("BEGIN IMMEDIATE")
+    try:
+        yield conn
+    except BaseException:
+        conn.execute("ROLLBACK")
+        raise
+    conn.execute("COMMIT")
+
+
+def _migrate(conn: sqlite3.Connection, directory: Path) -> None:
+    """Read format 2's folder (if any) into the database once, then rename it (module docstring)."""
+    old = read_old_namespaces(directory, FORMAT_NAME)
+    if not old:
+        return
+    with _transaction(conn):
+        for ns in old:
+            conn.execute("INSERT OR IGNORE INTO namespaces VALUES (?, ?, ?, ?, ?)",
+                         (ns.id, ns.fingerprint, ns.kind, _dumps(ns.options), ns.last_used))
+            conn.executemany("INSERT OR IGNORE INTO entries VALUES (?, ?, ?)",
+                             ((key, ns.id, payload) for key, payload in ns.entries.items()))
+    mark_migrated(directory)
+    entries, skipped = sum(len(ns.entries) for ns in old), sum(ns.skipped for ns in old)
+    log.warning("parse cache: moved %d entries of %d parser namespaces from the old format in %s into %s "
+                "(%d damaged entries skipped); the old files stay in %s until `structattn cache prune`",
+                entries, len(old), directory, DATABASE, skipped, directory / "v2.migrated")
+
+
+def open_store(directory: Path) -> sqlite3.Connection:
+    """A connection to the cache database in ``directory`` (created, and format 2 migrated, on first use); the
+    caller closes it."""
+    directory.mkdir(parents=True, exist_ok=True)
+    conn = _connect(directory / DATABASE)
+    try:
+        _migrate(conn, directory)
+    except BaseException:
+        conn.close()
+        raise
+    return conn
 
 
 class ParseCache:
-    """Content-addressed, checksummed, atomically written parse cache.
+    """Content-addressed parse cache in one SQLite database, safe for several processes at once.
 
     Args:
         directory: where the cache lives; default ``settings.cache_dir() / "parses"``.
-        flush_items: new entries are first written after this many parsed items (see the module docstring).
+        flush_items: new entries are written every this many parsed items (see the module docstring).
     """
 
     def __init__(self, directory: str | Path | None = None, flush_items: int = DEFAULT_FLUSH_ITEMS):
@@ -143,16 +195,17 @@ class ParseCache:
         self.flush_items = flush_items
         self.last_stats = CacheStats()
 
+    @property
+    def path(self) -> Path:
+        """The database file."""
+        return self.directory / DATABASE
+
     def namespace(self, fingerprint: str, kind: str, options: dict | None = None) -> Namespace:
-        return Namespace(self.directory, fingerprint, kind, dict(options or {}))
+        return Namespace(fingerprint, kind, dict(options or {}))
 
     def key(self, item, fingerprint: str, kind: str, options: dict | None = None) -> str:
         """The entry key of ``item`` parsed by a parser with this fingerprint (hex sha256)."""
         return self.namespace(fingerprint, kind, options).key(item)
-
-    def folder(self, fingerprint: str, kind: str, options: dict | None = None) -> Path:
-        """The folder holding the entries of this fingerprint, kind and options."""
-        return self.namespace(fingerprint, kind, options).folder
 
     # ------------------------------------------------------------------ main entry
     def get_or_parse(self, items: Sequence, parse_fn: ParseFn, fingerprint: str, kind: str,
@@ -170,57 +223,60 @@ class ParseCache:
         items = list(items)
         ns = self.namespace(fingerprint, kind, options)
         keys = [ns.key(item) for item in items]
-        stats = CacheStats(directory=ns.folder, items=len(items))
+        stats = CacheStats(directory=self.path, items=len(items))
         self.last_stats = stats
         results: list[list[Parse] | None] = [None] * len(items)
         missing: dict[str, list[int]] = {}  # key -> positions, in order of first occurrence
-        # Loading makes millions of small acyclic objects; with the cyclic GC running it would rescan
-        # them over and over (half of the load time on SST-2), so it is paused meanwhile.
-        with _gc_paused():
-            found, bad = _load(ns, set(keys))
-            for index, key in enumerate(keys):
-                if key in found:
-                    try:
-                        results[index] = _passage(found[key], index)
-                        continue
-                    except (ValueError, TypeError) as exc:  # checksum fine, content not: a writer's bug
-                        log.warning("parse cache: entry %s is malformed (%s); parsing it again", key, exc)
-                        del found[key]
-                        bad.add(key)
-                missing.setdefault(key, []).append(index)
-                if key in bad:
-                    stats.rebuilt += 1
-                else:
-                    stats.misses += 1
-            del found  # freed while the GC is off: the collection when it is back on has less to scan
-        stats.hits = len(items) - stats.misses - stats.rebuilt
-        if progress is not None and stats.hits:
-            progress(stats.hits)
-        if items:
-            self._mark_used(ns, stats)
-        if missing:
-            self._parse_missing(ns, items, missing, parse_fn, results, stats, progress)
+        with self._store(stats) as conn:
+            # Loading makes millions of small acyclic objects; with the cyclic GC running it would rescan
+            # them over and over (half of the load time on SST-2), so it is paused meanwhile.
+            with _gc_paused():
+                found, bad = _load(conn, ns, set(keys)) if conn is not None else ({}, set())
+                for index, key in enumerate(keys):
+                    if key in found:
+                        try:
+                            results[index] = _passage(found[key], index)
+                            continue
+                        except (ValueError, TypeError) as exc:  # decodes, but is not sentence rows
+                            log.warning("parse cache: entry %s is malformed (%s); parsing it again", key, exc)
+                            del found[key]
+                            bad.add(key)
+                    missing.setdefault(key, []).append(index)
+                    if key in bad:
+                        stats.rebuilt += 1
+                    else:
+                        stats.misses += 1
+                del found  # freed while the GC is off: the collection when it is back on has less to scan
+            stats.hits = len(items) - stats.misses - stats.rebuilt
+            if progress is not None and stats.hits:
+                progress(stats.hits)
+            if items:
+                self._write(conn, ns, [], stats)  # records the namespace and its last use (prune --days)
+            if missing:
+                self._parse_missing(conn, ns, items, missing, parse_fn, results, stats, progress)
         return results  # type: ignore[return-value]
 
-    def _mark_used(self, ns: Namespace, stats: CacheStats) -> None:
-        """Write ``namespace.json`` if it is not there, else set its time to now (``prune --days``)."""
-        path = ns.folder / NAMESPACE_FILE
+    @contextmanager
+    def _store(self, stats: CacheStats) -> Iterator[sqlite3.Connection | None]:
+        """The database, or None when it cannot be opened (everything is then parsed, nothing written)."""
         try:
-            if path.exists():
-                os.utime(path)
-            else:
-                write_atomic(path, [(_dumps(ns.record()) + "\n").encode("utf-8")])
-        except OSError as exc:
+            conn = open_store(self.directory)
+        except (OSError, sqlite3.Error) as exc:
             stats.write_errors += 1
-            log.warning("parse cache: could not write %s (%s); results are not cached", path, exc)
+            log.warning("parse cache: cannot open %s (%s); parsing without the cache", self.path, exc)
+            conn = None
+        try:
+            yield conn
+        finally:
+            if conn is not None:
+                conn.close()
 
-    def _parse_missing(self, ns, items, missing, parse_fn, results, stats, progress) -> None:
+    def _parse_missing(self, conn, ns, items, missing, parse_fn, results, stats, progress) -> None:
         todo = list(missing)
         indices = [missing[key][0] for key in todo]
         stats.parsed_items = len(todo)
         stream = iter(parse_fn([items[i] for i in indices], indices))
         pending: list[tuple[str, bytes]] = []
-        written = 0
         for produced, (key, index) in enumerate(zip(todo, indices)):
             try:
                 passage = list(next(stream))
@@ -232,147 +288,54 @@ class ParseCache:
             pending.append((key, _dumps(rows).encode("utf-8")))
             if progress is not None:
                 progress(len(missing[key]))
-            # Write now, so an interrupted run resumes here. The interval grows with what this run has
-            # written (every bucket is rewritten each time), so a long run writes each entry about twice.
-            if len(pending) >= max(self.flush_items, written):
-                self._write(ns, pending, stats)
-                written += len(pending)
+            if len(pending) >= self.flush_items:  # written now, so an interrupted run resumes here
+                self._write(conn, ns, pending, stats)
                 pending = []
         if pending:
-            self._write(ns, pending, stats)
+            self._write(conn, ns, pending, stats)
 
-    def _write(self, ns: Namespace, entries: list[tuple[str, bytes]], stats: CacheStats) -> None:
-        """Add ``entries`` (key, payload) to their buckets, one atomic rewrite per bucket."""
-        by_bucket: dict[str, dict[str, bytes]] = {}
-        for key, payload in entries:
-            by_bucket.setdefault(key[:BUCKET_DIGITS], {})[key] = payload
-        for bucket, new in sorted(by_bucket.items()):
-            path = ns.bucket_path(bucket)
-            header = ns.bucket_header(bucket)
-            kept = self._intact_entries(path, header)
-            kept.update(new)
-            try:
-                write_atomic(path, _bucket_chunks(header, kept))
-            except OSError as exc:
-                stats.write_errors += 1
-                log.warning("parse cache: could not write %s (%s); results are not cached", path, exc)
-
-    @staticmethod
-    def _intact_entries(path: Path, header: dict) -> dict[str, bytes]:
-        """{key: payload} of the intact entries of an existing bucket, to keep when it is rewritten."""
-        if not path.exists():
-            return {}
+    def _write(self, conn, ns: Namespace, entries: list[tuple[str, bytes]], stats: CacheStats) -> None:
+        """Add ``entries`` (key, payload) and mark the namespace used, in one transaction."""
+        if conn is None:
+            return
         try:
-            lines = read_bucket(path, header)
-        except CacheInvalid as exc:
-            log.warning("parse cache: %s is unusable (%s); rewriting it with the new entries only", path, exc)
-            return {}
-        entries = [split_entry(line) for line in lines]
-        corrupt = sum(e is None for e in entries)
-        if corrupt:
-            log.warning("parse cache: %s: dropping %d corrupt entries", path, corrupt)
-        return dict(e for e in entries if e is not None)
+            with _transaction(conn):
+                conn.execute("INSERT INTO namespaces VALUES (?, ?, ?, ?, ?) ON CONFLICT(id) DO UPDATE SET "
+                             "last_used = excluded.last_used",
+                             (ns.id, ns.fingerprint, ns.kind, _dumps(ns.options), time.time()))
+                conn.executemany("INSERT OR REPLACE INTO entries VALUES (?, ?, ?)",
+                                 ((key, ns.id, payload) for key, payload in entries))
+        except (OSError, sqlite3.Error) as exc:
+            stats.write_errors += 1
+            log.warning("parse cache: could not write to %s (%s); results are not cached", self.path, exc)
 
 
 # ---------------------------------------------------------------------- loading
-def _load(ns: Namespace, keys: set[str]) -> tuple[dict[str, list], set[str]]:
-    """Decoded entries (rows, see :func:`_passage`) of ``keys`` found intact, and the keys whose entries are corrupt or in a bucket
-    that is unusable (corrupt or stale)."""
-    wanted: dict[str, set[str]] = {}
-    for key in keys:
-        wanted.setdefault(key[:BUCKET_DIGITS], set()).add(key)
-    found: dict[str, list] = {}
-    bad: set[str] = set()
-    for bucket, bucket_keys in sorted(wanted.items()):
-        path = ns.bucket_path(bucket)
-        if not path.exists():
-            continue
-        try:
-            payloads, corrupt = _wanted_entries(read_bucket(path, ns.bucket_header(bucket)), bucket_keys)
-            found.update(decode_entries(payloads))
-        except CacheInvalid as exc:
-            log.warning("parse cache: %s is unusable (%s); parsing its items again", path, exc)
-            bad |= bucket_keys
-            continue
-        if corrupt:
-            log.warning("parse cache: %s: %d entries fail their checksum (corrupt); parsing those items again",
-                        path, len(corrupt))
-            bad |= corrupt
-    return found, bad
-
-
-def _wanted_entries(lines: list[bytes], wanted: set[str]) -> tuple[dict[str, bytes], set[str]]:
-    """{key: payload} of the intact entries of ``wanted`` keys, and the wanted keys with only corrupt lines."""
-    wanted_bytes = {k.encode("ascii") for k in wanted}
+def _load(conn: sqlite3.Connection, ns: Namespace, keys: set[str]) -> tuple[dict[str, list], set[str]]:
+    """Decoded entries (rows, see :func:`_passage`) of the ``keys`` found, and the keys whose payload is not
+    JSON (damaged)."""
     payloads: dict[str, bytes] = {}
-    corrupt: set[str] = set()
-    for line in lines:
-        key = line[:_KEY_LEN]
-        if key not in wanted_bytes:  # cheap test first: most lines of a bucket are other items
-            continue
-        entry = split_entry(line)
-        if entry is None:
-            corrupt.add(key.decode("ascii"))
-        else:
-            payloads[entry[0]] = entry[1]
-    return payloads, corrupt - set(payloads)
-
-
-def read_bucket(path: Path, expected: dict) -> list[bytes]:
-    """The entry lines of one bucket file, unchecked (see :func:`split_entry`).
-
-    Raises:
-        CacheInvalid: the file cannot be read or its header is corrupt or not ``expected``.
-    """
+    if len(keys) > _SCAN_KEYS:  # many keys: one pass over the namespace beats many lookups
+        rows = conn.execute("SELECT key, payload FROM entries WHERE namespace = ?", (ns.id,))
+        payloads.update((key, payload) for key, payload in rows if key in keys)
+    else:
+        wanted = sorted(keys)
+        for start in range(0, len(wanted), _IN_CHUNK):
+            chunk = wanted[start:start + _IN_CHUNK]
+            rows = conn.execute(f"SELECT key, payload FROM entries WHERE key IN ({','.join('?' * len(chunk))})",
+                                chunk)
+            payloads.update(rows)
     try:
-        data = path.read_bytes()
-    except OSError as exc:
-        raise CacheInvalid(f"unreadable: {exc}") from exc
-    newline = data.find(b"\n")
-    if newline < 0:
-        raise CacheInvalid("truncated: no header line")
-    _check_header(data[:newline], expected)
-    return [line for line in data[newline + 1:].split(b"\n") if line]
-
-
-def _check_header(line: bytes, expected: dict) -> None:
-    try:
-        header = json.loads(line)
-    except ValueError as exc:
-        raise CacheInvalid(f"corrupt header: {exc}") from exc
-    if not isinstance(header, dict):
-        raise CacheInvalid("corrupt header: not an object")
-    if header.get("format") != FORMAT_NAME or header.get("version") != FORMAT_VERSION:
-        raise CacheInvalid(f"stale: format {header.get('format')!r} version {header.get('version')!r}, "
-                           f"expected {FORMAT_NAME!r} version {FORMAT_VERSION}")
-    if header.get("fingerprint") != expected["fingerprint"]:
-        raise CacheInvalid(f"stale: made by {header.get('fingerprint')!r}, expected {expected['fingerprint']!r}")
-    if header != expected:
-        wrong = sorted(k for k in set(header) | set(expected) if header.get(k) != expected.get(k))
-        raise CacheInvalid(f"header does not match this namespace (fields {', '.join(wrong)})")
-
-
-def _check(key: bytes, payload: bytes) -> bytes:
-    return hashlib.sha256(key + b" " + payload).hexdigest()[:_CHECK_LEN].encode("ascii")
-
-
-def split_entry(line: bytes) -> tuple[str, bytes] | None:
-    """(key, payload) of an entry line, or None when it is malformed or fails its check (corrupt)."""
-    body = _KEY_LEN + _CHECK_LEN + 2
-    if len(line) <= body or line[_KEY_LEN:_KEY_LEN + 1] != b" " or line[body - 1:body] != b" ":
-        return None
-    key, payload = line[:_KEY_LEN], line[body:]
-    if _check(key, payload) != line[_KEY_LEN + 1:body - 1]:
-        return None
-    return key.decode("ascii"), payload
-
-
-def _bucket_chunks(header: dict, entries: dict[str, bytes]) -> list[bytes]:
-    lines = [(_dumps(header) + "\n").encode("utf-8")]
-    for key, payload in entries.items():
-        k = key.encode("ascii")
-        lines.append(k + b" " + _check(k, payload) + b" " + payload + b"\n")
-    return lines
+        return decode_entries(payloads), set()
+    except ValueError:  # one is damaged: decode one by one to find which
+        found, bad = {}, set()
+        for key, payload in payloads.items():
+            try:
+                found[key] = json.loads(payload)
+            except ValueError:
+                bad.add(key)
+        log.warning("parse cache: %d entries are not valid JSON (damaged); parsing those items again", len(bad))
+        return found, bad
 
 
 # ---------------------------------------------------------------------- entries
@@ -406,14 +369,10 @@ def _passage(rows: list[list], index: int) -> list[Parse]:
 
 
 def decode_entries(payloads: dict[str, bytes]) -> dict[str, list]:
-    """Decode payloads (key -> JSON bytes) in one ``json.loads``; CacheInvalid if one is malformed."""
+    """Decode payloads (key -> JSON bytes) in one ``json.loads``; ValueError if one is not JSON."""
     if not payloads:
         return {}
-    try:
-        decoded = json.loads(b"[" + b",".join(payloads.values()) + b"]")
-    except ValueError as exc:
-        raise CacheInvalid(f"corrupt payload: {exc}") from exc
-    return dict(zip(payloads, decoded))
+    return dict(zip(payloads, json.loads(b"[" + b",".join(payloads.values()) + b"]")))
 
 
 @contextmanager
@@ -427,44 +386,23 @@ def _gc_paused():
             gc.enable()
 
 
-def write_atomic(path: Path, chunks: Iterable[bytes]) -> None:
-    """Write ``chunks`` to ``path`` via a temporary file in the same folder and ``os.replace``.
-
-    On any exception the temporary file is removed and ``path`` is left as it was.
-    """
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "wb") as handle:
-            for chunk in chunks:
-                handle.write(chunk)
-        os.chmod(tmp, 0o644)  # mkstemp makes 0600; cache files are not secret
-        os.replace(tmp, path)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except FileNotFoundError:
-            pass
-        raise
-
-
 # ---------------------------------------------------------------------- info and prune
 @dataclass
 class NamespaceInfo:
-    """One namespace folder on disk (``fingerprint`` etc. None when ``namespace.json`` is unreadable)."""
+    """One parser namespace in the database."""
 
-    folder: Path
+    id: str
     fingerprint: str | None
     kind: str | None
     options: dict | None
     entries: int
-    bytes: int
+    bytes: int  # of its keys and payloads (the file is larger: SQLite's pages and indexes)
     last_used: float
 
 
 @dataclass
 class OtherFormat:
-    """Something under the cache directory that this version does not read (an older format)."""
+    """Something under the cache directory that this version does not read (an older format, a set-aside file)."""
 
     path: Path
     bytes: int
@@ -475,10 +413,11 @@ class CacheInfo:
     directory: Path
     namespaces: list[NamespaceInfo]
     others: list[OtherFormat]
+    database_bytes: int = 0  # the database file with its -wal and -shm files
 
     @property
     def bytes(self) -> int:
-        return sum(n.bytes for n in self.namespaces) + sum(o.bytes for o in self.others)
+        return self.database_bytes + sum(o.bytes for o in self.others)
 
 
 def _size(path: Path) -> int:
@@ -487,42 +426,49 @@ def _size(path: Path) -> int:
     return sum(p.stat().st_size for p in path.rglob("*") if p.is_file())
 
 
-def _read_namespace(folder: Path) -> NamespaceInfo:
-    record: dict = {}
-    meta = folder / NAMESPACE_FILE
-    try:
-        loaded = json.loads(meta.read_text(encoding="utf-8"))
-        record = loaded if isinstance(loaded, dict) else {}
-    except (OSError, ValueError) as exc:
-        log.warning("parse cache: %s is unreadable (%s); its fingerprint is unknown", meta, exc)
-    entries = 0
-    for bucket in folder.glob(f"*{BUCKET_SUFFIX}"):
-        entries += max(bucket.read_bytes().count(b"\n") - 1, 0)  # minus the header line
-    last_used = meta.stat().st_mtime if meta.exists() else folder.stat().st_mtime
-    return NamespaceInfo(folder, record.get("fingerprint"), record.get("kind"), record.get("options"),
-                         entries, _size(folder), last_used)
+def _database_files(directory: Path) -> list[Path]:
+    return [directory / f"{DATABASE}{suffix}" for suffix in ("", "-wal", "-shm")]
+
+
+def _namespaces(conn: sqlite3.Connection) -> list[NamespaceInfo]:
+    rows = conn.execute("SELECT n.id, n.fingerprint, n.kind, n.options, n.last_used, COUNT(e.key), "
+                        "COALESCE(SUM(LENGTH(e.key) + LENGTH(e.payload)), 0) FROM namespaces n "
+                        "LEFT JOIN entries e ON e.namespace = n.id GROUP BY n.id ORDER BY n.id")
+    out = []
+    for ns_id, fingerprint, kind, options, last_used, entries, size in rows:
+        try:
+            decoded = json.loads(options)
+        except ValueError:
+            decoded = None
+        out.append(NamespaceInfo(ns_id, fingerprint, kind, decoded, entries, size, last_used))
+    return out
 
 
 def cache_info(directory: str | Path | None = None) -> CacheInfo:
-    """What the cache at ``directory`` (default: the default cache folder) holds."""
+    """What the cache at ``directory`` (default: the default cache folder) holds (migrating format 2 first)."""
     directory = Path(directory) if directory is not None else ParseCache().directory
-    namespaces, others = [], []
-    if directory.is_dir():
-        for path in sorted(directory.iterdir()):
-            if path.name != VERSION_DIR:
-                others.append(OtherFormat(path, _size(path)))
-                continue
-            for folder in sorted(path.iterdir()):
-                if folder.is_dir():
-                    namespaces.append(_read_namespace(folder))
-                else:
-                    others.append(OtherFormat(folder, _size(folder)))
-    return CacheInfo(directory, namespaces, others)
+    if not directory.is_dir():
+        return CacheInfo(directory, [], [])
+    namespaces = []
+    if (directory / DATABASE).exists() or (directory / OLD_DIR).is_dir():
+        conn = open_store(directory)
+        try:
+            namespaces = _namespaces(conn)
+        finally:
+            conn.close()
+    ours = set(_database_files(directory))
+    others = [OtherFormat(p, _size(p)) for p in sorted(directory.iterdir()) if p not in ours]
+    return CacheInfo(directory, namespaces, others, sum(_size(p) for p in ours if p.exists()))
+
+
+def cached_fingerprints(directory: str | Path | None = None) -> set[str]:
+    """The parser fingerprints the cache at ``directory`` holds parses of."""
+    return {ns.fingerprint for ns in cache_info(directory).namespaces if isinstance(ns.fingerprint, str)}
 
 
 @dataclass
 class Removed:
-    path: Path
+    what: str  # a path, or "<database> namespace <id>"
     bytes: int
     entries: int | None  # None: another format, not counted
     reason: str
@@ -530,13 +476,15 @@ class Removed:
 
 def prune(directory: str | Path | None = None, *, remove_all: bool = False, days: float | None = None,
           keep_fingerprints: Iterable[str] | None = None, now: float | None = None) -> list[Removed]:
-    """Remove from the cache: always what another format version wrote; with ``remove_all`` everything;
-    with ``days`` the namespaces not used for that many days; with ``keep_fingerprints`` every namespace
-    whose fingerprint is not one of them. Returns what was removed and why."""
+    """Remove from the cache: always what another format wrote (or was set aside); with ``remove_all``
+    everything; with ``days`` the namespaces not used for that many days; with ``keep_fingerprints`` every
+    namespace whose fingerprint is not one of them. Returns what was removed and why."""
     info = cache_info(directory)
     now = time.time() if now is None else now
     keep = None if keep_fingerprints is None else set(keep_fingerprints)
-    removed = [Removed(o.path, o.bytes, None, f"format other than version {FORMAT_VERSION}") for o in info.others]
+    removed = [Removed(str(o.path), o.bytes, None, f"format other than version {FORMAT_VERSION}")
+               for o in info.others]
+    doomed = []
     for ns in info.namespaces:
         if remove_all:
             reason = "--all"
@@ -546,12 +494,23 @@ def prune(directory: str | Path | None = None, *, remove_all: bool = False, days
             reason = f"fingerprint {ns.fingerprint!r} is not kept"
         else:
             continue
-        removed.append(Removed(ns.folder, ns.bytes, ns.entries, reason))
-    for item in removed:
-        if item.path.is_dir():
-            shutil.rmtree(item.path)
+        doomed.append(ns.id)
+        removed.append(Removed(f"{info.directory / DATABASE} namespace {ns.id}", ns.bytes, ns.entries, reason))
+    for other in info.others:
+        if other.path.is_dir():
+            shutil.rmtree(other.path)
         else:
-            item.path.unlink()
+            other.path.unlink()
+    if doomed:
+        conn = open_store(info.directory)
+        try:
+            with _transaction(conn):
+                for ns_id in doomed:
+                    conn.execute("DELETE FROM entries WHERE namespace = ?", (ns_id,))
+                    conn.execute("DELETE FROM namespaces WHERE id = ?", (ns_id,))
+            conn.execute("VACUUM")  # give the space back to the file system
+        finally:
+            conn.close()
     return removed
 
 

@@ -151,19 +151,14 @@ def cached_fingerprint(model: str, split_sentences: bool = True,
                        max_chunk_chars: int = DEFAULT_MAX_CHUNK_CHARS) -> str | None:
     """The fingerprint of ``model``'s parses in the default parse cache, for a machine without spaCy.
 
-    Looks through the cache's ``namespace.json`` records (``settings.cache_dir()/parses``) for a spaCy fingerprint of
+    Looks through the fingerprints of the parse cache (``settings.cache_dir()/parses``) for a spaCy fingerprint of
     this pipeline name and these options. Returns None when there is none; raises :class:`UserError` when parses of
     several versions are cached (which one to read cannot be told without spaCy).
     """
+    from .cache import cached_fingerprints
+
     head, tail = _fingerprint_ends(model, split_sentences, max_chunk_chars)
-    found = set()
-    for record_path in sorted(parse_cache_dir().glob("v*/*/namespace.json")):
-        try:
-            fingerprint = json.loads(record_path.read_text(encoding="utf-8")).get("fingerprint", "")
-        except (OSError, ValueError, AttributeError):
-            continue  # a broken record: the cache itself skips it
-        if isinstance(fingerprint, str) and fingerprint.startswith(head) and fingerprint.endswith(tail):
-            found.add(fingerprint)
+    found = {fp for fp in cached_fingerprints(parse_cache_dir()) if fp.startswith(head) and fp.endswith(tail)}
     if len(found) > 1:
         raise UserError(f"spaCy pipeline {model!r} is not installed, and the parse cache ({parse_cache_dir()}) "
                         f"holds parses of {len(found)} versions of it: {sorted(found)}; keep one (structattn cache "

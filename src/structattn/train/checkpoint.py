@@ -2,7 +2,9 @@
 
 A checkpoint folder is written under a temporary name and renamed into place, so
 a run killed at any moment leaves either the previous checkpoint or the new one,
-never half of one.
+never half of one. A full disk while writing it (:meth:`AtomicDir.writing`) removes the temporary
+folder and stops the run with one line naming the folder and the space it needs; the last committed
+folder stays as it was.
 
 RNG states are stored without pickle: Python's and NumPy's as JSON values (:func:`python_rng_json`,
 :func:`numpy_rng_json`), torch's as tensors (:func:`torch_rng_tensors`) or, in the engine's checkpoints, all
@@ -11,6 +13,7 @@ of them as one JSON object (:func:`rng_json`). Model weights go to safetensors o
 """
 from __future__ import annotations
 
+import contextlib
 import os
 import random
 import re
@@ -18,6 +21,8 @@ import shutil
 import signal
 from pathlib import Path
 from typing import Any
+
+from ..io import DiskFull, disk_full_message, is_disk_full
 
 
 class AtomicDir:
@@ -57,15 +62,41 @@ class AtomicDir:
     def abort(self) -> None:
         shutil.rmtree(self.tmp, ignore_errors=True)  # best effort while another error propagates
 
+    @contextlib.contextmanager
+    def writing(self):
+        """Around the writes into :attr:`tmp` (what ``with AtomicDir(...)`` does before committing): on an error
+        the temporary folder is removed, and a full disk becomes :class:`~structattn.io.DiskFull`."""
+        try:
+            yield self.tmp
+        except BaseException as exc:
+            self._failed(exc)
+            raise
+
+    def _failed(self, exc: BaseException) -> None:
+        """Remove the temporary folder; raise DiskFull (naming ``final`` and the space a complete folder needs: the
+        last committed one's size or what was written, whichever is larger) when ``exc`` is a full disk."""
+        written = _folder_bytes(self.tmp)
+        self.abort()
+        if isinstance(exc, Exception) and is_disk_full(exc):
+            kept = f" and the last saved {self.final} is unchanged" if self.final.exists() else ""
+            raise DiskFull(disk_full_message(self.final, max(written, _folder_bytes(self.final)), kept)) from exc
+
     def __enter__(self) -> Path:
         return self.begin()
 
     def __exit__(self, exc_type, exc, tb) -> bool:
-        if exc_type is not None:
-            self.abort()
+        if exc is not None:
+            self._failed(exc)
         else:
             self.commit()
         return False
+
+
+def _folder_bytes(folder: Path) -> int:
+    """Bytes of the files under ``folder`` (0 when it does not exist)."""
+    if not folder.is_dir():
+        return 0
+    return sum(p.stat().st_size for p in folder.rglob("*") if p.is_file())
 
 
 KILL_BETWEEN_RENAMES_ENV = "STRUCTATTN_KILL_BETWEEN_RENAMES"

@@ -54,6 +54,7 @@ from ..errors import UserError
 from ..io import atomic_write_json
 from .checkpoint import AtomicDir, load_model_tensors, model_tensors, recover_atomic_dirs, rng_json, set_rng_json
 from .config import check_precision
+from .output_lock import hold_output_dir
 
 CHECKPOINT = "checkpoint"
 FAULT_ENV = "STRUCTATTN_KILL_AT_STEP"
@@ -124,6 +125,8 @@ class Engine:
         _allow_precision(mixed)
         self.acc = Accelerator(cpu=not on_gpu, mixed_precision=mixed)
         self.out, self.ckpt = Path(output_dir), Path(output_dir) / CHECKPOINT
+        # one trainer per folder: refused here when the folder exists, else when begin() creates it
+        self.output_lock = hold_output_dir(self.out, create=False) if self.acc.is_main_process else None
         self.seed_value, self.deterministic, self.precision = seed, deterministic, precision
         self.grad_accum, self.clip_norm = grad_accum, clip_norm
         self.checkpoint_every, self.checkpoints = checkpoint_every, checkpoints
@@ -170,6 +173,7 @@ class Engine:
         other ``settings`` (recorded by :meth:`prepare`, once the family has read its data without error)."""
         if self.is_main:
             self.out.mkdir(parents=True, exist_ok=True)
+            self.output_lock = self.output_lock or hold_output_dir(self.out)  # before repairing: no other writer
             for folder in recover_atomic_dirs(self.out):
                 print(f"restored {folder}: a previous run was killed while replacing it", file=sys.stderr)
         self.acc.wait_for_everyone()
@@ -229,13 +233,15 @@ class Engine:
         if self.is_main:
             staging.begin()
         acc.wait_for_everyone()
-        atomic_write_json(staging.tmp / f"rng-{acc.process_index}.json",
-                          {**rng_json(), "running_loss": [float(self.running[0]), self.running[1]]})
-        if self.is_main:
-            save_file(model_tensors(self.model), str(staging.tmp / "model.safetensors"))
-            scaler = self.scaler.state_dict() if self.scaler.is_enabled() else {}
-            torch.save({"optimizer": self.optimizer.state_dict(), "scaler": scaler}, staging.tmp / "tensors.pt")
-            atomic_write_json(staging.tmp / "state.json", dataclasses.asdict(state))
+        with staging.writing():  # a full disk: one line, the temporary folder removed, checkpoint/ kept
+            atomic_write_json(staging.tmp / f"rng-{acc.process_index}.json",
+                              {**rng_json(), "running_loss": [float(self.running[0]), self.running[1]]})
+            if self.is_main:
+                save_file(model_tensors(self.model), str(staging.tmp / "model.safetensors"))
+                scaler = self.scaler.state_dict() if self.scaler.is_enabled() else {}
+                with open(staging.tmp / "tensors.pt", "wb") as fh:  # Python's file: ENOSPC stays an errno
+                    torch.save({"optimizer": self.optimizer.state_dict(), "scaler": scaler}, fh)
+                atomic_write_json(staging.tmp / "state.json", dataclasses.asdict(state))
         acc.wait_for_everyone()
         if self.is_main:
             staging.commit()

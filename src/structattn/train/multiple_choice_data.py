@@ -360,7 +360,7 @@ def build_mc_features_parallel(questions: Sequence["MCQuestion"], tokenizer, str
     dominate; SG-Net's structures add about half); on the 16 cores of the H200 machine the whole start of a RACE-M
     run, dev features and model loading included, fell from about 170 s to about 55 s (results/README.md, RACE-M).
     ``workers`` <= 1, too few questions, or a platform without fork builds in this process. Parses missing from the cache are
-    parsed in the workers (the cache keeps one process's additions where two write one bucket at once).
+    parsed in the workers (the cache keeps every process's additions).
     """
     if not forks_pay(len(questions), workers):
         return build_mc_features(questions, tokenizer, structure, show_progress=show_progress, **options)
