@@ -9,6 +9,8 @@ import argparse
 import importlib
 import sys
 
+from .cli_grammar import CommandLineParser
+
 # Order = order in --help. Every name is a module of structattn.commands (benchmarks are scripts in
 # benchmarks/, run by `make bench`, not commands).
 COMMANDS = ["preprocess", "masks", "cache", "train", "evaluate", "predict", "sweep", "report", "demo",
@@ -17,7 +19,7 @@ COMMANDS = ["preprocess", "masks", "cache", "train", "evaluate", "predict", "swe
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="structattn", description="Structure-aware attention for Transformer encoders.")
+    parser = CommandLineParser(prog="structattn", description="Structure-aware attention for Transformer encoders.")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     for name in COMMANDS:
         importlib.import_module(f"structattn.commands.{name}").add_parser(sub)

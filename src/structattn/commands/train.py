@@ -17,10 +17,12 @@ def add_parser(sub) -> None:
 
 
 def run(args) -> int:
+    from ..paths import check_output_folder
     from ..train.config import config_from_args
     from ..train.trainers import trainer_for
 
     cfg = config_from_args(args)
+    check_output_folder(cfg.output_dir)  # before any model or data loads
     trainer = trainer_for(cfg, show_progress=not args.no_progress)
     summary = trainer.train()
     summary.pop("history", None)
