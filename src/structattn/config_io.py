@@ -209,7 +209,7 @@ def add_dataclass_arguments(parser: argparse.ArgumentParser, cls, presets: dict[
         kind += ", comma-separated" if "list" in kind else ""
         kind += ", true or false" if kind == "bool" else ""
         kind += f", {NONE_WORD} = null" if "None" in kind else ""
-        help_text = (f"{texts.get(f.name, f.name.replace('_', ' '))} ({kind}; default "
+        help_text = (f"{texts.get(f.name, f.name.replace('_', ' '))}: {kind} (default "
                      f"{_default_of(f, preset)!r}{default_notes.get(f.name, '')})")
         if f.name in choices:
             help_text += f"; one of: {', '.join(map(str, choices[f.name]))}"

@@ -30,11 +30,11 @@ def check_input_file(path: str | os.PathLike | None, flag: str) -> str | None:
         return path
     file = Path(path)
     if not file.exists():
-        raise UserError(f"{flag} {path}: no such file; check the path")
+        raise UserError(f"{flag}: input file {path} does not exist; check the path")
     if file.is_dir():
-        raise UserError(f"{flag} {path}: is a folder; give a file")
+        raise UserError(f"{flag}: input {path} is a folder, not a file; give a file")
     if not os.access(file, os.R_OK):
-        raise UserError(f"{flag} {path}: cannot be read (permission denied)")
+        raise UserError(f"{flag}: input file {path} cannot be read (permission denied)")
     return path
 
 
