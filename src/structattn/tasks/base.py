@@ -160,7 +160,7 @@ def read_lines(path: Path, controls: str = "refuse") -> list[str]:
         raise UserError(f"{path}: file not found (benchmark files are read from the data folder, "
                         "../shared/data beside the repository unless STRUCTATTN_DATA names another)")
     if not path.is_file():
-        raise UserError(f"{path}: is a folder, not a file")
+        raise UserError(f"{path}: is not a file (it is a folder)")
     lines = decode_lines(path.read_bytes(), str(path), controls="refuse" if controls == "refuse" else "keep")
     if controls == "count":
         note_control_lines(lines, str(path))
