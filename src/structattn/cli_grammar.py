@@ -105,20 +105,37 @@ def closest_flag(parser: argparse.ArgumentParser, word: str) -> str | None:
     return match[0] if match else None
 
 
+def unknown_flags(parser: argparse.ArgumentParser, words: list[str]) -> list[str]:
+    """The words that look like flags but are none of ``parser``'s (nor an abbreviation of one)."""
+    known = list(parser._option_string_actions)  # noqa: SLF001
+    out = []
+    for word in words:
+        flag = word.split("=", 1)[0]
+        if len(flag) > 1 and flag.startswith("-") and not flag[1:2].isdigit() \
+                and not any(k.startswith(flag) for k in known):
+            out.append(flag)
+    return out
+
+
 class CommandLineParser(argparse.ArgumentParser):
-    """Reports unrecognised arguments with the chosen subcommand's usage and the closest valid flag."""
+    """Reports unrecognised arguments with the chosen subcommand's usage and, for any error of a command line
+    that holds a misspelled flag (also "the following arguments are required"), the closest valid flag."""
+
+    _words: list[str] = []  # the command line being parsed (shared by the subcommands' parsers)
 
     def parse_args(self, args=None, namespace=None):
+        CommandLineParser._words = list(sys.argv[1:] if args is None else args)
         namespace, extras = self.parse_known_args(args, namespace)
         if extras:
-            chosen = self.chosen_parser(namespace)
-            message = f"unrecognized arguments: {' '.join(extras)}"
-            guesses = [(w, closest_flag(chosen, w)) for w in extras if w.startswith("-")]
-            hints = [f"{w.split('=', 1)[0]} -> {g}" for w, g in guesses if g]
-            if hints:
-                message += "; did you mean " + ", ".join(hints) + "?"
-            chosen.error(message)
+            self.chosen_parser(namespace).error(f"unrecognized arguments: {' '.join(extras)}")
         return namespace
+
+    def error(self, message: str):
+        guesses = [(flag, closest_flag(self, flag)) for flag in unknown_flags(self, CommandLineParser._words)]
+        hints = [f"{flag} -> {guess}" for flag, guess in guesses if guess]
+        if hints:
+            message += "; did you mean " + ", ".join(hints) + "?"
+        super().error(message)
 
     def chosen_parser(self, namespace: argparse.Namespace) -> argparse.ArgumentParser:
         """The innermost subparser that ``namespace``'s command (and sub-command) names."""

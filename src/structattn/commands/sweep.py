@@ -7,13 +7,14 @@ from pathlib import Path
 
 def add_parser(sub) -> None:
     from ..train.config import add_config_arguments
+    from .train import train_field_choices
 
     p = sub.add_parser("sweep", help="run variants x learning rates x epochs x seeds and record the results",
                        description="Fine-tune every combination of --variants, --learning-rates, --epoch-grid and "
                                    "--seeds over the settings the TrainConfig flags give; each finished run appends "
                                    "one line to RESULTS_DIR/<task>.jsonl (runs already recorded are skipped), which "
                                    "`structattn report` reads.")
-    add_config_arguments(p)
+    add_config_arguments(p, train_field_choices())
     p.add_argument("--variants", nargs="+", default=["global", "wla:k=3", "sla:m=3"],
                    help="mechanism variants, NAME[:option=value,...] (default global wla:k=3 sla:m=3); e.g. "
                         "global wla:k=3 sla:m=3 sla:m=4 lisa:w=1.0")

@@ -5,13 +5,27 @@ import json
 import sys
 
 
+def train_field_choices() -> dict:
+    """TrainConfig field -> the names it accepts, from the registries (shown in each flag's help)."""
+    from ..attention.mechanisms import MECHANISMS
+    from ..models.sgnet import POOLS
+    from ..structure.align import LONG_INPUTS
+    from ..train.config import PRECISIONS, task_names
+    from ..train.sgnet_loading import MODEL_PARTS
+    from ..train.sweep import SGNET_AGGREGATIONS
+
+    return {"task": task_names(), "mechanism": sorted(MECHANISMS), "pool": POOLS, "long_inputs": LONG_INPUTS,
+            "model_parts": MODEL_PARTS, "precision": PRECISIONS, "sgnet": ("none", *SGNET_AGGREGATIONS),
+            "sgnet_init": ("fresh", "copy")}
+
+
 def add_parser(sub) -> None:
     from ..train.config import add_config_arguments
 
     p = sub.add_parser("train", help="fine-tune an encoder (with or without a structure mechanism) on a task",
                        description="Fine-tune one configuration. Every TrainConfig field is a flag; --config "
                                    "reads a JSON file first. Rerunning in the same --output-dir resumes.")
-    add_config_arguments(p)
+    add_config_arguments(p, train_field_choices())
     p.add_argument("--no-progress", action="store_true", help="no progress bars (one line per evaluation stays)")
     p.set_defaults(func=run)
 

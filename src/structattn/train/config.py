@@ -192,28 +192,16 @@ def task_names() -> list[str]:
     return sorted([*TASKS, *QA_TASKS, *MC_TASKS])
 
 
-def _field_choices() -> dict[str, Any]:
-    """Field -> the names it accepts, from the registries (shown in each flag's help)."""
-    from ..attention.mechanisms import MECHANISMS
-    from ..models.sgnet import POOLS
-    from ..structure.align import LONG_INPUTS
-    from .sgnet_loading import MODEL_PARTS
-    from .sweep import SGNET_AGGREGATIONS
-
-    return {"task": task_names(), "mechanism": sorted(MECHANISMS), "pool": POOLS, "long_inputs": LONG_INPUTS,
-            "model_parts": MODEL_PARTS, "precision": PRECISIONS, "sgnet": ("none", *SGNET_AGGREGATIONS),
-            "sgnet_init": ("fresh", "copy")}
-
-
-def add_config_arguments(parser: argparse.ArgumentParser) -> None:
+def add_config_arguments(parser: argparse.ArgumentParser, choices: dict[str, Any] | None = None) -> None:
     """``--config FILE`` plus one ``--<field>`` flag per field (all default to None = not given), each help
-    naming the field's choices and the reading families' own defaults (:data:`READING_DEFAULTS`)."""
+    naming the field's ``choices`` (field -> names) and the reading families' own defaults
+    (:data:`READING_DEFAULTS`)."""
     from ..config_io import add_dataclass_arguments
 
     names = {"span_qa": "span QA", "multiple_choice": "multiple choice"}
     notes = {f.name: "".join(f"; {names[family]} {values[f.name]!r}" for family, values in READING_DEFAULTS.items()
                              if f.name in values) for f in fields(TrainConfig)}
-    add_dataclass_arguments(parser, TrainConfig, descriptions=FIELD_HELP, choices=_field_choices(),
+    add_dataclass_arguments(parser, TrainConfig, descriptions=FIELD_HELP, choices=choices,
                             default_notes=notes, skip=("extra",))
 
 
