@@ -146,3 +146,32 @@ class CommandLineParser(argparse.ArgumentParser):
             if name is None or name not in subs[0].choices:
                 return parser
             parser = subs[0].choices[name]
+
+
+def _cell(text: str) -> str:
+    return " ".join(text.split()).replace("|", "\\|").replace("<", "&lt;").replace(">", "&gt;")
+
+
+def flag_tables(parser: argparse.ArgumentParser) -> str:
+    """Markdown: per (sub)command its description and a table of its flags and their help, then the retired
+    spellings and what replaces them (the tables of ``docs/command-line.md``)."""
+    out = []
+    for p in walk_parsers(parser):
+        if p is parser or subparser_actions(p):
+            continue  # the top level and a command with sub-commands (cache, score): their sub-commands follow
+        formatter = p._get_formatter()  # noqa: SLF001
+        out += [f"### `{p.prog}`", "", _cell(p.description or ""), "", "| flag | meaning |", "|---|---|"]
+        retired = []
+        for action in p._actions:  # noqa: SLF001
+            if isinstance(action, (argparse._HelpAction, argparse._SubParsersAction)):
+                continue
+            invocation = formatter._format_action_invocation(action)  # noqa: SLF001
+            if is_retired(action):
+                retired.append(f"`{' '.join(action.option_strings) or 'positional ' + action.metavar}` -> "
+                               f"`{action.replacement}`")
+            else:
+                out.append(f"| `{invocation}` | {_cell(action.help or '')} |")
+        if retired:
+            out += ["", "Retired spellings (accepted for one more release, with a warning): " + ", ".join(retired)]
+        out.append("")
+    return "\n".join(out)

@@ -4,7 +4,7 @@ NUL and the other C0 control characters (U+0000-U+001F) except tab, line feed an
 a sentence: spaCy turns a NUL into a word, a tokenizer into an unknown piece, and a model then parses or
 translates garbage without a word of warning. Readers refuse them with ``FILE:LINE``
 (:func:`check_lines`, :func:`check_text`, :func:`check_json_text`); the benchmark readers whose published files
-hold a few (CoLA and STS-B training sets: a backspace or an escape inside three and one sentences) keep them as
+hold a few (CoLA's training set: a backspace in three sentences; STS-B's: a U+0012 in one) keep them as
 published and count them on stderr (:func:`note_control_lines`), so recorded results stay what they were.
 """
 from __future__ import annotations

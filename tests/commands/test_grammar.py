@@ -149,3 +149,16 @@ def test_none_is_the_one_word_for_no_value_and_null_is_retired(parser, capsys):
     assert config_from_args(parser.parse_args(["train", "--m", "null"])).m is None
     assert "'null' (--m) is deprecated" in capsys.readouterr().err
     assert config_from_args(parser.parse_args(["train", "--sgnet", "none"])).sgnet == "none"  # a text field keeps it
+
+
+def test_the_documented_flag_tables_are_the_parsers(parser):
+    """docs/command-line.md ends with the tables :func:`flag_tables` makes; regenerate them when a flag changes."""
+    from pathlib import Path
+
+    from structattn.cli_grammar import flag_tables
+
+    doc = (Path(__file__).resolve().parents[2] / "docs" / "command-line.md").read_text(encoding="utf-8")
+    begin = doc.index("-->\n", doc.index("<!-- generated from the parser")) + 4
+    end = doc.index("<!-- end of the generated tables -->")
+    assert doc[begin:end].strip() == flag_tables(parser).strip(), \
+        "docs/command-line.md is out of date: paste flag_tables(structattn.cli.build_parser()) between the markers"
