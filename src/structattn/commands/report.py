@@ -29,7 +29,9 @@ def run(args) -> int:
     from ..analysis.figures import gate_columns, plot_attention_maps, plot_gate_means, sentence_attention
     from ..analysis.report import column_matches, load_runs, markdown_table, runner_result_files
     from ..io import atomic_write_text
+    from ..paths import check_output_file
 
+    check_output_file(args.output, "--output")
     _, others = runner_result_files(Path(args.results_dir))
     if others:  # say what this report leaves out rather than skip it silently
         print(f"not read (not a classification/tagging task's results; they have their own reports): "
