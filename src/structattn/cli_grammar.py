@@ -70,6 +70,17 @@ def add_retired_positional(parser: argparse.ArgumentParser, name: str, replaceme
                         action=RetiredFlag, replacement=replacement, into=target.dest)
 
 
+def add_line_io_flags(parser: argparse.ArgumentParser, kind: str, folder: str, each_line: str, written: str) -> None:
+    """``--model`` (required: a shipped ``kind``'s name or a ``folder``), ``--input`` and ``--output`` of a command
+    that writes output line N for input line N (standard input and output by default): ``each_line`` says what an
+    input line holds, ``written`` what is written for it."""
+    parser.add_argument("--model", required=True,
+                        help=f"a trained {kind}'s name (`structattn models` lists them) or {folder}")
+    parser.add_argument("--input", default="-", help=f"UTF-8 text file, {each_line} per line (default -: stdin)")
+    parser.add_argument("--output", default="-", help=f"output file: {written} of input line N on line N "
+                                                      "(default -: stdout); its folder must exist")
+
+
 def is_retired(action: argparse.Action) -> bool:
     """True for a spelling added by :func:`add_retired_flags` or :func:`add_retired_positional`."""
     return isinstance(action, RetiredFlag)

@@ -35,19 +35,15 @@ TAG_CHOICES = ("spacy", "none")
 
 
 def add_parser(sub) -> None:
-    from ..cli_grammar import add_retired_flags
+    from ..cli_grammar import add_line_io_flags, add_retired_flags
     from ..settings import DEFAULT_SPACY_MODEL
 
     p = sub.add_parser("parse", help="parse raw or pre-tokenised text into bracketed constituency trees",
                        description="Constituency trees of raw text (split into sentences by spaCy) or of "
                                    "pre-tokenised sentences, one output line per input line, with a trained "
                                    "parser (`structattn models` lists the shipped ones).")
-    p.add_argument("--model", required=True, help="a trained parser's name (`structattn models` lists them) or a "
-                                                  "saved parser folder (structattn train-parsing's best/)")
-    p.add_argument("--input", default="-", help="UTF-8 text file, one text (or with --pretokenized one sentence) "
-                                                "per line (default -: stdin)")
-    p.add_argument("--output", default="-", help="tree file: the trees of input line N on output line N "
-                                                 "(default -: stdout); its folder must exist")
+    add_line_io_flags(p, "parser", "a saved parser folder (structattn train-parsing's best/)",
+                      "one text (with --pretokenized: one sentence)", "the trees")
     p.add_argument("--pretokenized", action="store_true",
                    help="one sentence per line, tokens separated by spaces (no spaCy tokenisation)")
     p.add_argument("--batch-size", type=int, default=32, help="sentences per forward pass (default 32)")

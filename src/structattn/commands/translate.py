@@ -15,15 +15,14 @@ from pathlib import Path
 
 
 def add_parser(sub) -> None:
+    from ..cli_grammar import add_line_io_flags
+
     p = sub.add_parser("translate", help="translate text with a trained translation model",
                        description="Translate one sentence per line (stdin or --input) with a model folder saved by "
                                    "`structattn train-translation` (its final/ or best/ folder) or a shipped "
                                    "model's name (`structattn models`).")
-    p.add_argument("--model", required=True, help="a trained translator's name (`structattn models` lists them) or "
-                                                  "a model folder (config.json, model.safetensors, tokenizer)")
-    p.add_argument("--input", default="-", help="UTF-8 text file, one sentence per line (default -: stdin)")
-    p.add_argument("--output", default="-", help="output file: the translation of input line N on line N "
-                                                 "(default -: stdout); its folder must exist")
+    add_line_io_flags(p, "translator", "a model folder (config.json, model.safetensors, tokenizer)", "one sentence",
+                      "the translation")
     p.add_argument("--beam", type=int, default=5, help="beam size (default 5; 1 = greedy)")
     p.add_argument("--length-penalty", type=float, default=1.0,
                    help="exponent of the length normalisation of beam scores (default 1.0)")
