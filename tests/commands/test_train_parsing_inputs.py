@@ -34,7 +34,8 @@ def test_a_tree_longer_than_max_words_names_file_and_line(cli, files, tmp_path):
     long_tree = "(S " + " ".join(["(NN w)"] * 6) + ")\n"
     _refused(cli, [*files(train=TREE + TREE + long_tree, dev=TREE), "--max-words", "5"], tmp_path,
              f"{tmp_path / 'train.mrg'}:3: 6 words, more than the parser's max_words=5")
-    _refused(cli, [*files(train=TREE, dev=long_tree), "--max-words", "5"], tmp_path, f"{tmp_path / 'dev.mrg'}:1: 6 words")
+    _refused(cli, [*files(train=TREE, dev=long_tree), "--max-words", "5"], tmp_path,
+             f"{tmp_path / 'dev.mrg'}:1: 6 words")
 
 
 def test_training_trees_without_a_labelled_constituent_name_the_file(cli, files, tmp_path):

@@ -56,7 +56,8 @@ def test_dependency_readers_refuse_them(tmp_path):
     from structattn.parsing.conllu_backend import read_conllu
     from structattn.parsing.ptb_dependency import read_ptb_dependency
 
-    conllu = write(tmp_path, "x.conllu", "# text\n1\tHi\thi\tINTJ\tUH\t_\t0\troot\t_\t_\n2\t\x1b\t_\tX\tX\t_\t1\tdep\t_\t_\n")
+    conllu = write(tmp_path, "x.conllu",
+                   "# text\n1\tHi\thi\tINTJ\tUH\t_\t0\troot\t_\t_\n2\t\x1b\t_\tX\tX\t_\t1\tdep\t_\t_\n")
     with pytest.raises(UserError, match=rf"^{conllu}:3: control character U\+001B \(ESC\)"):
         read_conllu(conllu)
     dep = write(tmp_path, "x.dp", "Hi\tUH\t0\nthe\x00re\tRB\t1\n")
@@ -73,7 +74,7 @@ def test_json_readers_refuse_them_raw_or_escaped(tmp_path):
     path = write(tmp_path, "squad.json", json.dumps(squad, indent=1))
     with pytest.raises(UserError, match=rf"^{path}:\d+: {NUL} \(written \\u0000\)"):
         load_squad(path)
-    race = write(tmp_path, "1.txt", json.dumps({"article": "A\u0001b.", "questions": ["Q?"], "options": [["a", "b", "c", "d"]],
-                                                "answers": ["A"], "id": "1.txt"}))
+    race = write(tmp_path, "1.txt", json.dumps({"article": "A\u0001b.", "questions": ["Q?"],
+                                                "options": [["a", "b", "c", "d"]], "answers": ["A"], "id": "1.txt"}))
     with pytest.raises(UserError, match=rf"^{race}:1: control character U\+0001"):
         read_race_file(race, "middle")

@@ -65,7 +65,8 @@ def run(args) -> int:
         summary = Trainer(cfg).train()
         results[mechanism] = (summary["best"], time.time() - t0)
     print()
-    print("SST-2 dev accuracy (all-MiniLM-L6-v2, CPU, seed %d, %d training sentences):" % (args.seed, args.max_train_examples))
+    print(f"SST-2 dev accuracy (all-MiniLM-L6-v2, CPU, seed {args.seed}, {args.max_train_examples} training "
+          "sentences):")
     for mechanism, (acc, secs) in results.items():
         name = "baseline (global attention)" if mechanism == "global" else "SLA (m=3)"
         print(f"  {name:30s} {100 * acc:6.2f}   ({secs:.0f} s)")

@@ -94,8 +94,8 @@ TRAINED: dict[str, TrainedModel] = {m.name: m for m in (
                          "\"Ein Mann fährt auf einem Fahrrad die Straße entlang.\"",
                  bad_at="anything that is not an image caption (news, questions, instructions, dialogue, technical "
                         "text): out-of-domain text breaks, often into fluent-looking nonsense or repeated pieces, "
-                        "e.g. \"The central bank raised interest rates yesterday.\" -> \"Die Zititititititititäglichen "
-                        "Wissenschaftlichen mücher.\" and \"Please send me the invoice by Friday.\" -> \"Ein Puller "
+                        "e.g. \"The central bank raised interest rates yesterday.\" -> "
+                        "\"Die Zititititititititäglichen Wissenschaftlichen mücher.\" and \"Please send me the invoice by Friday.\" -> \"Ein Puller "
                         "in der Wiese in der Aufschrift „Co“ wird von der Aufschrift „Fay“.\"; lines over the "
                         "model's source limit are cut (counted on stderr)"),
 )}

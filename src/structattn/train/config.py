@@ -15,7 +15,6 @@ import dataclasses
 import hashlib
 import json
 from dataclasses import dataclass, field, fields
-from pathlib import Path
 from typing import Any
 
 from ..config_io import JsonConfig
