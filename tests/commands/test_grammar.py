@@ -133,7 +133,7 @@ def test_help_names_the_choices_from_the_registries_and_what_defaults_mean(parse
     train = _help(parser, "train")
     assert all(name in train for name in task_names()) and "squad2" in train and "race" in train
     assert "one of: " + ", ".join(sorted(MECHANISMS)) in train
-    assert '"" = the offline default (all-MiniLM-L6-v2)' in train
+    assert "'' = the offline default all-MiniLM-L6-v2" in train
     parsing = _help(parser, "train-parsing")
     assert "one of: " + ", ".join(VARIANTS) in parsing and "one of: none, spacy, gold" in parsing
     assert "one of: fp32, bf16, fp16" in parsing and "'' = the offline all-MiniLM-L6-v2" in parsing

@@ -154,6 +154,9 @@ def config_key(cfg: TrainConfig, ignore: tuple[str, ...] = ()) -> str:
 #: What a flag's help says about the fields whose line in :class:`TrainConfig` has no comment (or too short a one).
 FIELD_HELP = {
     "task": "the task to fine-tune on",
+    "model": "pretrained encoder (or a saved run's folder): a Hugging Face name or folder; '' = the offline default "
+             "all-MiniLM-L6-v2",
+    "mechanism": "structure-aware attention inside the encoder (structattn.attention.mechanisms); global = none",
     "parser": "spaCy pipeline that parses the text for the structure mechanisms",
     "output_dir": "folder of the run: checkpoint/, best/, train_config.json; rerunning in it resumes",
     "seed": "seeds torch, numpy and random",
