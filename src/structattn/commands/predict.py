@@ -9,8 +9,11 @@ the one saved with the model, except on a task whose questions are all answerabl
 "A".."D"} (what ``structattn score race`` and ``score mctest`` read), with ``PRED.scores.json`` {qid: the options'
 scores} beside it; any other ``--output`` (or stdout): JSON lines {qid, prediction (option index), scores}.
 
-    structattn predict runs/squad/best --task squad2 --split test --output test_pred.json
-    structattn predict runs/squad/best --data my_questions.json --output pred.json   # any SQuAD-format file
+    structattn predict --model runs/squad/best --task squad2 --split test --output test_pred.json
+    structattn predict --model runs/squad/best --data my_questions.json --output pred.json   # any SQuAD-format file
+
+The model folder was positional before ``--model`` (``structattn predict runs/squad/best ...``); that spelling
+still works for one release, with a deprecation line. Every path is checked before the model loads.
 """
 from __future__ import annotations
 
@@ -47,10 +50,8 @@ def add_parser(sub) -> None:
 
 
 def run(args) -> int:
-    from ..train.trainers import task_family
-    from ..train.trainers import load_trained
-
     from ..paths import check_input_file, check_output_file
+    from ..train.trainers import load_trained, task_family
     from .evaluate import model_folder
 
     folder = model_folder(args)
