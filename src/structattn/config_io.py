@@ -159,6 +159,27 @@ def field_descriptions(cls) -> dict[str, str]:
     return out
 
 
+class _StoreWithChoicesInHelp(argparse.Action):
+    """A plain store action whose help ends with the names a field accepts, looked up only when the help is shown
+    (``names`` may be a function: the registries that hold them can be slow to import)."""
+
+    def __init__(self, option_strings, dest, names=(), **kwargs):
+        self._names = names
+        super().__init__(option_strings, dest, **kwargs)
+
+    @property
+    def help(self):
+        names = self._names() if callable(self._names) else self._names
+        return f"{self._help}; one of: {', '.join(map(str, names))}"
+
+    @help.setter
+    def help(self, text):
+        self._help = text
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        setattr(namespace, self.dest, values)
+
+
 def _default_of(f: dataclasses.Field, preset: dict[str, Any]) -> Any:
     if f.name in preset:
         return preset[f.name]
@@ -179,7 +200,8 @@ def add_dataclass_arguments(parser: argparse.ArgumentParser, cls, presets: dict[
     ``presets`` (name -> field values; the first name is the command line's default) adds ``--preset NAME``: a
     named set of values applied over the dataclass's defaults, under ``--config`` and the flags. Each flag's help
     says what the field means (``descriptions``, else the comment beside the field in the source), its type, the
-    default preset's value (with ``default_notes[field]`` after it) and its ``choices`` (field -> names).
+    default preset's value (with ``default_notes[field]`` after it) and its ``choices`` (field -> names, or a
+    function giving them, called only when the help is shown).
     ``flag_names`` (field -> flag) spells a field's flag as the rest of the command line does (``encoder`` ->
     ``--model``); the field's own spelling stays accepted as a retired alias (:mod:`structattn.cli_grammar`).
     Fields in ``skip`` get no flag (``--config`` still sets them)."""
@@ -211,9 +233,9 @@ def add_dataclass_arguments(parser: argparse.ArgumentParser, cls, presets: dict[
         kind += f", {NONE_WORD} = null" if "None" in kind else ""
         help_text = (f"{texts.get(f.name, f.name.replace('_', ' '))}: {kind} (default "
                      f"{_default_of(f, preset)!r}{default_notes.get(f.name, '')})")
-        if f.name in choices:
-            help_text += f"; one of: {', '.join(map(str, choices[f.name]))}"
-        parser.add_argument(flag, dest=f.name, default=None, metavar=flag[2:].replace("-", "_").upper(), help=help_text)
+        extra = {"action": _StoreWithChoicesInHelp, "names": choices[f.name]} if f.name in choices else {}
+        parser.add_argument(flag, dest=f.name, default=None, metavar=flag[2:].replace("-", "_").upper(), help=help_text,
+                            **extra)
         if flag != own:
             add_retired_flags(parser, own)
 

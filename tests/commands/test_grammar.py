@@ -162,3 +162,14 @@ def test_the_documented_flag_tables_are_the_parsers(parser):
     end = doc.index("<!-- end of the generated tables -->")
     assert doc[begin:end].strip() == flag_tables(parser).strip(), \
         "docs/command-line.md is out of date: paste flag_tables(structattn.cli.build_parser()) between the markers"
+
+
+def test_building_the_command_line_does_not_import_transformers():
+    """Help texts name the registries' choices without importing them at start-up (the mechanisms' registry pulls
+    in transformers: 10 s and 270 MB more for every command, also for one that only prints an error)."""
+    import subprocess
+    import sys
+
+    code = "import sys; from structattn import cli; cli.build_parser(); print('transformers' in sys.modules)"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "False"

@@ -6,17 +6,21 @@ import sys
 
 
 def train_field_choices() -> dict:
-    """TrainConfig field -> the names it accepts, from the registries (shown in each flag's help)."""
-    from ..attention.mechanisms import MECHANISMS
-    from ..models.sgnet import POOLS
-    from ..structure.align import LONG_INPUTS
+    """TrainConfig field -> a function giving the names it accepts, from the registries (shown in each flag's help;
+    the registries are imported only when the help is shown: the mechanisms' pulls in transformers)."""
     from ..train.config import PRECISIONS, task_names
-    from ..train.sgnet_loading import MODEL_PARTS
-    from ..train.sweep import SGNET_AGGREGATIONS
 
-    return {"task": task_names(), "mechanism": sorted(MECHANISMS), "pool": POOLS, "long_inputs": LONG_INPUTS,
-            "model_parts": MODEL_PARTS, "precision": PRECISIONS, "sgnet": ("none", *SGNET_AGGREGATIONS),
-            "sgnet_init": ("fresh", "copy")}
+    def registry(module: str, name: str, prefix: tuple = ()):
+        def names() -> list[str]:
+            import importlib
+
+            return [*prefix, *getattr(importlib.import_module(f"structattn.{module}"), name)]
+        return names
+
+    return {"task": task_names, "mechanism": lambda: sorted(registry("attention.mechanisms", "MECHANISMS")()),
+            "pool": registry("models.sgnet", "POOLS"), "long_inputs": registry("structure.align", "LONG_INPUTS"),
+            "model_parts": registry("train.sgnet_loading", "MODEL_PARTS"), "precision": PRECISIONS,
+            "sgnet": registry("train.sweep", "SGNET_AGGREGATIONS", ("none",)), "sgnet_init": ("fresh", "copy")}
 
 
 def add_parser(sub) -> None:
