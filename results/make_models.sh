@@ -14,7 +14,7 @@ BIN=${BIN:-.venv/bin}
 # results/run_parsing_experiments.sh's CPU configuration; POS tags from spaCy (the best BNA rows of PARSING.md)
 PARSING="--preset full --d-model 128 --heads 4 --d-head 32 --d-ff 256 --label-hidden 128 --epochs 12 --patience 4 --no-progress"
 # results/run_nmt_experiments.sh's recipe
-NMT="--preset full --max-updates 4000 --warmup 2000 --learning-rate 5e-3 --eval-every 500 --patience 4 --average-last 5
+NMT="--preset full --max-updates 4000 --warmup-steps 2000 --learning-rate 5e-3 --eval-every 500 --patience 4 --average-last 5
      --max-tokens 4096 --beam 5 --length-penalty 1.0 --threads 1 --no-progress"
 
 train() {  # train RUN_DIR COMMAND FLAGS...: record the commit, train (or resume / finish) with its log beside it
@@ -33,7 +33,7 @@ parsers() {
   train runs/parsing/plm-bna-posspacy-s1 train-parsing $PARSING --fine-tune-encoder false --variant bna \
     --pos spacy --seed 1
   $BIN/python results/ship_model.py runs/parsing/plm-bna-posspacy-s1 bna-minilm
-  train runs/parsing/none-bna-posspacy-s1 train-parsing $PARSING --encoder none --variant bna --pos spacy --seed 1
+  train runs/parsing/none-bna-posspacy-s1 train-parsing $PARSING --model none --variant bna --pos spacy --seed 1
   $BIN/python results/ship_model.py runs/parsing/none-bna-posspacy-s1 bna-scratch
 }
 

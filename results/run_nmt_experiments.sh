@@ -15,7 +15,7 @@ set -uo pipefail
 cd "$(dirname "$0")/.."
 export OMP_NUM_THREADS=1 MKL_NUM_THREADS=1
 BIN=${BIN:-.venv/bin}
-NMT="--preset full --max-updates 4000 --warmup 2000 --learning-rate 5e-3 --eval-every 500 --patience 4 --average-last 5
+NMT="--preset full --max-updates 4000 --warmup-steps 2000 --learning-rate 5e-3 --eval-every 500 --patience 4 --average-last 5
      --max-tokens 4096 --beam 5 --length-penalty 1.0 --threads 1 --no-progress"
 
 run() {  # run NAME FLAGS...
@@ -36,7 +36,7 @@ run() {  # run NAME FLAGS...
   esac
   case $name in  # Tables 3-4: probing of the paper's three models, seed 1
     multi30k-transformer-s1|multi30k-local-s1|multi30k-hybrid_gate-s1) $BIN/structattn probe \
-      --model runs/nmt/$name/final --out results/probing/$name.json >> runs/nmt/$name.log 2>&1 \
+      --model runs/nmt/$name/final --output results/probing/$name.json >> runs/nmt/$name.log 2>&1 \
       || echo "PROBE FAILED $name" ;;
   esac
 }
@@ -64,7 +64,7 @@ case "${1:-}" in
   window) window ;;
   layers) layers ;;
   control) $BIN/structattn probe --model runs/nmt/multi30k-transformer-s1/final --untrained \
-    --out results/probing/untrained-multi30k-transformer-s1.json ;;  # probing control: the same model untrained
+    --output results/probing/untrained-multi30k-transformer-s1.json ;;  # probing control: the same model untrained
   one) shift; run "$@" ;;  # one NAME FLAGS...: a single run, e.g. one multi30k-hybrid_gate-s1 --variant hybrid_gate --seed 1
   *) echo "usage: $0 lane-a | lane-b | extra | window | layers | control | one NAME FLAGS..."; exit 2 ;;
 esac

@@ -68,7 +68,7 @@ bna_model() {  # a BNA parser for the speed comparison only: run_parsing_experim
   # settings, 1 epoch (parse time does not depend on the weights: the CKY chart over all spans is always full)
   mkdir -p "$PEERS/bna-run"
   $PY -m structattn.cli train-parsing --preset full --d-model 128 --heads 4 --d-head 32 --d-ff 256 --label-hidden 128 --epochs 1 \
-    --patience 4 --no-progress --encoder none --variant bna --pos none --seed 1 \
+    --patience 4 --no-progress --model none --variant bna --pos none --seed 1 \
     --output-dir "$PEERS/bna-run/none-bna-posnone-s1-e1" > "$PEERS/bna-run/none-bna-posnone-s1-e1.log" 2>&1
 }
 
@@ -97,7 +97,7 @@ joeynmt_smoke() {
   for v in transformer hybrid_gate; do  # ours: 100 updates, same data/BPE/batches; a 20-line dev set keeps decoding short
     $PY -m structattn.cli train-translation --preset full --variant $v --seed 1 --train-source "$RAW/train.en" --train-target "$RAW/train.de" \
       --dev-source "$PEERS/data/multi30k/dev20.en" --dev-target "$PEERS/data/multi30k/dev20.de" --max-updates 100 \
-      --warmup 2000 --learning-rate 5e-3 --eval-every 100 --patience 4 --average-last 1 --max-tokens 4096 --beam 1 \
+      --warmup-steps 2000 --learning-rate 5e-3 --eval-every 100 --patience 4 --average-last 1 --max-tokens 4096 --beam 1 \
       --threads 1 --no-progress --output-dir "$PEERS/ours-run/$v" > "$PEERS/ours-run/$v.out" 2>&1 &
     pids=$pids,$!
   done

@@ -46,7 +46,7 @@ parsing() {  # BNA on frozen MiniLM at results/run_parsing_experiments.sh's CPU 
 
 translation() {  # tiny transformer on Multi30k, 300 updates, test2016 only
   for p in fp32 bf16; do
-    run translation-$p train-translation --variant transformer --max-updates 300 --warmup 300 \
+    run translation-$p train-translation --variant transformer --max-updates 300 --warmup-steps 300 \
       --learning-rate 5e-3 --eval-every 150 --max-tokens 4096 --average-last 2 --test-splits test2016 \
       --threads 1 --seed 1 --no-progress --precision $p
   done

@@ -137,6 +137,7 @@ def ship_parser(run_dir: Path, entry: TrainedModel) -> dict:
                   "steps": summary.get("steps")},
         "run_test_f1": (summary.get("test") or {}).get("f1"),
         "build": entry.build,
+        **card_notes(entry),
     }
     if by_reference:
         card["encoder_reference"] = json.loads((entry.folder / "config.json").read_text())["encoder_reference"]
@@ -196,7 +197,13 @@ def ship_translator(run_dir: Path, entry: TrainedModel) -> dict:
         "train": {"wall_seconds": summary.get("wall_seconds"), "train_seconds": summary.get("train_seconds"),
                   "device": summary.get("device"), "updates": summary.get("updates")},
         "build": entry.build,
+        **card_notes(entry),
     }
+
+
+def card_notes(entry: TrainedModel) -> dict:
+    """The card's domain, good-at and bad-at texts (from :data:`structattn.models.trained.TRAINED`)."""
+    return {"domain": entry.domain, "good_at": entry.good_at, "bad_at": entry.bad_at}
 
 
 def card_markdown(card: dict) -> str:
@@ -207,6 +214,8 @@ def card_markdown(card: dict) -> str:
              f"--model {card['name']}`)",
              f"- data: {json.dumps(card['data'], ensure_ascii=False)}",
              f"- trained on: {card['trained_on']}",
+             *(f"- {label}: {card[key]}" for key, label in (("domain", "domain"), ("good_at", "good at"),
+                                                             ("bad_at", "bad at")) if card.get(key)),
              f"- exact command: `{card['command']}`",
              f"- commit: {card['commit']}",
              f"- test score: {test['metric']} {test['score']} on {test['set']} "

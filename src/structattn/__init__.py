@@ -9,8 +9,10 @@ The heavy modules (torch, transformers) are imported on first use of these names
 Layers, bottom to top. A module imports only from its own layer or a lower one, and no two modules import each
 other, directly or around a loop (``tests/test_import_layers.py`` checks both with ``ast``):
 
- 1. ``errors``, ``settings``, ``io``, ``config_io``: user errors, data and cache locations, atomic file writing,
-    typed JSON configuration (anyone may use them).
+ 1. ``errors``, ``settings``, ``io``, ``config_io``, ``textcheck``, ``paths``, ``cli_grammar``, ``verbosity``:
+    user errors, data and cache locations, atomic file writing, typed JSON configuration, the control-character
+    check of every reader, the path checks made before work, the command line's shared grammar, quiet loading
+    (anyone may use them).
  2. ``structure``: word-level relations (tree distance, ancestors, window, direction) and sub-word expansion.
  3. ``tasks``: readers for each benchmark and its official-equivalent metric (SQuAD, EVALB, BLEU, RACE, ...).
  4. ``parsing``: the Parse record; spaCy, CoNLL-U and PTB backends; the parse cache; PTB text normalisation.
@@ -42,6 +44,7 @@ _LAZY = {
     "Parse": "structattn.parsing.record",
     "Reader": "structattn.train.reader",
     "UserError": "structattn.errors",
+    "set_verbose": "structattn.verbosity",
 }
 
 __all__ = sorted(_LAZY)

@@ -9,6 +9,8 @@ import argparse
 import importlib
 import sys
 
+from .cli_grammar import CommandLineParser
+
 # Order = order in --help. Every name is a module of structattn.commands (benchmarks are scripts in
 # benchmarks/, run by `make bench`, not commands).
 COMMANDS = ["preprocess", "masks", "cache", "train", "evaluate", "predict", "sweep", "report", "demo",
@@ -17,7 +19,9 @@ COMMANDS = ["preprocess", "masks", "cache", "train", "evaluate", "predict", "swe
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="structattn", description="Structure-aware attention for Transformer encoders.")
+    parser = CommandLineParser(prog="structattn", description="Structure-aware attention for Transformer encoders.")
+    parser.add_argument("--verbose", action="store_true",
+                        help="show the libraries' loading output (transformers' progress bars and load reports)")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     for name in COMMANDS:
         importlib.import_module(f"structattn.commands.{name}").add_parser(sub)
@@ -34,10 +38,23 @@ def _quiet_libraries() -> None:
     os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")  # the per-load "Loading weights" bar; ours stay
 
 
+def _loud_libraries() -> None:
+    """``--verbose``: transformers' warnings, load reports and progress bars back on."""
+    from transformers.utils import logging as hf_logging
+
+    from .verbosity import set_verbose
+
+    set_verbose(True)
+    hf_logging.set_verbosity_warning()
+    hf_logging.enable_progress_bar()
+
+
 def main(argv: list[str] | None = None) -> int:
     _quiet_libraries()
     parser = build_parser()
     args = parser.parse_args(argv)
+    if args.verbose:
+        _loud_libraries()
     args.argv = list(sys.argv[1:] if argv is None else argv)  # recorded beside results as the exact command
     if not getattr(args, "func", None):
         parser.print_help()

@@ -100,26 +100,113 @@ def read_json(path: str | Path, what: str = "JSON file", missing: str = "") -> A
 
     ``what`` names the file in the not-found message, ``missing`` adds what to do about it."""
     path = Path(path)
+    if path.is_dir():
+        raise UserError(f"{path}: is a folder, not a {what}; give the file")
     if not path.is_file():
         raise UserError(f"{path}: {what} not found" + (f" ({missing})" if missing else ""))
+    return parse_json_text(path.read_bytes(), str(path))
+
+
+def parse_json_text(data: bytes, where: str) -> Any:
+    """The value of UTF-8 JSON bytes; :class:`UserError` naming ``where`` (and line:column) for bytes that are not
+    UTF-8, text that is not JSON, or a control character (raw or escaped as ``\\u0000``-``\\u001f``, tab and
+    line ends aside; :func:`structattn.textcheck.check_json_text`)."""
+    from .textcheck import check_json_text
+
     try:
-        return json.loads(path.read_text(encoding="utf-8"))
+        text = data.decode("utf-8")
     except UnicodeDecodeError:
-        raise UserError(f"{path}: not valid UTF-8 (JSON files are UTF-8)") from None
+        raise UserError(f"{where}: not valid UTF-8 (JSON files are UTF-8)") from None
+    check_json_text(text, where)
+    try:
+        return json.loads(text)
     except json.JSONDecodeError as exc:
-        raise UserError(f"{path}:{exc.lineno}:{exc.colno}: not valid JSON ({exc.msg})") from None
+        raise UserError(f"{where}:{exc.lineno}:{exc.colno}: not valid JSON ({exc.msg})") from None
 
 
 # ---------------------------------------------------------------------------------------------- command line
 
 
-def add_dataclass_arguments(parser: argparse.ArgumentParser, cls, presets: dict[str, dict] | None = None) -> None:
+#: The word that gives a field that may be null no value on the command line (``--m none``); a text field keeps
+#: the word (``--sgnet none``).
+NONE_WORD = "none"
+
+
+def field_descriptions(cls) -> dict[str, str]:
+    """What each field of the dataclass ``cls`` means: the comment on its line in the source, or the comment
+    lines just above it ({} where the source is not available)."""
+    import inspect
+    import re
+
+    try:
+        source = inspect.getsource(cls)
+    except (OSError, TypeError):
+        return {}
+    names = {f.name for f in dataclasses.fields(cls)}
+    out: dict[str, str] = {}
+    above: list[str] = []
+    for line in source.splitlines():
+        comment = re.match(r"\s+#\s*(.*)$", line)
+        if comment:
+            above.append(comment.group(1))
+            continue
+        declared = re.match(r"\s+(\w+)\s*:[^#]*?(?:#\s*(.*))?$", line)
+        if declared and declared.group(1) in names:
+            text = declared.group(2) or " ".join(above)
+            if text:
+                out[declared.group(1)] = text
+        above = []
+    return out
+
+
+class _StoreWithChoicesInHelp(argparse.Action):
+    """A plain store action whose help ends with the names a field accepts, looked up only when the help is shown
+    (``names`` may be a function: the registries that hold them can be slow to import)."""
+
+    def __init__(self, option_strings, dest, names=(), **kwargs):
+        self._names = names
+        super().__init__(option_strings, dest, **kwargs)
+
+    @property
+    def help(self):
+        names = self._names() if callable(self._names) else self._names
+        return f"{self._help}; one of: {', '.join(map(str, names))}"
+
+    @help.setter
+    def help(self, text):
+        self._help = text
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        setattr(namespace, self.dest, values)
+
+
+def _default_of(f: dataclasses.Field, preset: dict[str, Any]) -> Any:
+    if f.name in preset:
+        return preset[f.name]
+    if f.default is not dataclasses.MISSING:
+        return f.default
+    if f.default_factory is not dataclasses.MISSING:  # type: ignore[misc]
+        return f.default_factory()  # type: ignore[misc]
+    return None
+
+
+def add_dataclass_arguments(parser: argparse.ArgumentParser, cls, presets: dict[str, dict] | None = None, *,
+                            flag_names: dict[str, str] | None = None, descriptions: dict[str, str] | None = None,
+                            choices: dict[str, Any] | None = None, default_notes: dict[str, str] | None = None,
+                            skip: tuple[str, ...] = ()) -> None:
     """``--config FILE`` plus one ``--<field>`` flag per field of the :class:`JsonConfig` dataclass ``cls``
     (all default to None = not given; values are converted by :meth:`JsonConfig.from_dict`).
 
     ``presets`` (name -> field values; the first name is the command line's default) adds ``--preset NAME``: a
     named set of values applied over the dataclass's defaults, under ``--config`` and the flags. Each flag's help
-    gives the default preset's value."""
+    says what the field means (``descriptions``, else the comment beside the field in the source), its type, the
+    default preset's value (with ``default_notes[field]`` after it) and its ``choices`` (field -> names, or a
+    function giving them, called only when the help is shown).
+    ``flag_names`` (field -> flag) spells a field's flag as the rest of the command line does (``encoder`` ->
+    ``--model``); the field's own spelling stays accepted as a retired alias (:mod:`structattn.cli_grammar`).
+    Fields in ``skip`` get no flag (``--config`` still sets them)."""
+    from .cli_grammar import add_retired_flags
+
     if presets:
         names = list(presets)
         defaults = dataclasses.asdict(cls())
@@ -128,50 +215,71 @@ def add_dataclass_arguments(parser: argparse.ArgumentParser, cls, presets: dict[
                               for name, values in presets.items())
         parser.add_argument("--preset", choices=names, default=names[0],
                             help=f"named settings under --config and the flags (default {names[0]}): {described}")
-    parser.add_argument("--config", help="JSON file with the configuration's keys; flags override it")
+    parser.add_argument("--config", help="JSON file with the configuration's keys (the field names, e.g. "
+                                         f"{dataclasses.fields(cls)[0].name}); the flags given override it")
     hints = get_type_hints(cls)
     preset = next(iter(presets.values())) if presets else {}
+    texts = field_descriptions(cls) | (descriptions or {})
+    flag_names, choices, default_notes = flag_names or {}, choices or {}, default_notes or {}
     for f in dataclasses.fields(cls):
-        flag = "--" + f.name.replace("_", "-")
-        if f.name in preset:
-            default = preset[f.name]
-        elif f.default is not dataclasses.MISSING:
-            default = f.default
-        elif f.default_factory is not dataclasses.MISSING:  # type: ignore[misc]
-            default = f.default_factory()  # type: ignore[misc]
-        else:
-            default = None
+        if f.name in skip:
+            continue
+        own = "--" + f.name.replace("_", "-")
+        flag = "--" + flag_names.get(f.name, f.name).replace("_", "-")
         hint = hints[f.name]
         kind = hint.__name__ if isinstance(hint, type) else str(hint).replace("typing.", "")  # int, list[str] | None
-        extra = "; comma-separated" if "list" in kind else ""
-        parser.add_argument(flag, dest=f.name, default=None, metavar=f.name.upper(),
-                            help=f"{kind} (default {default!r}{extra})")
+        kind += ", comma-separated" if "list" in kind else ""
+        kind += ", true or false" if kind == "bool" else ""
+        kind += f", {NONE_WORD} = null" if "None" in kind else ""
+        help_text = (f"{texts.get(f.name, f.name.replace('_', ' '))}: {kind} (default "
+                     f"{_default_of(f, preset)!r}{default_notes.get(f.name, '')})")
+        extra = {"action": _StoreWithChoicesInHelp, "names": choices[f.name]} if f.name in choices else {}
+        parser.add_argument(flag, dest=f.name, default=None, metavar=flag[2:].replace("-", "_").upper(), help=help_text,
+                            **extra)
+        if flag != own:
+            add_retired_flags(parser, own)
 
 
 def given_dataclass_flags(args: argparse.Namespace, cls) -> dict[str, Any]:
-    """The fields of ``cls`` given as flags, uncoerced. ``none``/``null`` means null only for fields that may
-    be null."""
+    """The fields of ``cls`` given as flags, uncoerced. :data:`NONE_WORD` means null for the fields that may be
+    null (``null`` too, for one more release, with a deprecation line)."""
+    from .cli_grammar import warn_deprecated
+
     hints = get_type_hints(cls)
     out = {}
     for f in dataclasses.fields(cls):
         value = getattr(args, f.name, None)
         if value is None:
             continue
-        nullable = "None" in str(hints[f.name])
-        out[f.name] = None if nullable and value.lower() in ("none", "null") else value
+        if "None" in str(hints[f.name]) and isinstance(value, str) and value.lower() in (NONE_WORD, "null"):
+            if value.lower() == "null":
+                warn_deprecated(f"the value 'null' (--{f.name.replace('_', '-')})", f"'{NONE_WORD}'")
+            value = None
+        out[f.name] = value
     return out
 
 
-def dataclass_from_args(args: argparse.Namespace, cls, presets: dict[str, dict] | None = None):
+def dataclass_from_args(args: argparse.Namespace, cls, presets: dict[str, dict] | None = None,
+                        later_defaults=None):
     """A ``cls`` from the defaults, then ``--preset``'s values (when ``presets`` is given), then ``--config``'s
-    keys (if given), then every flag that was given."""
+    keys (if given), then every flag that was given. ``later_defaults(config) -> {field: value}`` (e.g. the
+    defaults of the task family a config names) then sets the fields that neither ``--config`` nor a flag gave."""
     data = dataclasses.asdict(cls())
     if presets:
         data |= dataclasses.asdict(cls.from_dict(presets[getattr(args, "preset", None) or next(iter(presets))],
                                                  source="preset"))
+    explicit: set[str] = set()
     if getattr(args, "config", None):
         given = read_config_file(args.config)
         checked = cls.from_dict(given, source=str(args.config))  # the file's keys and types
         data |= {k: getattr(checked, k) for k in given}
-    data |= given_dataclass_flags(args, cls)
-    return cls.from_dict(data, source="command line")
+        explicit |= set(given)
+    flags = given_dataclass_flags(args, cls)
+    data |= flags
+    explicit |= set(flags)
+    config = cls.from_dict(data, source="command line")
+    if later_defaults is not None:
+        extra = {k: v for k, v in later_defaults(config).items() if k not in explicit}
+        if extra:
+            config = cls.from_dict(data | extra, source="command line")
+    return config

@@ -6,7 +6,8 @@
   needs and the space free (:func:`is_disk_full` also recognises it inside torch's and safetensors' errors).
 * Reading user text (:func:`decode_lines`, :func:`read_input_lines`): strict UTF-8, a leading byte-order mark
   dropped, lines split on ``\\n`` only; bytes that are not UTF-8 raise :class:`~structattn.errors.UserError`
-  naming the file (or ``<stdin>``), the 1-based line and what to do. Commands that read text from a file or
+  naming the file (or ``<stdin>``), the 1-based line and what to do; so do control characters (NUL and the other
+  C0 controls but tab, :mod:`structattn.textcheck`). Commands that read text from a file or
   standard input (``parse``, ``translate``, ``score evalb -``) use these, so their messages agree.
 """
 from __future__ import annotations
@@ -20,6 +21,7 @@ import tempfile
 from pathlib import Path
 
 from .errors import UserError
+from .textcheck import check_lines
 
 #: The name standard input has in messages (``<stdin>:3: ...``).
 STDIN = "<stdin>"
@@ -134,10 +136,12 @@ def upsert_jsonl(path: Path, obj: dict, key: str = "name") -> None:
 
 
 # ---------------------------------------------------------------------------------------------- reading
-def decode_lines(data: bytes, where: str) -> list[str]:
+def decode_lines(data: bytes, where: str, controls: str = "refuse") -> list[str]:
     """UTF-8 bytes -> lines: split on ``\\n`` only, a ``\\r`` before it and a leading BOM dropped, no extra line
     after the final terminator; empty input gives []. ``where`` names the source in the :class:`UserError` for
-    bytes that are not UTF-8 (``<where>:<line>: not valid UTF-8 (byte 0x.. at byte <col> of the line); ...``)."""
+    bytes that are not UTF-8 (``<where>:<line>: not valid UTF-8 (byte 0x.. at byte <col> of the line); ...``)
+    and, with ``controls="refuse"``, for a control character (:func:`structattn.textcheck.check_lines`);
+    ``controls="keep"`` leaves them to the caller."""
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError as exc:
@@ -150,7 +154,10 @@ def decode_lines(data: bytes, where: str) -> list[str]:
     lines = text.split("\n")
     if lines and lines[-1] == "":
         lines.pop()
-    return [ln[:-1] if ln.endswith("\r") else ln for ln in lines]
+    lines = [ln[:-1] if ln.endswith("\r") else ln for ln in lines]
+    if controls == "refuse":
+        check_lines(lines, where)
+    return lines
 
 
 def read_input_lines(path: str | None) -> tuple[str, list[str]]:

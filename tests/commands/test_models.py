@@ -82,3 +82,33 @@ def test_translate_with_a_known_name_not_shipped_says_how_to_build_it(tmp_path, 
     err = capsys.readouterr().err
     assert "the trained translator 'hybrid-gate-en-de' is not shipped with this install yet" in err
     assert "make models-nmt" in err
+
+
+@pytest.mark.parametrize("name", [m.name for m in shipped_models()])
+def test_models_name_prints_the_card_with_domain_strengths_limits_scores_size_and_command(name, capsys):
+    assert main(["models", name]) == 0
+    out = capsys.readouterr().out
+    card = TRAINED[name].card()
+    for label in ("- data:", "- domain:", "- good at:", "- bad at:", "- test score:", "- weights:", "- exact command:"):
+        assert label in out, label
+    assert card["command"] in out and str(card["test"]["score"]) in out
+    assert main(["models", name, "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["bad_at"] == TRAINED[name].bad_at
+
+
+def test_the_cards_state_domain_and_limits_plainly():
+    translator = TRAINED["hybrid-gate-en-de"]
+    assert "image captions" in translator.domain and "out-of-domain text breaks" in translator.bad_at
+    for name in ("bna-minilm", "bna-scratch"):
+        assert "3,068 training trees" in TRAINED[name].domain and "questions" in TRAINED[name].bad_at
+    assert '"It purred." comes out as an NP' in TRAINED["bna-minilm"].bad_at
+    for model in shipped_models():  # the shipped files say what the registry says
+        card = model.card()
+        assert (card["domain"], card["good_at"], card["bad_at"]) == (model.domain, model.good_at, model.bad_at)
+        assert f"- bad at: {model.bad_at}" in (model.folder / "CARD.md").read_text(encoding="utf-8")
+
+
+def test_models_unknown_name_is_one_line(capsys):
+    assert main(["models", "bna-minilmm"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "no trained model is called 'bna-minilmm'" in err and "bna-minilm" in err

@@ -53,14 +53,23 @@ def test_pretokenized_file_to_file_without_spacy(model_dir, tmp_path, capsys):
     assert out.read_text().splitlines()[0] == direct
 
 
-def test_pretokenized_empty_line_is_an_error(model_dir, tmp_path):
+def test_pretokenized_blank_line_gives_an_empty_output_line(model_dir, tmp_path, capsys):
     src = tmp_path / "in.txt"
-    src.write_text("The cat sat .\n   \nIt purred\n", encoding="utf-8")
+    src.write_text("The cat sat .\n   \n\nIt purred\n", encoding="utf-8")
     out = tmp_path / "out.trees"
-    with pytest.raises(UserError, match=rf"{src}:2: empty line; with --pretokenized"):
-        run(["--model", str(model_dir), "--input", str(src), "--output", str(out), "--pretokenized",
-             "--tags", "none"])
-    assert not out.exists()  # nothing written on failure
+    assert run(["--model", str(model_dir), "--input", str(src), "--output", str(out), "--pretokenized",
+                "--tags", "none"]) == 0
+    lines = out.read_text(encoding="utf-8").split("\n")
+    assert lines[1:3] == ["", ""] and lines[4:] == [""]  # line N of the output belongs to line N of the input
+    assert [t.leaves() for t in parse_trees(lines[0] + lines[3])] == [["The", "cat", "sat", "."], ["It", "purred"]]
+    assert "2 blank line(s)" in capsys.readouterr().err
+
+
+def test_control_character_is_refused_with_its_line(model_dir, tmp_path):
+    src = tmp_path / "in.txt"
+    src.write_text("The cat sat .\nIt\x00 purred\n", encoding="utf-8")
+    with pytest.raises(UserError, match=rf"{src}:2: control character U\+0000 \(NUL\) at column 3"):
+        run(["--model", str(model_dir), "--input", str(src), "--pretokenized", "--tags", "none"])
 
 
 def test_long_line_is_named(model_dir, tmp_path):
@@ -74,7 +83,7 @@ def test_bad_arguments(model_dir, tmp_path):
     with pytest.raises(UserError, match="does not exist"):
         run(["--model", str(model_dir), "--input", str(tmp_path / "missing.txt")])
     with pytest.raises(UserError, match="is not a saved parser"):
-        run(["--model", str(tmp_path), "--input", str(tmp_path / "missing.txt")])
+        run(["--model", str(tmp_path)])
     with pytest.raises(UserError, match="--batch-size 0 must be positive"):
         run(["--model", str(model_dir), "--batch-size", "0"])
     bad = tmp_path / "latin1.txt"
@@ -127,7 +136,7 @@ def test_byte_order_mark_before_raw_text(model_dir, monkeypatch, capsys):
 
 
 @needs_pipeline
-def test_raw_stdin_to_stdout_splits_sentences_and_skips_blank_lines(model_dir, monkeypatch, capsys):
+def test_raw_stdin_to_stdout_one_output_line_per_input_line(model_dir, monkeypatch, capsys):
     monkeypatch.setattr("sys.stdin", io.StringIO("The cat (a tabby) sat. It purred.\n\n  \nHi there.\n"))
     assert run(["--model", str(model_dir)]) == 0
     captured = capsys.readouterr()
@@ -135,7 +144,10 @@ def test_raw_stdin_to_stdout_splits_sentences_and_skips_blank_lines(model_dir, m
     assert [t.leaves() for t in trees] == [["The", "cat", "-LRB-", "a", "tabby", "-RRB-", "sat", "."],
                                            ["It", "purred", "."], ["Hi", "there", "."]]
     assert trees[0].tags() == ["DT", "NN", "-LRB-", "DT", "NN", "-RRB-", "VBD", "."]
-    assert "skipped 2 blank line(s) of <stdin>" in captured.err
+    lines = captured.out.split("\n")
+    assert len(lines) == 5 and lines[1:3] == ["", ""]  # both sentences of line 1 on output line 1
+    assert [len(parse_trees(line)) for line in lines] == [2, 0, 0, 1, 0]
+    assert "2 blank line(s) of <stdin>" in captured.err
 
 
 @needs_pipeline

@@ -57,7 +57,7 @@ def test_gold_dataset_needs_no_parser(capsys):
 @pytest.mark.parametrize("argv, message", [
     (["--dataset", "nope"], "unknown dataset 'nope'"),
     (["--dataset", "sst2", "--split", "bogus"], "unknown split 'bogus'"),
-    (["--words-file", "/nonexistent/words.txt"], "no such file"),
+    (["--words-file", "/nonexistent/words.txt"], "--words-file: input file /nonexistent/words.txt does not exist"),
     (["--dataset", "sst2", "--limit", "-1"], "--limit"),
 ])
 def test_errors_are_one_line(argv, message, capsys, tmp_path):

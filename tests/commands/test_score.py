@@ -230,7 +230,7 @@ def test_squad_bad_data_names_the_question(squad_files, capsys):
     pred = squad_files("pred.json", {"q1": "", "q2": "", "q3": ""})
     with pytest.raises(UserError, match=r"article 0 \('T'\), paragraph 0, question 2 \(id 'q3'\): is_impossible is true"):
         run(["score", "squad", "--data", data, "--predictions", pred], capsys)
-    with pytest.raises(UserError, match=r"missing\.json: no-answer probability file not found"):
+    with pytest.raises(UserError, match=r"--na-prob: input file \S*missing\.json does not exist"):
         run(["score", "squad", "--data", squad_files("ok.json", SQUAD), "--predictions", pred,
              "--na-prob", data.replace("data.json", "missing.json")], capsys)
 

@@ -482,7 +482,7 @@ def test_bad_files_give_the_reader_errors_before_training(own_files, tmp_path):
         train_parser(tiny(out, **own()), show_progress=False,
                      data=TreebankFiles(train=str(own_files["train"]), dev=str(own_files["dev"])))
     own_files["dev"].write_text("(S (-NONE- *T*-1))\n")
-    with pytest.raises(UserError, match=rf"{re.escape(str(own_files['dev']))}: tree 1: tree has no words besides "
+    with pytest.raises(UserError, match=rf"{re.escape(str(own_files['dev']))}:1: tree 1: tree has no words besides "
                                         "empty elements.*; remove that tree"):
         train_parser(tiny(out, **own()), show_progress=False,
                      data=TreebankFiles(train=str(own_files["train"]), dev=str(own_files["dev"])))

@@ -19,8 +19,12 @@ from ..errors import UserError
 def add_parser(sub) -> None:
     p = sub.add_parser("cache", help="show or prune the parse cache", description=__doc__.split("\n")[0])
     actions = p.add_subparsers(dest="action", metavar="ACTION", required=True)
-    info = actions.add_parser("info", help="location, size, entries per parser fingerprint and kind")
-    prune = actions.add_parser("prune", help="remove entries of other format versions, and more on request")
+    info = actions.add_parser("info", help="location, size, entries per parser fingerprint and kind",
+                              description="Where the parse cache is, its size, and its entries per parser "
+                                          "fingerprint and kind.")
+    prune = actions.add_parser("prune", help="remove entries of other format versions, and more on request",
+                               description="Remove what another cache format version wrote and, on request, "
+                                           "parses by other pipelines, entries unused for N days, or everything.")
     for q in (info, prune):
         q.add_argument("--cache-dir", default=None, help="parse cache folder (default $STRUCTATTN_CACHE/parses "
                                                          "or ~/.cache/structattn/parses)")

@@ -19,13 +19,20 @@ QUESTION = ("What does the film allow us to do?", "The film is a breath of fresh
 
 
 def add_parser(sub) -> None:
+    from ..cli_grammar import add_retired_flags
+
     p = sub.add_parser("demo", help="show each system once: structure, parse, translation, reading, SLA fine-tuning",
-                       description=__doc__.split("\n\n", 1)[1])
-    p.add_argument("--train-examples", type=int, default=2000, help="SST-2 training sentences (default 2000)")
-    p.add_argument("--eval-examples", type=int, default=0, help="SST-2 dev sentences; 0 (default) = all 872")
-    p.add_argument("--epochs", type=float, default=2.0, help="fine-tuning epochs (default 2)")
-    p.add_argument("--seed", type=int, default=1, help="fine-tuning seed (default 1)")
-    p.add_argument("--output-dir", default="runs/demo", help="where the fine-tuning runs go (default runs/demo)")
+                       description=" ".join(__doc__.split("\n\n", 1)[1].split()))
+    p.add_argument("--max-train-examples", type=int, default=2000,
+                   help="SST-2 training sentences of each run (default 2000)")
+    p.add_argument("--max-eval-examples", type=int, default=0,
+                   help="dev sentences scored (default 0 = the whole dev set, 872)")
+    add_retired_flags(p, "--train-examples", "--eval-examples")
+    p.add_argument("--epochs", type=float, default=2.0, help="passes over the training sentences (default 2)")
+    p.add_argument("--seed", type=int, default=1, help="seed of both runs (default 1)")
+    p.add_argument("--output-dir", default="runs/demo",
+                   help="folder of the two runs, OUTPUT_DIR/global and OUTPUT_DIR/sla (default runs/demo; "
+                        "emptied first)")
     p.add_argument("--skip-training", action="store_true", help="steps 1-4 only, no fine-tuning")
     p.set_defaults(func=run)
 
@@ -35,6 +42,9 @@ def run(args) -> int:
     from ..parsing.spacy_backend import SpacyParser
     from ..structure.relations import batch_word_masks
 
+    from ..paths import check_output_folder
+
+    check_output_folder(args.output_dir)
     (passage,) = SpacyParser().parse_words([SAMPLE.split()])
     print("== 1. structure: dependency parse and SLA mask (m=3) of a sample sentence ==")
     for p, mask in zip(passage, batch_word_masks(passage, "sla", m=3)):
@@ -56,15 +66,17 @@ def run(args) -> int:
         cfg = TrainConfig(task="sst2", mechanism=mechanism, m=3 if mechanism == "sla" else None,
                           output_dir=str(Path(args.output_dir) / mechanism), seed=args.seed,
                           learning_rate=5e-5, epochs=args.epochs, batch_size=32, max_length=64,
-                          eval_every=0, max_train_examples=args.train_examples,
-                          max_eval_examples=args.eval_examples, save_checkpoints=False, keep_best_model=False)
+                          eval_every=0, max_train_examples=args.max_train_examples,
+                          max_eval_examples=args.max_eval_examples, save_checkpoints=False, keep_best_model=False)
         _fresh(Path(cfg.output_dir))
-        print(f"== 5. SLA in an encoder: fine-tuning {mechanism} on {args.train_examples} SST-2 sentences, {args.epochs:g} epochs ==")
+        print(f"== 5. SLA in an encoder: fine-tuning {mechanism} on {args.max_train_examples} SST-2 sentences, "
+              f"{args.epochs:g} epochs ==")
         t0 = time.time()
         summary = Trainer(cfg).train()
         results[mechanism] = (summary["best"], time.time() - t0)
     print()
-    print("SST-2 dev accuracy (all-MiniLM-L6-v2, CPU, seed %d, %d training sentences):" % (args.seed, args.train_examples))
+    print(f"SST-2 dev accuracy (all-MiniLM-L6-v2, CPU, seed {args.seed}, {args.max_train_examples} training "
+          "sentences):")
     for mechanism, (acc, secs) in results.items():
         name = "baseline (global attention)" if mechanism == "global" else "SLA (m=3)"
         print(f"  {name:30s} {100 * acc:6.2f}   ({secs:.0f} s)")

@@ -4,20 +4,41 @@ from __future__ import annotations
 import json
 
 from ..errors import UserError
-from ..train.trainers import load_trained
 
 
 def add_parser(sub) -> None:
-    p = sub.add_parser("evaluate", help="evaluate a saved model folder (e.g. runs/x/best) on a split")
-    p.add_argument("model_dir", help="folder written by `structattn train` (best/ inside the output dir)")
-    p.add_argument("--split", default="dev")
-    p.add_argument("--task", default=None, help="default: the task the model was trained on")
-    p.add_argument("--limit", type=int, default=0)
+    from ..cli_grammar import add_retired_positional
+
+    p = sub.add_parser("evaluate", help="evaluate a saved model folder (e.g. runs/x/best) on a split",
+                       description="Score a model folder saved by `structattn train` on a labelled split of its "
+                                   "task (or another --task) with the task's metric; prints one JSON object.")
+    add_model_folder_option(p)
+    add_retired_positional(p, "model_dir", "--model")
+    p.add_argument("--split", default="dev", help="split to score: train | dev | test (default dev)")
+    p.add_argument("--task", default=None, help="task to score on (default: the task the model was trained on)")
+    p.add_argument("--limit", type=int, default=0, help="score only the first N examples (default 0 = all)")
     p.set_defaults(func=run)
 
 
+def add_model_folder_option(p) -> None:
+    """``--model DIR``: the folder a trainer saved (its positional spelling is retired)."""
+    p.add_argument("--model", default=None, metavar="DIR",
+                   help="model folder written by `structattn train` (best/ inside its output dir); required")
+
+
+def model_folder(args) -> str:
+    """The ``--model`` folder, checked before anything loads."""
+    from ..paths import check_input_folder
+
+    if args.model is None:
+        raise UserError("give the model folder: --model DIR (best/ inside the output dir of `structattn train`)")
+    return check_input_folder(args.model, "--model")
+
+
 def run(args) -> int:
-    trainer = load_trained(args.model_dir, args.task)
+    from ..train.trainers import load_trained
+
+    trainer = load_trained(model_folder(args), args.task)
     examples, feats = trainer.features(args.split, args.limit)
     has_labels = getattr(trainer.task, "has_labels", None)  # reading tasks: every split is labelled
     if has_labels is not None and not has_labels(args.split):

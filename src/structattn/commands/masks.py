@@ -53,9 +53,12 @@ def run(args) -> int:
     from ..analysis.mask_view import mask_grid, parse_table, save_mask_png
     from ..structure.relations import batch_word_masks
 
+    from ..paths import check_output_file
+
     for name in ("m", "k"):
         if getattr(args, name) < 0:
             raise UserError(f"--{name} must be >= 0, got {getattr(args, name)}")
+    check_output_file(args.png, "--png")
     parses = _load(args)
     if args.limit is not None:
         parses = parses[:args.limit]

@@ -5,6 +5,9 @@ was trained on, its test score (from its card), its size on disk and, for a pars
 pip package that supplies that encoder (not counted in the size). Only models whose weights are present are
 listed; names known to the library but not built in this install are named on stderr with the command that
 builds them. ``--json`` prints one JSON list instead (the cards' fields, the folder and the size in bytes).
+
+``structattn models NAME`` prints that model's card (``CARD.md`` in its folder): the data and its domain, what
+the model is good and bad at, its scores, size and the exact command that trained it (``--json``: ``card.json``).
 """
 from __future__ import annotations
 
@@ -13,13 +16,33 @@ import sys
 
 
 def add_parser(sub) -> None:
-    p = sub.add_parser("models", help="list the trained models shipped with this install (names for --model)",
+    p = sub.add_parser("models", help="list the trained models shipped with this install (names for --model), or "
+                                      "print one's card",
                        description="List the trained models that `structattn parse --model NAME`, `structattn "
                                    "translate --model NAME`, `structattn answer --model NAME` and the spaCy "
                                    "component's model=NAME accept, with "
                                    "what each was trained on, its test score and its size.")
-    p.add_argument("--json", action="store_true", help="one JSON list instead of the table")
+    p.add_argument("name", nargs="?", default=None, metavar="NAME",
+                   help="print this model's card (data, domain, good and bad at, scores, size, command) instead of "
+                        "the list (default: the list)")
+    p.add_argument("--json", action="store_true", help="one JSON list instead of the table (with NAME: its "
+                                                       "card.json)")
     p.set_defaults(func=run)
+
+
+def show_card(name: str, as_json: bool) -> int:
+    """Print the card of the trained model ``name`` (CARD.md, or card.json with ``as_json``)."""
+    from ..errors import UserError
+    from ..models.trained import TRAINED
+
+    entry = TRAINED.get(name)
+    if entry is None:
+        raise UserError(f"no trained model is called {name!r}; the names: {', '.join(TRAINED)}")
+    card = entry.folder / ("card.json" if as_json else "CARD.md")
+    if not card.is_file():
+        raise UserError(f"{name} is not shipped with this install; build it from a checkout with `{entry.build}`")
+    sys.stdout.write(card.read_text(encoding="utf-8"))
+    return 0
 
 
 def _size(n: int) -> str:
@@ -44,6 +67,8 @@ def rows() -> list[dict]:
 def run(args) -> int:
     from ..models.trained import TRAINED
 
+    if args.name is not None:
+        return show_card(args.name, args.json)
     found = rows()
     if args.json:
         print(json.dumps(found, indent=2, ensure_ascii=False))

@@ -8,17 +8,21 @@ UTF-8 are an error naming ``FILE:LINE`` or ``<stdin>:LINE`` and saying to re-sav
 mark at the start is dropped.
 
 * raw text (default): each line is a text; the spaCy pipeline splits it into sentences and tokens, tokens
-  are written in treebank form (``(`` -> ``-LRB-``, quotes by their tag). Blank lines are skipped; their
-  count is printed on stderr. A line may give several sentences, hence several output lines.
-* ``--pretokenized``: each line is one sentence of space-separated (treebank) tokens. An empty or blank line
-  is an error naming the line (the output has one tree per input line, so nothing may be skipped).
+  are written in treebank form (``(`` -> ``-LRB-``, quotes by their tag). A line that gives several sentences
+  gives their trees on one output line, separated by a space (``score evalb`` reads any whitespace layout).
+* ``--pretokenized``: each line is one sentence of space-separated (treebank) tokens.
+
+In both modes (as in ``translate``) output line N belongs to input line N: an empty or blank input line gives an
+empty output line (their count is printed on stderr). Control characters (NUL and other C0 controls but tab) are
+an error naming the line.
 
 Tags (``--tags``): ``spacy`` (default) writes the pipeline's PTB tags on the preterminals; ``none`` writes
 ``XX`` (with ``--pretokenized`` and a parser that reads no tags, spaCy is then never loaded). A parser that
 reads tags (``pos`` spacy or gold) always gets the pipeline's tags as its input: raw text has no gold tags.
 
 A sentence longer than the parser's ``max_words`` or the encoder's sub-word limit is an error naming
-``FILE:LINE``. Nothing is written unless every sentence parses (``--output`` is created at the end).
+``FILE:LINE``. ``--input`` and ``--output`` are checked before the model loads (:mod:`structattn.paths`); nothing
+is written unless every sentence parses (``--output`` is written at the end, atomically).
 """
 from __future__ import annotations
 
@@ -31,73 +35,78 @@ TAG_CHOICES = ("spacy", "none")
 
 
 def add_parser(sub) -> None:
-    p = sub.add_parser("parse", help="parse raw or pre-tokenised text into bracketed constituency trees")
-    p.add_argument("--model", required=True, help="a trained parser's name (`structattn models` lists them) or a saved parser "
-                                                      "folder (structattn train-parsing's best/)")
-    p.add_argument("--input", default="-", help="text file (default stdin)")
-    p.add_argument("--output", default="-", help="tree file, one tree per line (default stdout)")
+    from ..cli_grammar import add_line_io_flags, add_retired_flags
+    from ..settings import DEFAULT_SPACY_MODEL
+
+    p = sub.add_parser("parse", help="parse raw or pre-tokenised text into bracketed constituency trees",
+                       description="Constituency trees of raw text (split into sentences by spaCy) or of "
+                                   "pre-tokenised sentences, one output line per input line, with a trained "
+                                   "parser (`structattn models` lists the shipped ones).")
+    add_line_io_flags(p, "parser", "a saved parser folder (structattn train-parsing's best/)",
+                      "one text (with --pretokenized: one sentence)", "the trees")
     p.add_argument("--pretokenized", action="store_true",
                    help="one sentence per line, tokens separated by spaces (no spaCy tokenisation)")
     p.add_argument("--batch-size", type=int, default=32, help="sentences per forward pass (default 32)")
     p.add_argument("--tags", choices=TAG_CHOICES, default="spacy",
-                   help="preterminal tags: spaCy's PTB tags (default) or XX")
-    p.add_argument("--spacy-model", default=None, help="spaCy pipeline (default: structattn's default pipeline)")
+                   help="preterminal tags: spacy = the pipeline's PTB tags (default), none = XX")
+    p.add_argument("--parser", default=None, help="spaCy pipeline that splits, tokenises and tags the text "
+                                                  f"(default: {DEFAULT_SPACY_MODEL})")
+    add_retired_flags(p, "--spacy-model")
     p.set_defaults(func=run)
 
 
 def read_sentences(lines: list[str], source: str, pretokenized: bool, spacy_model: str | None,
-                   need_tags: bool) -> tuple[list[list[str]], list[list[str]] | None, list[str], int]:
-    """Input lines -> (sentences of treebank tokens, their spaCy tags or None, a name per sentence, blank lines
-    skipped). ``need_tags``: run spaCy's tagger on pre-tokenised input."""
+                   need_tags: bool) -> tuple[list[list[str]], list[list[str]] | None, list[str], list[int]]:
+    """Input lines -> (sentences of treebank tokens, their spaCy tags or None, a name per sentence, the index of
+    each sentence's input line). A blank line gives no sentence. ``need_tags``: run spaCy's tagger on
+    pre-tokenised input."""
     from ..parsing.ptb_text import spacy_tags, text_sentences
     from ..settings import DEFAULT_SPACY_MODEL
 
     model = spacy_model or DEFAULT_SPACY_MODEL
-    if pretokenized:
-        words, names = [], []
-        for number, line in enumerate(lines, start=1):
-            tokens = line.split()
-            if not tokens:
-                raise UserError(f"{source}:{number}: empty line; with --pretokenized every line must hold one "
-                                "sentence (remove the blank lines)")
-            words.append(tokens)
-            names.append(f"{source}:{number}")
-        tags = spacy_tags(words, model) if need_tags else None
-        return words, tags, names, 0
-
     numbers = [n for n, line in enumerate(lines, start=1) if line.strip()]
-    blank = len(lines) - len(numbers)
-    words, tags, names = [], [], []
+    if pretokenized:
+        words = [lines[n - 1].split() for n in numbers]
+        tags = spacy_tags(words, model) if need_tags and words else None
+        return words, tags, [f"{source}:{n}" for n in numbers], [n - 1 for n in numbers]
+    words, tags, names, line_of = [], [], [], []
     for number, sentences in zip(numbers, text_sentences([lines[n - 1] for n in numbers], model)):
         for k, (w, t) in enumerate(sentences, start=1):
             words.append(w)
             tags.append(t)
             names.append(f"{source}:{number}" + (f" (sentence {k} of the line)" if len(sentences) > 1 else ""))
-    return words, tags, names, blank
+            line_of.append(number - 1)
+    return words, tags, names, line_of
 
 
 def run(args) -> int:
-    from ..io import read_input_lines
+    from ..io import atomic_write_text, read_input_lines
     from ..models.parser import UNKNOWN_TAG, ChartParser
+    from ..paths import check_input_file, check_output_file
 
     if args.batch_size < 1:
         raise UserError(f"--batch-size {args.batch_size} must be positive")
+    check_input_file(args.input, "--input")
+    check_output_file(args.output, "--output")
     parser = ChartParser.from_pretrained(args.model)
     source, lines = read_input_lines(args.input)
     reads_tags = parser.config.pos != "none"
-    words, tags, names, blank = read_sentences(lines, source, args.pretokenized, args.spacy_model,
-                                               need_tags=reads_tags or args.tags == "spacy")
+    words, tags, names, line_of = read_sentences(lines, source, args.pretokenized, args.parser,
+                                                 need_tags=reads_tags or args.tags == "spacy")
+    blank = sum(1 for line in lines if not line.strip())
     if blank:
-        print(f"structattn parse: skipped {blank} blank line(s) of {source}", file=sys.stderr)
-    trees = parser.parse(words, tags, batch_size=args.batch_size, names=names)
-    if args.tags == "none":
-        for tree in trees:
+        print(f"structattn parse: {blank} blank line(s) of {source}: an empty output line each", file=sys.stderr)
+    trees = parser.parse(words, tags, batch_size=args.batch_size, names=names) if words else []
+    out_lines: list[list[str]] = [[] for _ in lines]
+    for tree, index in zip(trees, line_of):
+        if args.tags == "none":
             for leaf in tree.preterminals():
                 leaf.label = UNKNOWN_TAG
-    text = "".join(tree.to_string() + "\n" for tree in trees)
+        out_lines[index].append(tree.to_string())
+    text = "".join(" ".join(line) + "\n" for line in out_lines)
     if args.output == "-":
         sys.stdout.write(text)
     else:
-        Path(args.output).write_text(text, encoding="utf-8")
+        atomic_write_text(Path(args.output), text)
     print(f"structattn parse: {len(trees)} sentence(s) parsed", file=sys.stderr)
     return 0

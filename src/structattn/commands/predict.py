@@ -9,8 +9,11 @@ the one saved with the model, except on a task whose questions are all answerabl
 "A".."D"} (what ``structattn score race`` and ``score mctest`` read), with ``PRED.scores.json`` {qid: the options'
 scores} beside it; any other ``--output`` (or stdout): JSON lines {qid, prediction (option index), scores}.
 
-    structattn predict runs/squad/best --task squad2 --split test --output test_pred.json
-    structattn predict runs/squad/best --data my_questions.json --output pred.json   # any SQuAD-format file
+    structattn predict --model runs/squad/best --task squad2 --split test --output test_pred.json
+    structattn predict --model runs/squad/best --data my_questions.json --output pred.json   # any SQuAD-format file
+
+The model folder was positional before ``--model`` (``structattn predict runs/squad/best ...``); that spelling
+still works for one release, with a deprecation line. Every path is checked before the model loads.
 """
 from __future__ import annotations
 
@@ -22,12 +25,19 @@ from ..errors import UserError
 
 
 def add_parser(sub) -> None:
-    p = sub.add_parser("predict", help="predict a split (or a file of questions) with a saved model")
-    p.add_argument("model_dir")
-    p.add_argument("--task", default=None, help="default: the task the model was trained on")
-    p.add_argument("--split", default="test")
+    from ..cli_grammar import add_retired_positional
+    from .evaluate import add_model_folder_option
+
+    p = sub.add_parser("predict", help="predict a split (or a file of questions) with a saved model",
+                       description="Predictions of a model folder saved by `structattn train` on a split of its "
+                                   "task (or a SQuAD-format --data file), in the file formats the task's scorers "
+                                   "read (`structattn score`).")
+    add_model_folder_option(p)
+    add_retired_positional(p, "model_dir", "--model")
+    p.add_argument("--task", default=None, help="task to predict (default: the task the model was trained on)")
+    p.add_argument("--split", default="test", help="split to predict: train | dev | test (default test)")
     p.add_argument("--data", default=None, help="span QA: a SQuAD-format JSON file to answer instead of a split")
-    p.add_argument("--limit", type=int, default=0)
+    p.add_argument("--limit", type=int, default=0, help="predict only the first N examples (default 0 = all)")
     p.add_argument("--na-threshold", default=None, metavar="T",
                    help="span QA: answer '' when the null score exceeds the best span's by more than T; 'never' "
                         "always answers (default: the threshold saved with the model, or 'never' for a task "
@@ -40,10 +50,14 @@ def add_parser(sub) -> None:
 
 
 def run(args) -> int:
-    from ..train.trainers import task_family
-    from ..train.trainers import load_trained
+    from ..paths import check_input_file, check_output_file
+    from ..train.trainers import load_trained, task_family
+    from .evaluate import model_folder
 
-    trainer = load_trained(args.model_dir, args.task)
+    folder = model_folder(args)
+    check_output_file(args.output, "--output")
+    check_input_file(args.data, "--data")
+    trainer = load_trained(folder, args.task)
     family = task_family(trainer.cfg.task)
     if args.data is not None and family != "span_qa":
         raise UserError("--data takes a SQuAD-format file and works for span-QA models (--task squad2/squad11); "

@@ -41,16 +41,13 @@ def add_parser(sub) -> None:
 
 
 def read_words_file(path: str) -> tuple[list[list[str]], int]:
-    """Word lists of a words file and the number of blank lines skipped."""
-    try:
-        with open(path, encoding="utf-8") as handle:
-            lines = handle.read().split("\n")
-    except FileNotFoundError:
-        raise UserError(f"--words-file {path}: no such file") from None
-    except UnicodeDecodeError as exc:
-        raise UserError(f"--words-file {path}: not UTF-8 ({exc})") from None
-    if lines and lines[-1] == "":
-        lines.pop()  # the final newline ends the last line, it is not a blank line
+    """Word lists of a words file and the number of blank lines skipped (bad bytes and control characters are
+    errors naming the line: :func:`structattn.io.decode_lines`)."""
+    from ..io import decode_lines
+    from ..paths import check_input_file
+
+    check_input_file(path, "--words-file")
+    lines = decode_lines(Path(path).read_bytes(), path)
     words = [line.split() for line in lines]
     kept = [w for w in words if w]
     return kept, len(words) - len(kept)

@@ -3,7 +3,8 @@
 Builds the tasks of :mod:`structattn.tasks.probing` (SeLn, WC, TrDep, ToCo, BShif, Tense, SubjNum, ObjNum,
 CoIn), encodes their sentences with the frozen encoder (mean of the last layer) and trains the MLP probe of
 :mod:`structattn.train.probing` per task. ``--untrained`` probes the same architecture with fresh random
-weights instead (the control row of Conneau et al. 2018). Prints one line per task and writes the JSON (``--out``).
+weights instead (the control row of Conneau et al. 2018). Prints one line per task and writes the JSON
+(``--output``; ``--out`` is its retired spelling).
 """
 from __future__ import annotations
 
@@ -12,18 +13,21 @@ import sys
 
 
 def add_parser(sub) -> None:
+    from ..cli_grammar import add_retired_flags
     from ..tasks.probing import TASKS
 
     p = sub.add_parser("probe", help="probing tasks on a trained translation encoder",
                        description="Accuracy of an MLP probe on the mean encoder vector, per probing task built "
                                    "from UD English EWT (tasks: " + ", ".join(TASKS) + ").")
     p.add_argument("--model", required=True, help="translation model folder (final/ of a train-translation run)")
-    p.add_argument("--tasks", nargs="+", default=list(TASKS), help="tasks to run (default: all)")
-    p.add_argument("--seed", type=int, default=0, help="probe initialisation and data-construction seed")
+    p.add_argument("--tasks", nargs="+", default=list(TASKS), help="tasks to run (default: all): " + ", ".join(TASKS))
+    p.add_argument("--seed", type=int, default=0, help="probe initialisation and data-construction seed (default 0)")
     p.add_argument("--untrained", action="store_true",
                    help="probe the model's architecture with fresh random weights (seeded by --seed) instead of "
                         "its trained ones: the untrained-encoder control")
-    p.add_argument("--out", help="write the results JSON here")
+    p.add_argument("--output", default=None, help="also write the results JSON to this file (default: none); its "
+                                                  "folder must exist")
+    add_retired_flags(p, "--out")
     p.set_defaults(func=run)
 
 
@@ -33,10 +37,12 @@ def run(args) -> int:
     from ..train.probing import probe_model
     from ..models.translator import Translator
     from ..errors import UserError
+    from ..paths import check_output_file
 
     unknown = [t for t in args.tasks if t not in TASKS]
     if unknown:
         raise UserError(f"unknown probing task(s) {', '.join(unknown)}; valid: {', '.join(TASKS)}")
+    check_output_file(args.output, "--output")
     translator = Translator.load(args.model)
     if args.untrained:
         from ..models.translation import untrained_like
@@ -54,7 +60,7 @@ def run(args) -> int:
     results = probe_model(translator, tasks, seed=args.seed, progress=report)
     out = {"model": args.model, "untrained": args.untrained, "seed": args.seed, "tasks": results,
            "dropped": {t.name: t.dropped for t in tasks}}
-    if args.out:
-        atomic_write_json(args.out, out)
+    if args.output:
+        atomic_write_json(args.output, out)
     print(json.dumps({k: round(v["test_accuracy"], 1) for k, v in results.items()}))
     return 0

@@ -8,10 +8,13 @@ from ..errors import UserError
 
 
 def add_parser(sub) -> None:
-    p = sub.add_parser("report", help="write results tables (and figures) from results/<task>.jsonl")
-    p.add_argument("--results-dir", default="results")
+    p = sub.add_parser("report", help="write results tables (and figures) from results/<task>.jsonl",
+                       description=" ".join(__doc__.split("\n\n")[0].replace("``", "").split()))
+    p.add_argument("--results-dir", default="results",
+                   help="folder of the <task>.jsonl files written by `structattn sweep` (default results)")
     p.add_argument("--output", default=None, help="markdown file (default <results-dir>/TABLES.md)")
-    p.add_argument("--baseline", default="baseline")
+    p.add_argument("--baseline", default="baseline",
+                   help="row label the others are compared with (default baseline: the global-attention runs)")
     p.add_argument("--gate-tasks", nargs="+", default=["sst2", "fce"],
                    help="panels of Figure 2 (mean gate per layer, SLA vs WLA): a task (runs on its full "
                         "training set) or TASK:firstN (runs on its first N examples), one panel per "
@@ -26,7 +29,9 @@ def run(args) -> int:
     from ..analysis.figures import gate_columns, plot_attention_maps, plot_gate_means, sentence_attention
     from ..analysis.report import column_matches, load_runs, markdown_table, runner_result_files
     from ..io import atomic_write_text
+    from ..paths import check_output_file
 
+    check_output_file(args.output, "--output")
     _, others = runner_result_files(Path(args.results_dir))
     if others:  # say what this report leaves out rather than skip it silently
         print(f"not read (not a classification/tagging task's results; they have their own reports): "

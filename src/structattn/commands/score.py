@@ -6,7 +6,7 @@ Examples::
     structattn score evalb "../shared/data/ptb_sample_nltk/treebank/combined/wsj_01[6-9]?.mrg" test.trees --json
     structattn score evalb gold_folder/ test.trees --per-sentence
     structattn score squad --data ../shared/data/squad2/dev-v2.0.reconstructed-from-explorer.json \
-        --predictions predictions.json --na-prob na_prob.json --out eval.json
+        --predictions predictions.json --na-prob na_prob.json --output eval.json
     structattn score squad --task squad2 --split test --predictions results/squad2/RUN.json
     structattn score bleu --split test2016 --hypotheses results/nmt/RUN.test2016.de
     structattn score bleu --references REF.de --hypotheses HYP.de
@@ -23,7 +23,7 @@ trees may be as found in the treebank (traces, function tags, outer bracket).
 ``score squad`` is the official SQuAD ``evaluate-v2.0.py`` (see :mod:`structattn.tasks.squad_eval`): DATA is a
 SQuAD 1.1 or 2.0 JSON file, PRED maps every question id to its answer text (``""`` = no answer), NA (optional)
 maps every id to a no-answer probability or score and adds the best-threshold sweep. It prints the JSON the
-official script prints (same keys, same order, percentages); ``--out`` also writes it to a file. A question
+official script prints (same keys, same order, percentages); ``--output`` also writes it to a file. A question
 without a prediction is an error (the official script crashes); predictions for ids not in DATA are ignored, as
 there, and counted on stderr.
 
@@ -52,6 +52,7 @@ import json
 import sys
 from pathlib import Path
 
+from ..cli_grammar import add_retired_flags
 from ..errors import UserError
 
 
@@ -78,7 +79,8 @@ def _add_race(scorers) -> None:
     r.add_argument("--split", default="test", help="train | dev | test (default test)")
     r.add_argument("--task", default="race", choices=("race", "race_m", "race_h"),
                    help="race = both levels (default), race_m = middle only, race_h = high only")
-    r.add_argument("--out", metavar="eval.json", help="also write the JSON to this file")
+    r.add_argument("--output", metavar="eval.json", help="also write the JSON to this file (default: none)")
+    add_retired_flags(r, "--out")
     r.set_defaults(func=run_race)
 
 
@@ -86,12 +88,13 @@ def run_race(args) -> int:
     from ..tasks.multiple_choice import get_mc_task
     from ..tasks.race import score_race
 
+    _check_files(args, predictions="--predictions", output="--output")
     source = f"{args.task}/{args.split}"
     questions = get_mc_task(args.task).read(args.split)
     predictions = _json_object(args.predictions, "option letter")
     result = score_race(questions, predictions, source)
     _note_missing([q.qid for q in questions if q.qid not in predictions], source)
-    return _report(result, args.out)
+    return _report(result, args.output)
 
 
 def _add_mctest(scorers) -> None:
@@ -105,16 +108,28 @@ def _add_mctest(scorers) -> None:
     m.add_argument("--split", default="test", help="train | dev | test (default test)")
     m.add_argument("--task", default="mctest500", choices=("mctest160", "mctest500"),
                    help="mctest500 = MC500 (default), mctest160 = MC160")
-    m.add_argument("--out", metavar="eval.json", help="also write the JSON to this file")
+    m.add_argument("--output", metavar="eval.json", help="also write the JSON to this file (default: none)")
+    add_retired_flags(m, "--out")
     m.set_defaults(func=run_mctest)
 
 
 def run_mctest(args) -> int:
     from ..tasks.multiple_choice import get_mc_task, score_option_letters
 
+    _check_files(args, predictions="--predictions", output="--output")
     questions = get_mc_task(args.task).read(args.split)
     predictions = _json_object(args.predictions, "option letter")
-    return _report(score_option_letters(args.task, questions, predictions, args.split), args.out)
+    return _report(score_option_letters(args.task, questions, predictions, args.split), args.output)
+
+
+def _check_files(args, output: str | None = None, **inputs: str) -> None:
+    """Every input file (attribute -> flag) readable and the output file writable, before anything is read."""
+    from ..paths import check_input_file, check_output_file
+
+    for attribute, flag in inputs.items():
+        check_input_file(getattr(args, attribute), flag)
+    if output:
+        check_output_file(args.output, output)
 
 
 def _report(result: dict, out: str | None) -> int:
@@ -145,17 +160,11 @@ def run_bleu(args) -> int:
     from ..tasks.bleu import corpus_bleu
     from ..tasks.multi30k import read_split
 
+    from ..io import read_input_lines
+
+    _check_files(args, references="--references", hypotheses="--hypotheses")
     refs = read_split(args.split).targets if args.split else read_lines(Path(args.references))
-    path = Path(args.hypotheses)
-    if not path.is_file():
-        raise UserError(f"{path}: hypothesis file not found")
-    try:
-        text = path.read_text(encoding="utf-8")
-    except UnicodeDecodeError:
-        raise UserError(f"{path}: not valid UTF-8; hypothesis files are UTF-8 text") from None
-    hyps = [h[:-1] if h.endswith("\r") else h for h in text.split("\n")]
-    if hyps and hyps[-1] == "":
-        hyps.pop()
+    _, hyps = read_input_lines(args.hypotheses)  # bad bytes and control characters: FILE:LINE
     scored = corpus_bleu(hyps, refs)
     if args.json:
         print(json.dumps({"bleu": round(scored["bleu"], 2), "signature": scored["signature"]}))
@@ -193,7 +202,8 @@ def _add_squad(scorers) -> None:
                    help="JSON object: question id -> no-answer probability; adds best_exact/best_f1 and thresholds")
     q.add_argument("--na-prob-thresh", type=float, default=1.0,
                    help="predict no answer where na_prob exceeds this (default 1.0)")
-    q.add_argument("--out", metavar="eval.json", help="also write the JSON to this file")
+    q.add_argument("--output", metavar="eval.json", help="also write the JSON to this file (default: none)")
+    add_retired_flags(q, "--out")
     q.set_defaults(func=run_squad)
 
 
@@ -220,6 +230,7 @@ def run_squad(args) -> int:
     from ..tasks.squad import load_squad
     from ..tasks.squad_eval import evaluate, has_answer, missing_predictions
 
+    _check_files(args, data="--data", predictions="--predictions", na_prob="--na-prob", output="--output")
     if args.task:
         from ..tasks.squad import get_qa_task
 
@@ -235,7 +246,7 @@ def run_squad(args) -> int:
     extra = len(set(predictions) - set(has_answer(dataset)))
     if extra:  # ignored as by the official script, but never silently
         print(f"note: {extra} prediction(s) for question ids not in {source} were ignored", file=sys.stderr)
-    return _report(result, args.out)
+    return _report(result, args.output)
 
 
 def gold_paths(spec: str) -> list[Path]:
@@ -266,6 +277,7 @@ def run_evalb(args) -> int:
 
     if args.cutoff < 0:
         raise UserError(f"--cutoff must be >= 0, got {args.cutoff}")
+    _check_files(args, pred="PRED")
     golds = gold_paths(args.gold)
     pred = STDIN if args.pred == "-" else Path(args.pred)
     result = evalb_files(golds, args.pred, cutoff=args.cutoff)

@@ -5,22 +5,42 @@ import json
 import sys
 
 
+def train_field_choices() -> dict:
+    """TrainConfig field -> a function giving the names it accepts, from the registries (shown in each flag's help;
+    the registries are imported only when the help is shown: the mechanisms' pulls in transformers)."""
+    from ..train.config import PRECISIONS, task_names
+
+    def registry(module: str, name: str, prefix: tuple = ()):
+        def names() -> list[str]:
+            import importlib
+
+            return [*prefix, *getattr(importlib.import_module(f"structattn.{module}"), name)]
+        return names
+
+    return {"task": task_names, "mechanism": lambda: sorted(registry("attention.mechanisms", "MECHANISMS")()),
+            "pool": registry("models.sgnet", "POOLS"), "long_inputs": registry("structure.align", "LONG_INPUTS"),
+            "model_parts": registry("train.sgnet_loading", "MODEL_PARTS"), "precision": PRECISIONS,
+            "sgnet": registry("train.sweep", "SGNET_AGGREGATIONS", ("none",)), "sgnet_init": ("fresh", "copy")}
+
+
 def add_parser(sub) -> None:
     from ..train.config import add_config_arguments
 
     p = sub.add_parser("train", help="fine-tune an encoder (with or without a structure mechanism) on a task",
                        description="Fine-tune one configuration. Every TrainConfig field is a flag; --config "
                                    "reads a JSON file first. Rerunning in the same --output-dir resumes.")
-    add_config_arguments(p)
+    add_config_arguments(p, train_field_choices())
     p.add_argument("--no-progress", action="store_true", help="no progress bars (one line per evaluation stays)")
     p.set_defaults(func=run)
 
 
 def run(args) -> int:
+    from ..paths import check_output_folder
     from ..train.config import config_from_args
     from ..train.trainers import trainer_for
 
     cfg = config_from_args(args)
+    check_output_folder(cfg.output_dir)  # before any model or data loads
     trainer = trainer_for(cfg, show_progress=not args.no_progress)
     summary = trainer.train()
     summary.pop("history", None)

@@ -19,12 +19,25 @@ import json
 from ..config_io import add_dataclass_arguments, dataclass_from_args
 
 
-def add_parser_config_arguments(parser: argparse.ArgumentParser) -> None:
-    """``--preset laptop|full``, ``--config FILE`` and one ``--<field>`` flag per ParserConfig field (all default to
-    None = not given)."""
-    from ..models.parser import PARSER_PRESETS, ParserConfig
+#: ParserConfig fields whose flag is spelled as in the other commands (the field's own spelling stays accepted
+#: for one release): the encoder is ``--model`` as in ``train``, example limits and clipping as in the others.
+PARSER_FLAG_NAMES = {"encoder": "model", "max_train_trees": "max_train_examples",
+                     "max_eval_trees": "max_eval_examples", "clip_grad": "clip_norm"}
 
-    add_dataclass_arguments(parser, ParserConfig, PARSER_PRESETS)
+
+def add_parser_config_arguments(parser: argparse.ArgumentParser) -> None:
+    """``--preset laptop|full``, ``--config FILE`` and one flag per ParserConfig field (all default to None = not
+    given), named by :data:`PARSER_FLAG_NAMES` where the field's own name differs from the command line's."""
+    from ..layers.word_encoders import POOLINGS
+    from ..models.parser import PARSER_PRESETS, POS_MODES, VARIANTS, ParserConfig
+    from ..train.config import PRECISIONS
+
+    add_dataclass_arguments(parser, ParserConfig, PARSER_PRESETS, flag_names=PARSER_FLAG_NAMES,
+                            descriptions={"encoder": "pretrained encoder: a Hugging Face name or folder; '' = the "
+                                                     "offline all-MiniLM-L6-v2; 'none' = no pretrained encoder "
+                                                     "(word embeddings + char BiLSTM)"},
+                            choices={"variant": list(VARIANTS), "pos": POS_MODES, "pooling": POOLINGS,
+                                     "precision": PRECISIONS})
 
 
 def parser_config_from_args(args: argparse.Namespace):
@@ -55,10 +68,12 @@ def add_parser(sub) -> None:
 
 
 def run(args) -> int:
+    from ..paths import check_output_folder
     from ..train.parsing import TreebankFiles, train_parser
 
     data = TreebankFiles(train=args.train, dev=args.dev, test=args.test)
     config = parser_config_from_args(args)
+    check_output_folder(config.output_dir)  # before any model or data loads
     summary = train_parser(config, show_progress=not args.no_progress, command=getattr(args, "argv", None),
                            data=data, checkpoint_every=args.checkpoint_every)
     print_summary(summary)

@@ -8,9 +8,40 @@ same settings in the same ``--output-dir`` resumes; the summary JSON is printed 
 from __future__ import annotations
 
 
+#: What each NMTConfig field means, for the fields whose line in the class has no comment (or too short a one).
+NMT_FIELD_HELP = {
+    "output_dir": "folder of the run: checkpoint/, best/, final/, hypotheses/, summary.json; rerunning resumes",
+    "variant": "encoder attention: the stock Transformer or a structure-aware variant",
+    "size": "model size (micro is for tests and smoke runs)",
+    "seed": "seeds torch, numpy and random",
+    "train_source": "own parallel text instead of Multi30k: the training source file (one sentence per line; "
+                    "needs --train-target, --dev-source and --dev-target)",
+    "train_target": "own parallel text: the training target file, line by line parallel to --train-source",
+    "dev_source": "own parallel text: the dev source file (model selection by dev BLEU)",
+    "dev_target": "own parallel text: the dev target file",
+    "test_source": "own parallel text: a test source file (optional)",
+    "test_target": "own parallel text: the test target file",
+    "test_splits": "Multi30k test sets translated and scored at the end",
+    "max_train_examples": "use only the first N training pairs; 0 = all",
+    "vocab_size": "size of the joint BPE vocabulary",
+    "max_tokens": "padded tokens per training batch (source and target)",
+    "warmup": "linear warm-up, in updates, to the peak learning rate (then inverse square root)",
+    "max_updates": "optimizer updates of the run",
+    "label_smoothing": "label smoothing of the cross-entropy",
+    "eval_every": "updates between dev-BLEU evaluations",
+    "eval_beam": "beam size of the dev-BLEU evaluations (1 = greedy)",
+    "patience": "evaluations without dev-BLEU improvement before stopping; 0 = never stop early",
+    "average_last": "the final model may average the last N checkpoints (kept when it beats best/ on dev)",
+    "beam": "beam size of the final test translations",
+    "length_penalty": "exponent of the length normalisation of beam scores",
+}
+
+
 def add_parser(sub) -> None:
     from ..config_io import add_dataclass_arguments
-    from ..models.translation import VARIANTS
+    from ..models.translation import SIZES, VARIANTS
+    from ..tasks.multi30k import TEST_SPLITS
+    from ..train.config import PRECISIONS
     from ..train.translation import NMT_PRESETS, NMTConfig
 
     p = sub.add_parser("train-translation", aliases=["train-nmt"],
@@ -19,16 +50,23 @@ def add_parser(sub) -> None:
                                    "the best dev-BLEU model, pick the final model (best or checkpoint average), "
                                    "translate the test sets into OUTPUT_DIR/hypotheses and write summary.json. "
                                    "Rerunning in the same --output-dir resumes.")
-    add_dataclass_arguments(p, NMTConfig, NMT_PRESETS)
+    add_dataclass_arguments(p, NMTConfig, NMT_PRESETS, flag_names={"warmup": "warmup_steps"},
+                            descriptions=NMT_FIELD_HELP,
+                            choices={"variant": list(VARIANTS), "size": list(SIZES), "gate": ("token", "head", "none"),
+                                     "precision": PRECISIONS, "test_splits": TEST_SPLITS})
     p.add_argument("--no-progress", action="store_true", help="no progress bar (one line per evaluation stays)")
     p.set_defaults(func=run)
 
 
 def run(args) -> int:
     from ..config_io import dataclass_from_args
+    from ..paths import check_input_file, check_output_folder
     from ..train.translation import NMT_PRESETS, NMTConfig, train_translation
 
     config = dataclass_from_args(args, NMTConfig, NMT_PRESETS)
+    check_output_folder(config.output_dir)  # before any model or data loads
+    for field in ("train_source", "train_target", "dev_source", "dev_target", "test_source", "test_target"):
+        check_input_file(getattr(config, field), "--" + field.replace("_", "-"))
     from .train_parsing import print_summary
 
     print_summary(train_translation(config, show_progress=not args.no_progress, command=getattr(args, "argv", None)))

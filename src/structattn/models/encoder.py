@@ -28,6 +28,7 @@ from torch import nn
 from ..attention.integration import MECHANISM_ATTRS, gate_parameters, install, is_mechanism_parameter, runtime_of, uninstall
 from ..attention.mechanisms import MechanismConfig, get_mechanism, option_names
 from ..errors import UserError
+from ..verbosity import quiet_loading
 
 #: task name -> transformers Auto class name
 TASKS: dict[str, str] = {
@@ -136,6 +137,7 @@ def load_gate_weights(model: nn.Module, name_or_path: str, **hub: Any) -> list[s
     return loaded
 
 
+@quiet_loading()
 def from_pretrained(name_or_path: str, task: str = "base", mechanism: str | MechanismConfig | dict | None = None,
                     **options: Any) -> nn.Module:
     """Load a pretrained encoder for ``task`` with structure-aware attention.

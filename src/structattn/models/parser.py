@@ -51,6 +51,7 @@ from ..heads.chart import SpanLabelScorer, cky_decode, margin_loss
 from ..layers.transformer_block import build_layer
 from ..layers.word_encoders import CharWordEncoder, PretrainedWordEncoder, build_vocabularies
 from ..tasks.ptb import Tree, escape_word, spans_to_tree, tree_to_spans
+from ..verbosity import quiet_loading
 
 Tensor = torch.Tensor
 
@@ -478,6 +479,7 @@ class ChartParser(nn.Module):
         return reference
 
     @classmethod
+    @quiet_loading()
     def from_pretrained(cls, folder: str | Path, device: str | torch.device = "cpu") -> "ChartParser":
         """Load a folder written by :meth:`save_pretrained` (no network), or a shipped parser by its name
         (``"bna-minilm"``, :mod:`structattn.models.trained`); the parser is in eval mode."""

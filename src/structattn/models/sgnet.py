@@ -50,6 +50,7 @@ from torch import nn
 from ..config_io import JsonConfig
 from ..errors import UserError
 from ..layers.syntax_guided import AGGREGATIONS, INITS, LayerSizes, SyntaxGuidedBlock, bert_init
+from ..verbosity import quiet_loading
 
 Tensor = torch.Tensor
 
@@ -437,6 +438,7 @@ class SGNetModel(nn.Module):
         os.replace(tmp, folder / "model.safetensors")
 
     @classmethod
+    @quiet_loading()
     def from_pretrained(cls, folder: str | Path, device: str | torch.device = "cpu") -> "SGNetModel":
         """Load a folder written by :meth:`save_pretrained` (offline); the model is in eval mode."""
         from safetensors.torch import load_model

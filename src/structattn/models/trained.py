@@ -30,12 +30,16 @@ KINDS = ("parser", "translator", "reader")
 
 @dataclass(frozen=True)
 class TrainedModel:
-    """One named model: ``kind`` (one of :data:`KINDS`), what it does and the command that builds it."""
+    """One named model: ``kind`` (one of :data:`KINDS`), what it does, the command that builds it, and for its card
+    the domain of its training data, what it is good at and what it is bad at (measured examples)."""
 
     name: str
     kind: str
     description: str
     build: str
+    domain: str = ""
+    good_at: str = ""
+    bad_at: str = ""
 
     @property
     def folder(self) -> Path:
@@ -61,20 +65,52 @@ def folder_bytes(folder: str | Path) -> int:
     return sum(p.stat().st_size for p in Path(folder).rglob("*") if p.is_file())
 
 
+#: The parsers' training data, and what 3,068 trees of it can and cannot teach (both parsers share it).
+_PARSER_DOMAIN = ("edited American news prose: Wall Street Journal articles of 1989 (the NLTK sample of the Penn "
+                  "Treebank, 10% of the WSJ part); 3,068 training trees, a tenth of what treebank parsers are "
+                  "usually trained on")
+_PARSER_GOOD_AT = ("declarative news-style sentences like those of the held-out WSJ files (wsj_0160-0199); "
+                   "\"The cat sat on the mat.\" -> (S (NP (DT The) (NN cat)) (VP (VBD sat) (PP (IN on) (NP (DT the) "
+                   "(NN mat)))) (. .))")
+_PARSER_BAD_AT = ("what 3,068 news trees rarely show: questions (\"Why did the market fall?\" gets no SQ and reads "
+                  "'the market fall' as one NP), some very short sentences, dialogue, speech, social-media text and "
+                  "other domains (not measured: expect lower scores than the test F1). Sentences over 300 words "
+                  "are refused. Output trees have no function tags, traces or empty elements, and the "
+                  "preterminal tags are spaCy's, not the parser's")
+
 TRAINED: dict[str, TrainedModel] = {m.name: m for m in (
     TrainedModel("bna-minilm", "parser",
                  "BNA constituency parser (BiMSA + NSA, spaCy POS tags) on frozen all-MiniLM-L6-v2",
-                 "make models-parsers"),
+                 "make models-parsers", domain=_PARSER_DOMAIN, good_at=_PARSER_GOOD_AT,
+                 bad_at=_PARSER_BAD_AT + "; \"It purred.\" comes out as an NP, (NP (NP (PRP It)) (VP (VBD purred)) "
+                 "(. .)), not an S (bna-scratch gives the S)"),
     TrainedModel("bna-scratch", "parser",
                  "BNA constituency parser (BiMSA + NSA, spaCy POS tags), no pretrained encoder "
                  "(word embeddings + character BiLSTM)",
-                 "make models-parsers"),
+                 "make models-parsers", domain=_PARSER_DOMAIN, good_at=_PARSER_GOOD_AT,
+                 bad_at=_PARSER_BAD_AT + "; its words are those of the 3,068 trees (others are read through "
+                 "their characters only)"),
     TrainedModel("hybrid-gate-en-de", "translator",
                  "English->German Transformer-tiny with the hybrid local/global gate (Xu et al. 2019)",
-                 "make models-nmt"),
+                 "make models-nmt",
+                 domain="Multi30k: image captions, one English sentence describing a photograph (people, animals, "
+                        "everyday scenes; Flickr30k, and MS COCO for the mscoco2017 test set) with its German "
+                        "translation; 29,000 training pairs",
+                 good_at="short descriptive captions of scenes: \"A man is riding a bicycle down the street.\" -> "
+                         "\"Ein Mann fährt auf einem Fahrrad die Straße entlang.\"",
+                 bad_at="anything that is not an image caption (news, questions, instructions, dialogue, technical "
+                        "text): out-of-domain text breaks, often into fluent-looking nonsense or repeated pieces, "
+                        "e.g. \"The central bank raised interest rates yesterday.\" -> "
+                        "\"Die Zititititititititäglichen Wissenschaftlichen mücher.\" and \"Please send me the invoice by Friday.\" -> \"Ein Puller "
+                        "in der Wiese in der Aufschrift „Co“ wird von der Aufschrift „Fay“.\"; lines over the "
+                        "model's source limit are cut (counted on stderr)"),
     TrainedModel("sgnet-squad2", "reader",
                  "SG-Net (dual) span-QA reader with no-answer on all-MiniLM-L6-v2 (SQuAD 2.0), packed int8",
-                 "make models-reader"),
+                 "make models-reader",
+                 domain="SQuAD: Wikipedia paragraphs with crowd-written questions, some of them unanswerable",
+                 good_at="factual questions about one encyclopaedic passage whose answer is a span of it",
+                 bad_at="answers that are not a span of the passage (yes/no, counting, reasoning over several "
+                        "passages); other domains not measured"),
 )}
 
 

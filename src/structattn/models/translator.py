@@ -26,6 +26,7 @@ import torch
 
 from ..errors import UserError
 from ..heads.translation import normalise
+from ..verbosity import quiet_loading
 
 
 @dataclass
@@ -38,6 +39,7 @@ class Translator:
     last_cut: int = 0
 
     @classmethod
+    @quiet_loading()
     def load(cls, folder: str | Path, parser_name: str | None = None) -> "Translator":
         from transformers import AutoTokenizer
 

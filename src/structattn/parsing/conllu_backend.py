@@ -23,6 +23,7 @@ import conllu
 from conllu.exceptions import ParseException
 
 from ..errors import UserError
+from ..textcheck import check_lines
 from .record import Parse, ParseError
 
 N_COLUMNS = 10  # ID FORM LEMMA UPOS XPOS FEATS HEAD DEPREL DEPS MISC
@@ -80,6 +81,7 @@ class _LineTracker:
                 raise ParseError(f"{self.source}: line {self.line_no}: not UTF-8 (byte 0x{line[exc.start]:02x} "
                                  f"at byte {exc.start + 1} of the line); CoNLL-U files must be UTF-8 "
                                  "(convert it, e.g. iconv -f latin1 -t utf-8)") from None
+        check_lines([line.rstrip("\r\n")], self.source, first=self.line_no)
         return line.removeprefix("\ufeff") if self.line_no == 1 else line
 
     def _check_columns(self, line: str) -> None:

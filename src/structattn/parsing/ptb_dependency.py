@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from pathlib import Path
 
+from ..textcheck import check_lines
 from .record import Parse, ParseError
 
 # PTB tag -> UD UPOS. Many-to-one and context-free, so it is an approximation: UD would tag some
@@ -53,6 +54,7 @@ def iter_ptb_dependency_file(path: str | Path) -> Iterator[Parse]:
     with open(path, encoding="utf-8") as handle:
         for line_no, line in enumerate(handle, start=1):
             line = line.rstrip("\r\n")
+            check_lines([line], str(path), first=line_no)
             if line.strip() == "":
                 if rows:
                     yield finish()

@@ -27,6 +27,7 @@ from typing import Any, Callable, Mapping, Sequence
 
 from ..errors import UserError
 from ..io import decode_lines
+from ..textcheck import note_control_lines
 from ..settings import data_dir as _default_data_dir
 
 SPLITS = ("train", "dev", "test")
@@ -138,7 +139,7 @@ class TaskSpec:
 # shared by the readers
 
 
-def read_lines(path: Path) -> list[str]:
+def read_lines(path: Path, controls: str = "refuse") -> list[str]:
     """The lines of a UTF-8 text file, without line terminators.
 
     Line ``i`` (1-based) is ``result[i - 1]``. Lines are split on ``\\n`` only (not on the other
@@ -146,16 +147,23 @@ def read_lines(path: Path) -> list[str]:
     before the ``\\n`` is dropped. A UTF-8 byte-order mark at the very start is dropped. The
     final terminator does not create an extra empty line.
 
+    A control character (NUL and the other C0 controls but tab) is an error naming the line; with
+    ``controls="count"`` (benchmark files published with a few) the lines holding one are kept and counted on
+    stderr (:func:`structattn.textcheck.note_control_lines`).
+
     Raises:
-        UserError: file missing, a folder, empty, or not valid UTF-8 (naming the line and byte).
+        UserError: file missing, a folder, empty, not valid UTF-8 (naming the line and byte), or holding a control
+            character (naming the line).
     """
     path = Path(path)
     if not path.exists():
         raise UserError(f"{path}: file not found (benchmark files are read from the data folder, "
                         "../shared/data beside the repository unless STRUCTATTN_DATA names another)")
     if not path.is_file():
-        raise UserError(f"{path}: is not a file")
-    lines = decode_lines(path.read_bytes(), str(path))
+        raise UserError(f"{path}: is not a file (it is a folder)")
+    lines = decode_lines(path.read_bytes(), str(path), controls="refuse" if controls == "refuse" else "keep")
+    if controls == "count":
+        note_control_lines(lines, str(path))
     if not any(ln.strip() for ln in lines):
         raise UserError(f"{path}: file is empty")
     return lines

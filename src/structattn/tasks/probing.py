@@ -92,7 +92,10 @@ def read_ud(split: str, root: str | Path | None = None) -> list[Sentence]:
     path = (Path(root) if root is not None else data_dir()) / "ud_english_ewt" / SPLIT_FILES[split]
     if not path.is_file():
         raise UserError(f"{path}: UD English EWT file not found (the probing tasks are built from it)")
+    from ..textcheck import check_text
+
     out = []
+    check_text(path.read_text(encoding="utf-8"), str(path))
     with open(path, encoding="utf-8") as fh:
         for sent in conllu.parse_incr(fh):
             toks = [t for t in sent if isinstance(t["id"], int)]

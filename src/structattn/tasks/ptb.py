@@ -114,8 +114,9 @@ def _tokens(text: str):
         yield m.group(), line
 
 
-def parse_trees(text: str, source: str = "<string>") -> list[Tree]:
-    """Every top-level bracketed tree in ``text`` (any layout: one per line or spread over lines).
+def parse_trees(text: str, source: str = "<string>", starts: list[int] | None = None) -> list[Tree]:
+    """Every top-level bracketed tree in ``text`` (any layout: one per line or spread over lines); ``starts``,
+    when given, receives the line each tree starts on (1-based), for messages about a tree.
 
     An outer bracket without a label, ``( (S ...) )``, gives ``Tree(label="", children=[S])``.
 
@@ -152,6 +153,8 @@ def parse_trees(text: str, source: str = "<string>") -> list[Tree]:
                 stack[-1][1].append(node)
             else:
                 trees.append(node)
+                if starts is not None:
+                    starts.append(start)
         else:
             if not stack:
                 raise TreebankError(f"{where}: text {tok!r} outside any bracket; trees must be fully bracketed, "
@@ -174,8 +177,9 @@ def parse_trees(text: str, source: str = "<string>") -> list[Tree]:
     return trees
 
 
-def read_tree_file(path) -> list[Tree]:
-    """The trees of one file, as found (traces and function tags kept).
+def read_tree_file(path, starts: list[int] | None = None) -> list[Tree]:
+    """The trees of one file, as found (traces and function tags kept); ``starts`` receives each tree's first
+    line (:func:`parse_trees`).
 
     Raises:
         UserError: missing, empty or non-UTF-8 file; TreebankError for a malformed tree or no tree at all.
@@ -184,7 +188,7 @@ def read_tree_file(path) -> list[Tree]:
 
     path = Path(path)
     text = "\n".join(read_lines(path))  # keeps line numbers; UTF-8 and empty-file errors name the file
-    trees = parse_trees(text, source=str(path))
+    trees = parse_trees(text, source=str(path), starts=starts)
     if not trees:
         raise TreebankError(f"{path}:1: no bracketed tree in the file; expected trees like (S (NP ...) ...)")
     return trees
@@ -254,15 +258,16 @@ def read_split(split: str, data_dir=None, *, clean: bool = True) -> list[Tree]:
     return [tree for path in split_files(split, data_dir) for tree in read_treebank(path, clean=clean)]
 
 
-def read_treebank(path, *, clean: bool = True) -> list[Tree]:
+def read_treebank(path, *, clean: bool = True, starts: list[int] | None = None) -> list[Tree]:
     """The trees of any bracketed treebank file (one tree per line, or spread over lines as in the PTB ``.mrg``
-    files), read by the rules of :func:`parse_trees` and cleaned by :func:`clean_tree` unless ``clean=False``.
+    files), read by the rules of :func:`parse_trees` and cleaned by :func:`clean_tree` unless ``clean=False``;
+    ``starts`` receives each tree's first line.
 
     Raises:
         UserError: missing, empty or non-UTF-8 file; TreebankError naming ``<file>:<line>`` for a malformed
             tree, or ``<file>: tree <k>`` for a tree with no word besides empty elements.
     """
-    trees = read_tree_file(path)
+    trees = read_tree_file(path, starts)
     if not clean:
         return trees
     cleaned = []
@@ -270,7 +275,8 @@ def read_treebank(path, *, clean: bool = True) -> list[Tree]:
         try:
             cleaned.append(clean_tree(tree))
         except ValueError as exc:
-            raise TreebankError(f"{path}: tree {k + 1}: {exc}; remove that tree") from None
+            line = f":{starts[k]}" if starts else ""
+            raise TreebankError(f"{path}{line}: tree {k + 1}: {exc}; remove that tree") from None
     return cleaned
 
 

@@ -23,6 +23,7 @@ import json
 from pathlib import Path
 
 from ..errors import UserError
+from ..textcheck import check_json_text
 from .mc_question import SPLITS, MCQuestion, answer_index, predicted_indices
 
 LEVELS = ("middle", "high")
@@ -43,7 +44,9 @@ def read_race_file(path: Path, level: str) -> list[MCQuestion]:
     """
     path = Path(path)
     try:
-        data = json.loads(path.read_bytes().decode("utf-8"))
+        text = path.read_bytes().decode("utf-8")
+        check_json_text(text, str(path))
+        data = json.loads(text)
     except (UnicodeDecodeError, json.JSONDecodeError) as exc:
         raise UserError(f"{path}: not a UTF-8 JSON object ({exc}); each RACE file holds one passage as JSON") from None
     if not isinstance(data, dict):

@@ -15,7 +15,6 @@ import dataclasses
 import hashlib
 import json
 from dataclasses import dataclass, field, fields
-from pathlib import Path
 from typing import Any
 
 from ..config_io import JsonConfig
@@ -156,8 +155,28 @@ def config_key(cfg: TrainConfig, ignore: tuple[str, ...] = ()) -> str:
     return hashlib.sha256(json.dumps(data, sort_keys=True).encode()).hexdigest()[:16]
 
 
-#: What a flag's help says beyond its default.
+#: What a flag's help says about the fields whose line in :class:`TrainConfig` has no comment (or too short a one).
 FIELD_HELP = {
+    "task": "the task to fine-tune on",
+    "model": "pretrained encoder (or a saved run's folder): a Hugging Face name or folder; '' = the offline default "
+             "all-MiniLM-L6-v2",
+    "mechanism": "structure-aware attention inside the encoder (structattn.attention.mechanisms); global = none",
+    "parser": "spaCy pipeline that parses the text for the structure mechanisms",
+    "output_dir": "folder of the run: checkpoint/, best/, train_config.json; rerunning in it resumes",
+    "seed": "seeds torch, numpy and random",
+    "learning_rate": "peak learning rate (AdamW, linear warm-up and decay)",
+    "weight_decay": "AdamW weight decay",
+    "warmup_ratio": "linear warm-up, as a fraction of all optimizer steps",
+    "epochs": "passes over the training examples (fractions allowed)",
+    "batch_size": "training examples per optimizer step (over --grad-accum forward passes)",
+    "eval_batch_size": "examples per forward pass when evaluating",
+    "grad_accum": "forward passes whose gradients add up to one optimizer step",
+    "max_length": "longest input in sub-word tokens (longer ones: see --long-inputs)",
+    "eval_split": "split evaluated during training (model selection)",
+    "deterministic": "deterministic torch algorithms (slower; bitwise repeatable runs)",
+    "log_every": "optimizer steps between training-loss lines",
+    "max_train_examples": "use only the first N training examples; 0 = all",
+    "max_eval_examples": "evaluate on only the first N examples; 0 = all",
     "model_parts": "what a saved SG-Net or reader folder given as --model lends this run: 'all' (go on training "
                    "it as saved; its --sgnet must match) or 'encoder' (its encoder only; the SG part and the head "
                    "start fresh, as the paper adds SG-Net to a pretrained encoder)",
@@ -170,44 +189,42 @@ FIELD_HELP = {
 }
 
 
-def add_config_arguments(parser: argparse.ArgumentParser) -> None:
-    """``--config FILE`` plus one ``--<field>`` flag per field (all default to None = not given)."""
-    parser.add_argument("--config", help="JSON file with TrainConfig keys; flags override it")
+def task_names() -> list[str]:
+    """Every registered task: sentence and token tasks, span QA, multiple choice."""
+    from ..tasks import TASKS
+    from ..tasks.multiple_choice import MC_TASKS
+    from ..tasks.squad import QA_TASKS
+
+    return sorted([*TASKS, *QA_TASKS, *MC_TASKS])
+
+
+def add_config_arguments(parser: argparse.ArgumentParser, choices: dict[str, Any] | None = None) -> None:
+    """``--config FILE`` plus one ``--<field>`` flag per field (all default to None = not given), each help
+    naming the field's ``choices`` (field -> names) and the reading families' own defaults
+    (:data:`READING_DEFAULTS`)."""
+    from ..config_io import add_dataclass_arguments
+
     names = {"span_qa": "span QA", "multiple_choice": "multiple choice"}
-    for f in fields(TrainConfig):
-        if f.name == "extra":
-            continue
-        flag = "--" + f.name.replace("_", "-")
-        text = None
-        if f.default is not dataclasses.MISSING:
-            text = f"(default {f.default!r}" + "".join(f"; {names[family]} {values[f.name]!r}" for family, values
-                                                     in READING_DEFAULTS.items() if f.name in values) + ")"
-            text = f"{FIELD_HELP[f.name]} {text}" if f.name in FIELD_HELP else text
-        parser.add_argument(flag, dest=f.name, default=None, metavar=f.name.upper(), help=text)
+    notes = {f.name: "".join(f"; {names[family]} {values[f.name]!r}" for family, values in READING_DEFAULTS.items()
+                             if f.name in values) for f in fields(TrainConfig)}
+    add_dataclass_arguments(parser, TrainConfig, descriptions=FIELD_HELP, choices=choices,
+                            default_notes=notes, skip=("extra",))
 
 
 def given_flags(args: argparse.Namespace) -> dict[str, Any]:
     """The ``TrainConfig`` fields given as flags (``none`` = None where the field may be None, e.g. ``--m none``;
     a text field keeps the word, e.g. ``--sgnet none``), uncoerced."""
-    out = {}
-    for f in fields(TrainConfig):
-        value = getattr(args, f.name, None)
-        if value is not None and f.name != "extra":
-            out[f.name] = None if value == "none" and "None" in str(f.type) else value
-    return out
+    from ..config_io import given_dataclass_flags
+
+    return given_dataclass_flags(args, TrainConfig)
 
 
 def config_from_args(args: argparse.Namespace) -> TrainConfig:
     """A config from ``--config`` (if given) with every flag that was given applied on top, and the task family's
     defaults (:data:`READING_DEFAULTS`) for the fields that neither gives."""
-    path = getattr(args, "config", None)
-    base = TrainConfig.load(path) if path else TrainConfig()
-    given = given_flags(args)
-    data = dataclasses.asdict(base) | given
-    explicit = set(given) | (set(json.loads(Path(path).read_text(encoding="utf-8"))) if path else set())
-    cfg = TrainConfig.from_dict(data, source="command line")  # checks the task field's type first
-    defaults = {k: v for k, v in task_defaults(cfg.task).items() if k not in explicit}
-    return TrainConfig.from_dict(data | defaults, source="command line") if defaults else cfg
+    from ..config_io import dataclass_from_args
+
+    return dataclass_from_args(args, TrainConfig, later_defaults=lambda cfg: task_defaults(cfg.task))
 
 
 def task_family(name: str) -> str:
@@ -222,5 +239,4 @@ def task_family(name: str) -> str:
         return "span_qa"
     if name in MC_TASKS:
         return "multiple_choice"
-    valid = sorted([*TASKS, *QA_TASKS, *MC_TASKS])
-    raise UserError(f"unknown task {name!r}; valid tasks: {', '.join(valid)}")
+    raise UserError(f"unknown task {name!r}; valid tasks: {', '.join(task_names())}")

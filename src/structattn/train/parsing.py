@@ -77,14 +77,35 @@ class TreebankFiles:
         """The splits that are parsed and scored at the end: dev, and test unless own files lack one."""
         return ("dev", "test") if not self.own or self.test is not None else ("dev",)
 
-    def check(self) -> None:
-        """UserError for a named file that is missing or a folder (before anything is read or trained)."""
+    def check(self, config=None) -> None:
+        """UserError for a named file that is missing or a folder, and (with the run's ``config``) for a tree of an
+        own file that is malformed, holds a control character or has more words than ``config.max_words``, named
+        ``FILE:LINE``, and training trees without a labelled constituent: every file (``--test`` too) is read and
+        checked before anything is trained."""
+        from ..models.parser import label_vocabulary
+        from ..tasks.ptb import read_treebank
+
         for split in ("train", "dev", "test"):
             name = getattr(self, split)
             if name is not None and not Path(name).is_file():
                 what = "is a folder, not a tree file" if Path(name).is_dir() else "not found"
                 raise UserError(f"--{split} {name}: {what}; give a bracketed treebank file (one tree per line, or "
                                 "the PTB's multi-line layout)")
+        if config is None or not self.own:
+            return
+        for split in ("train", "dev", "test"):
+            if (name := getattr(self, split)) is None:
+                continue
+            starts: list[int] = []
+            trees = read_treebank(name, starts=starts)
+            limit = config.max_train_trees if split == "train" else config.max_eval_trees
+            for tree, line in list(zip(trees, starts))[:limit or None]:
+                if len(tree.leaves()) > config.max_words:
+                    raise UserError(f"{name}:{line}: {len(tree.leaves())} words, more than the parser's max_words="
+                                    f"{config.max_words}; remove the tree or raise --max-words")
+            if split == "train" and len(label_vocabulary(trees[:limit or None])) < 2:
+                raise UserError(f"{name}: the training trees have no labelled constituent (every tree is a bare "
+                                "word or an unlabelled bracket); give trees like (S (NP ...) (VP ...))")
 
     def read(self, split: str, *, clean: bool = True) -> list:
         """The trees of ``split`` in file order (cleaned unless ``clean=False``)."""
@@ -238,7 +259,7 @@ def train_parser(config, *, show_progress: bool = True, stop_after_steps: int | 
     from .legacy import upgrade_parser_checkpoint
 
     data = data or TreebankFiles()
-    data.check()
+    data.check(config)
     data_read = data.describe()
     engine = Engine(config.output_dir, seed=config.seed, precision=config.precision, clip_norm=config.clip_grad,
                     checkpoint_every=checkpoint_every, show_progress=show_progress, name="train-parsing")

@@ -1,0 +1,188 @@
+"""The command line's one grammar: one spelling per meaning, retired spellings kept for one release, and the
+subcommand's usage with the closest valid flag when a flag is misspelled.
+
+* :data:`SYNONYMS`: groups of spellings that mean one thing; the first of each group is the spelling every
+  subcommand uses, the others are retired. :func:`add_retired_flags` registers a retired spelling as a hidden
+  alias (``help=argparse.SUPPRESS``) that still works and prints one deprecation line on stderr.
+* :class:`CommandLineParser`: an ``ArgumentParser`` whose unrecognised arguments are reported by the
+  subcommand that was chosen (its usage line) with the closest valid flag (:mod:`difflib`).
+* :func:`walk_parsers`: every (sub)parser of a command line, for tests and the generated flag tables.
+"""
+from __future__ import annotations
+
+import argparse
+import difflib
+import sys
+from collections.abc import Iterator
+
+#: Spellings with one meaning: the first is the one every subcommand uses; the others are retired (still
+#: accepted for one release, hidden from help, with a deprecation line).
+SYNONYMS: tuple[tuple[str, ...], ...] = (
+    ("--model", "--encoder", "--model-dir"),  # the trained model or pretrained encoder to use
+    ("--input", "--input-file", "--in"),  # the file read
+    ("--output", "--out", "--output-file"),  # the file written
+    ("--parser", "--spacy-model", "--spacy-pipeline"),  # the spaCy pipeline
+    ("--max-train-examples", "--max-train-trees", "--train-examples"),  # use only the first N training examples
+    ("--max-eval-examples", "--max-eval-trees", "--eval-examples"),  # evaluate on only the first N examples
+    ("--clip-norm", "--clip-grad"),  # gradient norm clipping
+    ("--warmup-steps", "--warmup"),  # linear warm-up, in optimizer steps (--warmup-ratio is a fraction)
+)
+
+#: Retired spelling -> the spelling that replaces it (derived from :data:`SYNONYMS`).
+RETIRED: dict[str, str] = {old: group[0] for group in SYNONYMS for old in group[1:]}
+
+
+def warn_deprecated(old: str, new: str) -> None:
+    """One line on stderr: ``old`` still works in this release, ``new`` is its replacement."""
+    print(f"structattn: warning: {old} is deprecated and will be removed in the next release; use {new}",
+          file=sys.stderr)
+
+
+class RetiredFlag(argparse.Action):
+    """A retired spelling (a flag, or a positional replaced by a flag): stores into its replacement's destination
+    (``into``, default its own) after a deprecation line."""
+
+    def __init__(self, option_strings, dest, replacement: str, into: str | None = None, **kwargs):
+        super().__init__(option_strings, dest, **kwargs)
+        self.replacement = replacement
+        self.into = into or dest
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        warn_deprecated(option_string or f"the positional {self.metavar or self.dest.upper()}", self.replacement)
+        setattr(namespace, self.into, values)
+
+
+def add_retired_flags(parser: argparse.ArgumentParser, *old_flags: str) -> None:
+    """Accept each retired spelling in ``old_flags`` as a hidden alias of its replacement (already added to
+    ``parser``), with the same destination, type and number of values."""
+    for old in old_flags:
+        new = RETIRED[old]
+        target = parser._option_string_actions[new]  # noqa: SLF001  (argparse keeps no public index)
+        parser.add_argument(old, dest=target.dest, type=target.type, nargs=target.nargs, metavar=target.metavar,
+                            default=argparse.SUPPRESS, help=argparse.SUPPRESS, action=RetiredFlag, replacement=new)
+
+
+def add_retired_positional(parser: argparse.ArgumentParser, name: str, replacement: str) -> None:
+    """Accept an optional positional ``name`` (hidden) as the value of the flag ``replacement``, with a
+    deprecation line: the command line before the flag existed."""
+    target = parser._option_string_actions[replacement]  # noqa: SLF001
+    parser.add_argument(name, nargs="?", metavar=name.upper(), default=argparse.SUPPRESS, help=argparse.SUPPRESS,
+                        action=RetiredFlag, replacement=replacement, into=target.dest)
+
+
+def add_line_io_flags(parser: argparse.ArgumentParser, kind: str, folder: str, each_line: str, written: str) -> None:
+    """``--model`` (required: a shipped ``kind``'s name or a ``folder``), ``--input`` and ``--output`` of a command
+    that writes output line N for input line N (standard input and output by default): ``each_line`` says what an
+    input line holds, ``written`` what is written for it."""
+    parser.add_argument("--model", required=True,
+                        help=f"a trained {kind}'s name (`structattn models` lists them) or {folder}")
+    parser.add_argument("--input", default="-", help=f"UTF-8 text file, {each_line} per line (default -: stdin)")
+    parser.add_argument("--output", default="-", help=f"output file: {written} of input line N on line N "
+                                                      "(default -: stdout); its folder must exist")
+
+
+def is_retired(action: argparse.Action) -> bool:
+    """True for a spelling added by :func:`add_retired_flags` or :func:`add_retired_positional`."""
+    return isinstance(action, RetiredFlag)
+
+
+def subparser_actions(parser: argparse.ArgumentParser) -> list[argparse._SubParsersAction]:
+    return [a for a in parser._actions if isinstance(a, argparse._SubParsersAction)]  # noqa: SLF001
+
+
+def walk_parsers(parser: argparse.ArgumentParser) -> Iterator[argparse.ArgumentParser]:
+    """``parser`` and every subparser below it, each once (aliases of a command share one parser)."""
+    seen: set[int] = set()
+    todo = [parser]
+    while todo:
+        current = todo.pop(0)
+        if id(current) in seen:
+            continue
+        seen.add(id(current))
+        yield current
+        for sub in subparser_actions(current):
+            todo.extend(sub.choices.values())
+
+
+def visible_flags(parser: argparse.ArgumentParser) -> list[str]:
+    """The option strings shown in ``parser``'s help (retired aliases left out)."""
+    return [s for a in parser._actions if a.help is not argparse.SUPPRESS for s in a.option_strings]  # noqa: SLF001
+
+
+def closest_flag(parser: argparse.ArgumentParser, word: str) -> str | None:
+    """The valid flag of ``parser`` closest to the misspelled ``word`` (``--modle=x`` -> ``--model``), or None."""
+    flag = word.split("=", 1)[0]
+    match = difflib.get_close_matches(flag, visible_flags(parser), n=1, cutoff=0.6)
+    return match[0] if match else None
+
+
+def unknown_flags(parser: argparse.ArgumentParser, words: list[str]) -> list[str]:
+    """The words that look like flags but are none of ``parser``'s (nor an abbreviation of one)."""
+    known = list(parser._option_string_actions)  # noqa: SLF001
+    out = []
+    for word in words:
+        flag = word.split("=", 1)[0]
+        if len(flag) > 1 and flag.startswith("-") and not flag[1:2].isdigit() \
+                and not any(k.startswith(flag) for k in known):
+            out.append(flag)
+    return out
+
+
+class CommandLineParser(argparse.ArgumentParser):
+    """Reports unrecognised arguments with the chosen subcommand's usage and, for any error of a command line
+    that holds a misspelled flag (also "the following arguments are required"), the closest valid flag."""
+
+    _words: list[str] = []  # the command line being parsed (shared by the subcommands' parsers)
+
+    def parse_args(self, args=None, namespace=None):
+        CommandLineParser._words = list(sys.argv[1:] if args is None else args)
+        namespace, extras = self.parse_known_args(args, namespace)
+        if extras:
+            self.chosen_parser(namespace).error(f"unrecognized arguments: {' '.join(extras)}")
+        return namespace
+
+    def error(self, message: str):
+        guesses = [(flag, closest_flag(self, flag)) for flag in unknown_flags(self, CommandLineParser._words)]
+        hints = [f"{flag} -> {guess}" for flag, guess in guesses if guess]
+        if hints:
+            message += "; did you mean " + ", ".join(hints) + "?"
+        super().error(message)
+
+    def chosen_parser(self, namespace: argparse.Namespace) -> argparse.ArgumentParser:
+        """The innermost subparser that ``namespace``'s command (and sub-command) names."""
+        parser: argparse.ArgumentParser = self
+        while True:
+            subs = subparser_actions(parser)
+            name = getattr(namespace, subs[0].dest, None) if subs else None
+            if name is None or name not in subs[0].choices:
+                return parser
+            parser = subs[0].choices[name]
+
+
+def _cell(text: str) -> str:
+    return " ".join(text.split()).replace("|", "\\|").replace("<", "&lt;").replace(">", "&gt;")
+
+
+def flag_tables(parser: argparse.ArgumentParser) -> str:
+    """Markdown: per (sub)command its description and a table of its flags and their help, then the retired
+    spellings and what replaces them (the tables of ``docs/command-line.md``)."""
+    out = []
+    for p in walk_parsers(parser):
+        if p is parser or subparser_actions(p):
+            continue  # the top level and a command with sub-commands (cache, score): their sub-commands follow
+        formatter = p._get_formatter()  # noqa: SLF001
+        out += [f"### `{p.prog}`", "", _cell(p.description or ""), "", "| flag | meaning |", "|---|---|"]
+        retired = []
+        for action in p._actions:  # noqa: SLF001
+            if isinstance(action, (argparse._HelpAction, argparse._SubParsersAction)):
+                continue
+            invocation = formatter._format_action_invocation(action)  # noqa: SLF001
+            if is_retired(action):
+                retired.append(f"`{' '.join(action.option_strings) or 'positional ' + action.metavar}` -> "
+                               f"`{action.replacement}`")
+            else:
+                out.append(f"| `{invocation}` | {_cell(action.help or '')} |")
+        if retired:
+            out += ["", "Retired spellings (accepted for one more release, with a warning): " + ", ".join(retired)]
+        out.append("")
+    return "\n".join(out)

@@ -1,0 +1,175 @@
+"""One command-line grammar: every subcommand described, every option with help, one spelling per meaning; the
+retired spellings still work for one release with a deprecation line; a misspelled flag gets the subcommand's
+usage and the closest valid flag."""
+from __future__ import annotations
+
+import argparse
+
+import pytest
+
+from structattn import cli
+from structattn.cli_grammar import RETIRED, SYNONYMS, is_retired, walk_parsers
+
+
+@pytest.fixture(scope="module")
+def parser():
+    return cli.build_parser()
+
+
+def _options(p: argparse.ArgumentParser) -> list[argparse.Action]:
+    return [a for a in p._actions if not isinstance(a, (argparse._HelpAction, argparse._SubParsersAction))]
+
+
+def test_every_subcommand_has_a_description_and_every_option_a_help(parser):
+    missing = []
+    for p in walk_parsers(parser):
+        if p is not parser and not (p.description or "").strip():
+            missing.append(f"{p.prog}: no description")
+        for action in _options(p):
+            if action.help is argparse.SUPPRESS:
+                if not is_retired(action):
+                    missing.append(f"{p.prog} {action.option_strings or action.dest}: hidden but not a retired "
+                                   "spelling")
+            elif not (action.help or "").strip():
+                missing.append(f"{p.prog} {action.option_strings or action.dest}: no help")
+    assert not missing, "\n".join(missing)
+
+
+def test_one_spelling_per_meaning_and_every_retired_spelling_has_its_replacement(parser):
+    problems = []
+    for p in walk_parsers(parser):
+        visible = {s for a in _options(p) if a.help is not argparse.SUPPRESS for s in a.option_strings}
+        for group in SYNONYMS:
+            shown = sorted(visible & set(group))
+            if len(shown) > 1:
+                problems.append(f"{p.prog}: {' and '.join(shown)} mean one thing")
+            if shown and shown[0] != group[0]:
+                problems.append(f"{p.prog}: {shown[0]} is a retired spelling of {group[0]}")
+        for action in _options(p):
+            if is_retired(action) and action.replacement not in visible:
+                problems.append(f"{p.prog}: retired {action.option_strings or action.dest} without "
+                                f"{action.replacement}")
+    assert not problems, "\n".join(problems)
+
+
+def test_a_registered_retired_spelling_is_used_somewhere(parser):
+    """The retired spellings kept are the ones some command had (a dead entry would hide a typo)."""
+    used = {s for p in walk_parsers(parser) for a in _options(p) if is_retired(a) for s in a.option_strings}
+    kept = {"--encoder", "--out", "--spacy-model", "--max-train-trees", "--max-eval-trees", "--clip-grad",
+            "--warmup", "--train-examples", "--eval-examples"}
+    assert kept <= used and kept <= set(RETIRED)
+
+
+@pytest.mark.parametrize("argv, dest, value, old", [
+    (["probe", "--model", "m", "--out", "r.json"], "output", "r.json", "--out"),
+    (["score", "squad", "--data", "d", "--predictions", "p", "--out", "e.json"], "output", "e.json", "--out"),
+    (["score", "race", "--predictions", "p", "--out", "e.json"], "output", "e.json", "--out"),
+    (["score", "mctest", "--predictions", "p", "--out", "e.json"], "output", "e.json", "--out"),
+    (["parse", "--model", "m", "--spacy-model", "en_x"], "parser", "en_x", "--spacy-model"),
+    (["train-parsing", "--encoder", "none"], "encoder", "none", "--encoder"),
+    (["train-parsing", "--max-train-trees", "5"], "max_train_trees", "5", "--max-train-trees"),
+    (["train-parsing", "--max-eval-trees", "5"], "max_eval_trees", "5", "--max-eval-trees"),
+    (["train-parsing", "--clip-grad", "1"], "clip_grad", "1", "--clip-grad"),
+    (["train-translation", "--warmup", "10"], "warmup", "10", "--warmup"),
+    (["demo", "--train-examples", "7"], "max_train_examples", 7, "--train-examples"),
+    (["evaluate", "runs/x/best"], "model", "runs/x/best", "the positional MODEL_DIR"),
+    (["predict", "runs/x/best", "--split", "dev"], "model", "runs/x/best", "the positional MODEL_DIR"),
+])
+def test_a_retired_spelling_still_works_with_one_deprecation_line(parser, capsys, argv, dest, value, old):
+    args = parser.parse_args(argv)
+    assert getattr(args, dest) == value
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and f"warning: {old} is deprecated" in err and "next release" in err
+
+
+@pytest.mark.parametrize("argv, dest, value", [
+    (["probe", "--model", "m", "--output", "r.json"], "output", "r.json"),
+    (["parse", "--model", "m", "--parser", "en_x"], "parser", "en_x"),
+    (["train-parsing", "--model", "none"], "encoder", "none"),
+    (["train-parsing", "--max-train-examples", "5"], "max_train_trees", "5"),
+    (["train-parsing", "--clip-norm", "1"], "clip_grad", "1"),
+    (["train-translation", "--warmup-steps", "10"], "warmup", "10"),
+    (["evaluate", "--model", "runs/x/best"], "model", "runs/x/best"),
+])
+def test_the_one_spelling_gives_the_same_value_without_a_warning(parser, capsys, argv, dest, value):
+    assert getattr(parser.parse_args(argv), dest) == value
+    assert capsys.readouterr().err == ""
+
+
+def test_renamed_parser_flags_reach_the_config(parser):
+    from structattn.commands.train_parsing import parser_config_from_args
+
+    config = parser_config_from_args(parser.parse_args(["train-parsing", "--model", "none", "--max-train-examples",
+                                                        "9", "--max-eval-examples", "4", "--clip-norm", "2.5"]))
+    assert (config.encoder, config.max_train_trees, config.max_eval_trees, config.clip_grad) == ("none", 9, 4, 2.5)
+
+
+@pytest.mark.parametrize("argv, usage, guess", [
+    (["parse", "--modle", "bna-minilm"], "usage: structattn parse", "--modle -> --model"),
+    (["translate", "--model", "x", "--outptu=y"], "usage: structattn translate", "--outptu -> --output"),
+    (["score", "race", "--predictions", "p", "--spilt", "dev"], "usage: structattn score race", "--spilt -> --split"),
+    (["train-parsing", "--max-trian-examples", "3"], "usage: structattn train-parsing",
+     "--max-trian-examples -> --max-train-examples"),
+])
+def test_a_misspelled_flag_gets_the_subcommands_usage_and_the_closest_flag(capsys, argv, usage, guess):
+    with pytest.raises(SystemExit) as exc:
+        cli.main(argv)
+    err = capsys.readouterr().err
+    assert exc.value.code == 2 and err.startswith(usage) and f"did you mean {guess}?" in err
+
+
+def _help(parser, *command: str) -> str:
+    for p in walk_parsers(parser):
+        if p.prog == " ".join(("structattn", *command)):
+            return " ".join(p.format_help().split())
+    raise AssertionError(command)
+
+
+def test_help_names_the_choices_from_the_registries_and_what_defaults_mean(parser):
+    from structattn.attention.mechanisms import MECHANISMS
+    from structattn.models.parser import VARIANTS
+    from structattn.train.config import task_names
+
+    train = _help(parser, "train")
+    assert all(name in train for name in task_names()) and "squad2" in train and "race" in train
+    assert "one of: " + ", ".join(sorted(MECHANISMS)) in train
+    assert "'' = the offline default all-MiniLM-L6-v2" in train
+    parsing = _help(parser, "train-parsing")
+    assert "one of: " + ", ".join(VARIANTS) in parsing and "one of: none, spacy, gold" in parsing
+    assert "one of: fp32, bf16, fp16" in parsing and "'' = the offline all-MiniLM-L6-v2" in parsing
+    evaluate = _help(parser, "evaluate")
+    assert "--split SPLIT split to score" in evaluate and "--limit LIMIT score only the first N" in evaluate
+
+
+def test_none_is_the_one_word_for_no_value_and_null_is_retired(parser, capsys):
+    from structattn.train.config import config_from_args
+
+    assert config_from_args(parser.parse_args(["train", "--m", "none"])).m is None
+    assert capsys.readouterr().err == ""
+    assert config_from_args(parser.parse_args(["train", "--m", "null"])).m is None
+    assert "'null' (--m) is deprecated" in capsys.readouterr().err
+    assert config_from_args(parser.parse_args(["train", "--sgnet", "none"])).sgnet == "none"  # a text field keeps it
+
+
+def test_the_documented_flag_tables_are_the_parsers(parser):
+    """docs/command-line.md ends with the tables :func:`flag_tables` makes; regenerate them when a flag changes."""
+    from pathlib import Path
+
+    from structattn.cli_grammar import flag_tables
+
+    doc = (Path(__file__).resolve().parents[2] / "docs" / "command-line.md").read_text(encoding="utf-8")
+    begin = doc.index("-->\n", doc.index("<!-- generated from the parser")) + 4
+    end = doc.index("<!-- end of the generated tables -->")
+    assert doc[begin:end].strip() == flag_tables(parser).strip(), \
+        "docs/command-line.md is out of date: paste flag_tables(structattn.cli.build_parser()) between the markers"
+
+
+def test_building_the_command_line_does_not_import_transformers():
+    """Help texts name the registries' choices without importing them at start-up (the mechanisms' registry pulls
+    in transformers: 10 s and 270 MB more for every command, also for one that only prints an error)."""
+    import subprocess
+    import sys
+
+    code = "import sys; from structattn import cli; cli.build_parser(); print('transformers' in sys.modules)"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "False"
