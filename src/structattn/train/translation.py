@@ -75,12 +75,12 @@ class NMTConfig(JsonConfig):
     max_updates: int = 8000
     label_smoothing: float = 0.1
     clip_norm: float = 0.0  # 0 = no clipping
-    adam_eps: float = 1e-9
-    init: str = "fairseq"  # how fresh weights are drawn: models.translation.INITIALISATIONS
-    batching: str = "length"  # "length": sorted by length, then packed; "shuffled": packed in a random order
-    embedding_dropout: float | None = None  # None: the size's dropout (Marian's placement)
-    attention_dropout: float = 0.0
-    activation_dropout: float = 0.0
+    adam_eps: float = 1e-9  # Adam's epsilon (Joey NMT and torch: 1e-8)
+    init: str = "fairseq"  # fresh weights: fairseq (Xavier-uniform matrices, N(0, d^-1/2) embeddings) | xavier_normal
+    batching: str = "length"  # length (pairs sorted by length, then packed) | shuffled (packed in a random order)
+    embedding_dropout: float | None = None  # dropout on word + position embeddings; none = the size's dropout
+    attention_dropout: float = 0.0  # dropout on the attention probabilities
+    activation_dropout: float = 0.0  # dropout after the feed-forward ReLU
     eval_every: int = 500
     eval_beam: int = 1
     patience: int = 6
