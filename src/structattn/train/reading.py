@@ -125,21 +125,17 @@ class SpanQATrainer(Trainer):
         return SpanQACollator(self.tokenizer.pad_token_id, rules, spec.rules if spec is not None else None)
 
     # ------------------------------------------------------------------ evaluation
+    def predict(self, inputs) -> tuple[list[np.ndarray], list[np.ndarray]]:
+        """Start and end logits per window (:meth:`span_logits`)."""
+        return self.span_logits(inputs)
+
     @torch.no_grad()
     def span_logits(self, feats) -> tuple[list[np.ndarray], list[np.ndarray]]:
         """Start and end logits per window (``[T_f]`` each, float32 numpy)."""
-        model = self.accelerator.unwrap_model(self.model)
-        model.eval()
-        collate = self.collator()
         starts, ends = [], []
-        bs = self.cfg.eval_batch_size
-        for begin in range(0, len(feats), bs):
-            chunk = feats[begin:begin + bs]
-            batch = collate(chunk)
-            batch.pop("start_positions", None)
-            batch.pop("end_positions", None)
-            batch = {k: v.to(self.accelerator.device) for k, v in batch.items()}
-            out = model(**batch)
+        for chunk, batch, _ in self.prediction_batches(feats, self.cfg.eval_batch_size,
+                                                       ("start_positions", "end_positions")):
+            out = self.model(**batch)
             s, e = out.start_logits.float().cpu().numpy(), out.end_logits.float().cpu().numpy()
             for b, f in enumerate(chunk):
                 n = len(f["input_ids"])
