@@ -25,10 +25,11 @@ from pathlib import Path
 
 from ..errors import UserError
 from ..io import append_jsonl
+from ..layers.syntax_guided import AGGREGATIONS, INITS
 from .config import TrainConfig, add_config_arguments, config_key, given_flags, mechanism_options, result_fields
 
 VARIANT_NAMES = {"global", "sla", "wla", "hybrid", "sdoi", "lisa", "sgnet"}
-SGNET_AGGREGATIONS = ("dual", "sg_only", "vanilla", "concat", "biattention")
+SGNET_AGGREGATIONS = tuple(AGGREGATIONS)  # the SG-Net layer's registry
 
 
 def parse_variant(text: str) -> dict:
@@ -61,8 +62,8 @@ def parse_variant(text: str) -> dict:
         elif key == "alpha" and out.get("sgnet"):
             out["sgnet_alpha"] = None if value == "learned" else float(value)
         elif key == "init" and out.get("sgnet"):
-            if value not in ("fresh", "copy"):
-                raise UserError(f"variant {text!r}: init={value!r}; valid: fresh, copy")
+            if value not in INITS:
+                raise UserError(f"variant {text!r}: init={value!r}; valid: {', '.join(INITS)}")
             out["sgnet_init"] = value
         else:
             raise UserError(f"variant {text!r}: unknown option {key!r} (m, k, w, bias; sg or agg, then alpha, "
