@@ -38,6 +38,7 @@ import shutil
 import time
 from pathlib import Path
 
+from structattn.io import upsert_jsonl
 from structattn.tasks.multiple_choice import results_file
 from structattn.train.trainers import load_trained
 from structattn.train.trainers import task_family
@@ -220,9 +221,7 @@ def main() -> None:
     if args.encoder_from:
         line["encoder_from"] = args.encoder_from
     out = RESULTS / f"{results_file(task.name)}.jsonl"
-    lines = [json.loads(x) for x in out.read_text().splitlines() if x.strip()] if out.exists() else []
-    lines = [x for x in lines if x["run"] != args.name] + [line]
-    out.write_text("".join(json.dumps(x, sort_keys=True) + "\n" for x in lines))
+    upsert_jsonl(out, line, key="run")
     main_metric = "f1" if family == "span_qa" else "accuracy"
     print(f"{args.name}: test {main_metric} {scores[main_metric]:.4f} -> {out}")
 

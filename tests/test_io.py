@@ -55,3 +55,18 @@ def test_files_missing_folders_and_bad_bytes(tmp_path):
     bad.write_bytes("a\nb\ncaf\xe9\n".encode("latin-1"))
     with pytest.raises(UserError, match=rf"^{re.escape(str(bad))}:3: not valid UTF-8"):
         read_input_lines(str(bad))
+
+
+def test_upsert_jsonl_replaces_a_key_in_place_and_keeps_other_lines_byte_for_byte(tmp_path):
+    import json
+
+    from structattn.io import upsert_jsonl
+
+    path = tmp_path / "runs.jsonl"
+    upsert_jsonl(path, {"run": "a", "score": 1}, key="run")
+    path.write_text(path.read_text() + '{"score": 2,  "run": "b"}\n{"run": "a", "score": 0}\n')
+    upsert_jsonl(path, {"score": 3, "run": "a"}, key="run")  # first "a" replaced, its later duplicate dropped
+    upsert_jsonl(path, {"run": "c", "score": 4}, key=lambda line: line["run"])
+    assert path.read_text().splitlines() == ['{"run": "a", "score": 3}', '{"score": 2,  "run": "b"}',
+                                             '{"run": "c", "score": 4}']
+    assert [json.loads(x)["run"] for x in path.read_text().splitlines()] == ["a", "b", "c"]
