@@ -236,6 +236,8 @@ class Family(abc.ABC):
     order_stride: int = BATCH_ORDER_STRIDE
     #: whether every process returns :meth:`summary` (False: the main process; the others their step and best)
     summary_on_every_process: bool = False
+    #: whether the engine prints a line per evaluation on stderr
+    report_evaluations: bool = True
 
     #: the run's dataclass configuration (saved as :attr:`config_file`, keyed by :func:`resume_settings`)
     config: Any
@@ -612,7 +614,7 @@ class Engine:
         else:
             state.evals_without_improvement += 1
         family.on_evaluated(entry)
-        if self.is_main:
+        if self.is_main and family.report_evaluations:
             best = f"{state.best:.4g} at step {state.best_step:,}" if state.best is not None else "none"
             shown = f"{main:.4g}" if isinstance(main, (int, float)) else main
             loss = f", train loss {train_loss:.4f}" if train_loss is not None else ""
