@@ -68,8 +68,6 @@ def add_parser(sub) -> None:
 
 
 def _add_race(scorers) -> None:
-    from ..tasks.multiple_choice import mc_tasks_in
-
     r = scorers.add_parser("race", help="RACE accuracy (overall, RACE-M, RACE-H) of predicted option letters",
                            description="Accuracy of PRED on a RACE split as the RACE papers count it: correct / all "
                                        "questions, overall and per level, in percent. A question without a "
@@ -78,7 +76,7 @@ def _add_race(scorers) -> None:
     r.add_argument("--predictions", required=True, metavar="PRED.json",
                    help='JSON object: question id (e.g. "middle1.txt:0") -> option letter "A".."D"')
     r.add_argument("--split", default="test", help="train | dev | test (default test)")
-    r.add_argument("--task", default="race", choices=mc_tasks_in("race"),
+    r.add_argument("--task", default="race", choices=("race", "race_m", "race_h"),
                    help="race = both levels (default), race_m = middle only, race_h = high only")
     r.add_argument("--out", metavar="eval.json", help="also write the JSON to this file")
     r.set_defaults(func=run_race)
@@ -97,8 +95,6 @@ def run_race(args) -> int:
 
 
 def _add_mctest(scorers) -> None:
-    from ..tasks.multiple_choice import mc_tasks_in
-
     m = scorers.add_parser("mctest", help="MCTest accuracy (overall, one / multiple) of predicted option letters",
                            description="Accuracy of PRED on an MCTest split: correct / all questions, overall and per "
                                        "question kind, in percent. Every question needs a prediction; an unknown id "
@@ -107,7 +103,7 @@ def _add_mctest(scorers) -> None:
                    help='JSON object: question id (e.g. "mc500.test.0:0") -> option letter "A".."D" '
                         "(what `structattn predict --output PRED.json` writes)")
     m.add_argument("--split", default="test", help="train | dev | test (default test)")
-    m.add_argument("--task", default="mctest500", choices=mc_tasks_in("mctest"),
+    m.add_argument("--task", default="mctest500", choices=("mctest160", "mctest500"),
                    help="mctest500 = MC500 (default), mctest160 = MC160")
     m.add_argument("--out", metavar="eval.json", help="also write the JSON to this file")
     m.set_defaults(func=run_mctest)

@@ -228,8 +228,6 @@ class Family(abc.ABC):
     model: torch.nn.Module
     #: the metric of :meth:`evaluate`'s entry that picks the best checkpoint (greater is better)
     main_metric: str = "score"
-    #: evaluations without improvement before stopping (0 = never)
-    patience: int = 0
     #: the config file written beside the checkpoint when a run begins (None: none)
     config_file: str | None = None
     #: ``stride`` of :func:`epoch_seed` for this family's batch order
@@ -243,6 +241,11 @@ class Family(abc.ABC):
     config: Any
 
     # ---------------------------------------------------------------- resume
+    @property
+    def patience(self) -> int:
+        """Evaluations without improvement before stopping (0 = never): the config's ``patience``."""
+        return getattr(self.config, "patience", 0)
+
     def settings(self) -> dict:
         """What a resume must match (``settings.json``): the config's result-changing fields by default."""
         return resume_settings(self.config)

@@ -105,9 +105,6 @@ class Trainer(Family):
         """The metric that picks the best checkpoint (greater is better)."""
         return self.task.main_metric
 
-    @property
-    def patience(self) -> int:
-        return self.cfg.patience
 
     def _load_model(self):
         """The model to train and its tokenizer: a transformers task model, or an SG-Net model when the

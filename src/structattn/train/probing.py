@@ -8,6 +8,7 @@ accuracy at the best dev epoch is reported. Features are standardised with the t
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 from typing import Sequence
 
 import numpy as np
@@ -42,6 +43,18 @@ def sentence_vectors(translator, texts: Sequence[str], max_tokens: int = 4096) -
     return out
 
 
+@dataclass
+class ProbeConfig:
+    """The probe's training settings (module docstring)."""
+
+    seed: int = 0
+    hidden: int = 50
+    max_epochs: int = 100
+    patience: int = 5
+    batch_size: int = 64
+    lr: float = 1e-3
+
+
 class ProbeFamily(Family):
     """The probe's training as an engine family: standardised sentence vectors, the MLP, cross-entropy over
     batches, dev accuracy once per epoch and the test accuracy of the best epoch.
@@ -53,16 +66,9 @@ class ProbeFamily(Family):
     main_metric = "dev_accuracy"
     report_evaluations = False  # up to ``max_epochs`` evaluations per task: the command prints each task's result
 
-    def __init__(self, splits: list, classes: Sequence[str], seed: int, hidden: int, max_epochs: int,
-                 patience: int, batch_size: int, lr: float):
-        self.splits, self.classes, self.seed = splits, list(classes), seed
-        self.hidden, self.max_epochs, self.patience, self.batch_size, self.lr = hidden, max_epochs, patience, \
-            batch_size, lr
+    def __init__(self, splits: list, classes: Sequence[str], config: ProbeConfig):
+        self.splits, self.classes, self.config = splits, list(classes), config
         self.test_accuracy, self.best_epoch = 0.0, -1
-
-    def settings(self) -> dict:
-        return {"seed": self.seed, "hidden": self.hidden, "max_epochs": self.max_epochs, "patience": self.patience,
-                "batch_size": self.batch_size, "lr": self.lr, "classes": self.classes}
 
     def load_data(self) -> None:
         """Labels as class indices; features standardised with the training split's mean and std."""
@@ -71,24 +77,26 @@ class ProbeFamily(Family):
         self.ys = [torch.tensor([index[y] for y in ys], dtype=torch.long) for _, ys in self.splits]
         mean, std = x_train.mean(0), x_train.std(0) + 1e-6
         self.xs = [torch.from_numpy((x - mean) / std).float() for x, _ in self.splits]
-        self.generator = torch.Generator().manual_seed(self.seed)
+        self.generator = torch.Generator().manual_seed(self.config.seed)
 
     def build_model(self) -> torch.nn.Module:
         self.engine.seed()
-        self.model = torch.nn.Sequential(torch.nn.Linear(self.xs[0].shape[1], self.hidden), torch.nn.ReLU(),
-                                         torch.nn.Dropout(0.1), torch.nn.Linear(self.hidden, len(self.classes)))
+        hidden = self.config.hidden
+        self.model = torch.nn.Sequential(torch.nn.Linear(self.xs[0].shape[1], hidden), torch.nn.ReLU(),
+                                         torch.nn.Dropout(0.1), torch.nn.Linear(hidden, len(self.classes)))
         return self.model
 
     def build_optimizer(self, model: torch.nn.Module) -> torch.optim.Optimizer:
-        return torch.optim.Adam(model.parameters(), lr=self.lr)
+        return torch.optim.Adam(model.parameters(), lr=self.config.lr)
 
     def updates(self) -> tuple[int, int]:
-        steps_per_epoch = self.engine.steps_per_epoch(math.ceil(len(self.ys[0]) / self.batch_size))
-        return self.max_epochs * steps_per_epoch, steps_per_epoch
+        steps_per_epoch = self.engine.steps_per_epoch(math.ceil(len(self.ys[0]) / self.config.batch_size))
+        return self.config.max_epochs * steps_per_epoch, steps_per_epoch
 
     def epoch_batches(self, epoch: int) -> list:
         order = torch.randperm(len(self.ys[0]), generator=self.generator)  # called once per epoch, in order
-        return [order[start:start + self.batch_size] for start in range(0, len(order), self.batch_size)]
+        size = self.config.batch_size
+        return [order[start:start + size] for start in range(0, len(order), size)]
 
     def batch_loss(self, batch) -> tuple[torch.Tensor, float]:
         return torch.nn.functional.cross_entropy(self.model(self.xs[0][batch]), self.ys[0][batch]), 1
@@ -120,8 +128,8 @@ def train_probe(x_train: np.ndarray, y_train: Sequence[str], x_dev: np.ndarray, 
     ``{"dev_accuracy", "test_accuracy", "best_epoch", "majority_test_accuracy"}``."""
     import tempfile
 
-    family = ProbeFamily([(x_train, y_train), (x_dev, y_dev), (x_test, y_test)], classes, seed, hidden, max_epochs,
-                         patience, batch_size, lr)
+    family = ProbeFamily([(x_train, y_train), (x_dev, y_dev), (x_test, y_test)], classes,
+                         ProbeConfig(seed, hidden, max_epochs, patience, batch_size, lr))
     with tempfile.TemporaryDirectory(prefix="structattn-probe-") as folder:
         engine = Engine(folder, seed=seed, checkpoints=False, show_progress=False, name="probe")
         result = engine.train(family)
