@@ -1,7 +1,10 @@
-"""The one training engine of every trainer (sentence tasks, reading, translation, parsing), on Accelerate.
+"""The one training engine of every trainer (sentence tasks, reading, translation, parsing, probing), on Accelerate.
 
-A family (:mod:`~structattn.train.loop`, :mod:`~structattn.train.translation`, :mod:`~structattn.train.parsing`)
-supplies its data, loss, evaluation and summary; the engine does the rest, written once:
+A :class:`Family` (:class:`~structattn.train.loop.Trainer` and its span-QA and multiple-choice subclasses,
+:class:`~structattn.train.parsing.ParserFamily`, :class:`~structattn.train.translation.TranslationFamily`,
+:class:`~structattn.train.probing.ProbeFamily`) supplies its settings, data, model, optimizer, schedule, batches,
+loss, dev evaluation, prediction and summary through named hooks; :meth:`Engine.train` calls them in order and does
+the rest, written once (``docs/engine.md``):
 
 - processes and device: ``Accelerator(cpu=True)`` without a GPU, so that a launch with several processes
   (``torchrun --nproc_per_node N``; ``accelerate launch --multi_gpu`` on GPUs) joins one process group (CPUs:
@@ -15,10 +18,10 @@ supplies its data, loss, evaluation and summary; the engine does the rest, writt
   earlier loop's ``AcceleratedScheduler`` advanced N steps per update on N processes);
 - the batches: ``epoch_batches(epoch)`` lists the epoch's global batches (a permutation seeded by (seed, epoch));
   process r takes batches r, r + N, ... (the last round completed from the epoch's first batches, so that every
-  process takes as many steps); ``loss(batch) -> (loss, weight)``, ``loss`` the mean over ``weight`` items: with
+  process takes as many steps); ``batch_loss(batch) -> (loss, weight)``, ``loss`` the mean over ``weight`` items: with
   N processes each loss is scaled by ``N * weight / (sum of the processes' weights)``, so the averaged gradient
   is that of the mean over all items (1 process at batch 2b = 2 processes at b);
-- evaluation every ``eval_every`` updates and at the last one: ``evaluate(state, end_of_epoch)`` runs on the main
+- evaluation every ``eval_every`` updates and at the last one: ``evaluate_dev(state, end_of_epoch)`` runs on the main
   process only and its entry is broadcast, so every process takes the same decisions; better main metric ->
   ``on_best``; ``patience`` evaluations without improvement stop (0 = never); one line per evaluation on stderr
   (step, dev score, best so far), with or without progress bars;
