@@ -121,7 +121,8 @@ BATCH_ORDER_STRIDE = 1_000_003
 
 
 def epoch_seed(seed: int, epoch: int, stride: int = BATCH_ORDER_STRIDE) -> int:
-    """The seed of epoch ``epoch``'s batch order: ``seed * stride + epoch`` (``stride``: :attr:`Family.order_stride`)."""
+    """The seed of epoch ``epoch``'s batch order: ``seed * stride + epoch`` (``stride``:
+    :attr:`Family.order_stride`)."""
     return seed * stride + epoch
 
 
