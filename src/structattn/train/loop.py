@@ -105,7 +105,6 @@ class Trainer(Family):
         """The metric that picks the best checkpoint (greater is better)."""
         return self.task.main_metric
 
-
     def _load_model(self):
         """The model to train and its tokenizer: a transformers task model, or an SG-Net model when the
         configuration asks for the SG-Net layer (``sgnet`` other than ``none``)."""

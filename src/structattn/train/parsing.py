@@ -213,7 +213,6 @@ class ParserFamily(Family):
         self.data_read = data.describe()
         self.out = Path(config.output_dir)
 
-
     def settings(self) -> dict:
         return settings(self.config, self.data_read)
 

@@ -259,7 +259,6 @@ class TranslationFamily(Family):
         self.out = Path(config.output_dir)
         self.mechanism = variant_mechanism(config.variant, **config.mechanism_options())
 
-
     def upgrade_legacy(self) -> None:
         from .legacy import upgrade_translation_checkpoint
 
