@@ -19,6 +19,7 @@ RESULTS = Path(__file__).resolve().parent
 sys.path.insert(0, str(RESULTS.parent / "benchmarks"))
 from machine import cpu_flags, cpu_name  # noqa: E402
 
+from structattn.io import upsert_jsonl  # noqa: E402
 from structattn.tasks.bleu import corpus_bleu  # noqa: E402
 from structattn.tasks.evalb import evalb_files  # noqa: E402
 from structattn.tasks.multi30k import read_split  # noqa: E402
@@ -59,9 +60,7 @@ def main() -> None:
             "torch_threads": args.threads, "load_average_before": args.load_before,
             "load_average_after": args.load_after, "cpu": cpu_name(), "cpu_flags": cpu_flags(),
             "config": summary["config"]}
-    path = RESULTS / "laptop_defaults.jsonl"
-    kept = [x for x in path.read_text().splitlines() if json.loads(x)["name"] != args.name] if path.exists() else []
-    path.write_text("".join(x + "\n" for x in kept + [json.dumps(line)]))
+    upsert_jsonl(RESULTS / "laptop_defaults.jsonl", line, key="name")
     print(f"{args.name}: {metric} {value:.2f} in {args.seconds / 60:.1f} min ({args.threads} threads)")
 
 

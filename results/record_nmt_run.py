@@ -19,7 +19,7 @@ from pathlib import Path
 
 from structattn.tasks.bleu import corpus_bleu
 from structattn.tasks.multi30k import read_split
-from structattn.io import atomic_write_text
+from structattn.io import upsert_jsonl
 
 RESULTS = Path(__file__).resolve().parent
 
@@ -48,19 +48,7 @@ def record(run_dir: Path, name: str, note: str | None = None) -> dict:
         line["mechanism_options"] = mech
     if note:
         line["note"] = note
-    path = RESULTS / "nmt.jsonl"
-    old = [ln for ln in (path.read_text(encoding="utf-8").splitlines() if path.is_file() else []) if ln.strip()]
-    new = json.dumps(line, sort_keys=True)
-    lines, placed = [], False
-    for ln in old:  # a re-recorded run keeps its place; any older duplicate of it goes
-        if json.loads(ln).get("run") != name:
-            lines.append(ln)
-        elif not placed:
-            lines.append(new)
-            placed = True
-    if not placed:
-        lines.append(new)
-    atomic_write_text(path, "\n".join(lines) + "\n")
+    upsert_jsonl(RESULTS / "nmt.jsonl", line, key="run")
     return line
 
 

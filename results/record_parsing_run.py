@@ -14,6 +14,7 @@ import json
 import shutil
 from pathlib import Path
 
+from structattn.io import upsert_jsonl
 from structattn.tasks.evalb import evalb_files
 from structattn.tasks.ptb import split_files
 
@@ -58,9 +59,7 @@ def main() -> None:
         "note": args.note,
     }
     out = RESULTS / "parsing.jsonl"
-    lines = [json.loads(x) for x in out.read_text().splitlines() if x.strip()] if out.exists() else []
-    lines = [x for x in lines if x["run"] != args.name] + [line]
-    out.write_text("".join(json.dumps(x, sort_keys=True) + "\n" for x in lines))
+    upsert_jsonl(out, line, key="run")
     print(f"{args.name}: test F1 {score['f1']:.2f} (R {score['recall']:.2f}, P {score['precision']:.2f}) -> {out}")
 
 

@@ -25,6 +25,7 @@ from pathlib import Path
 RESULTS = Path(__file__).resolve().parent
 sys.path.insert(0, str(RESULTS.parent / "benchmarks"))
 from machine import cpu_flags, cpu_name  # noqa: E402
+from structattn.io import upsert_jsonl  # noqa: E402
 from record_laptop_run import score_test_output  # noqa: E402
 
 WORKLOADS = {  # name: (family, what, metric)
@@ -81,7 +82,7 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--runs", type=Path, default=Path("runs/precision"))
     args = ap.parse_args()
-    lines = []
+    path = RESULTS / "precision_runs.jsonl"
     for workload in WORKLOADS:
         runs = {p: args.runs / f"{workload}-{p}" for p in PRECISIONS}
         done = {p: r for p, r in runs.items() if (r / "checkpoint" / "state.json").exists()
@@ -89,8 +90,9 @@ def main() -> None:
         if len(done) < 2:
             print(f"{workload}: {len(done)} of 2 runs finished; not recorded", file=sys.stderr)
             continue
-        lines += [_line(workload, run, p) for p, run in done.items()]
-    (RESULTS / "precision_runs.jsonl").write_text("".join(json.dumps(x) + "\n" for x in lines))
+        for p, run in done.items():
+            upsert_jsonl(path, _line(workload, run, p), key=lambda x: (x["workload"], x["precision"]))
+    lines = [json.loads(x) for x in path.read_text().splitlines()] if path.is_file() else []
     table = _table(lines)
     (RESULTS / "PRECISION.md").write_text(_page(lines, table))
     print(table)

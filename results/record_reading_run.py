@@ -38,16 +38,12 @@ import shutil
 import time
 from pathlib import Path
 
+from structattn.io import upsert_jsonl
+from structattn.tasks.multiple_choice import results_file
 from structattn.train.trainers import load_trained
 from structattn.train.trainers import task_family
 
 RESULTS = Path(__file__).resolve().parent
-RESULT_FILES = {"race_m": "race", "race_h": "race", "mctest160": "mctest", "mctest500": "mctest"}  # else the task
-
-
-def results_name(task: str) -> str:
-    """The results file (without .jsonl) and prediction folder of a task's runs."""
-    return RESULT_FILES.get(task, task)
 
 
 def _variant(cfg) -> str:
@@ -134,7 +130,7 @@ def _record_multiple_choice(task, name: str, trainer=None, predictions: Path | N
     from structattn.commands.predict import option_scores_file, write_option_letters
     from structattn.tasks.multiple_choice import score_option_letters
 
-    target = RESULTS / results_name(task.name) / f"{name}.json"
+    target = RESULTS / results_file(task.name) / f"{name}.json"
     target.parent.mkdir(parents=True, exist_ok=True)
     if predictions is None:
         examples, feats = trainer.features("test")
@@ -224,10 +220,8 @@ def main() -> None:
         line["train_device"] = args.train_device
     if args.encoder_from:
         line["encoder_from"] = args.encoder_from
-    out = RESULTS / f"{results_name(task.name)}.jsonl"
-    lines = [json.loads(x) for x in out.read_text().splitlines() if x.strip()] if out.exists() else []
-    lines = [x for x in lines if x["run"] != args.name] + [line]
-    out.write_text("".join(json.dumps(x, sort_keys=True) + "\n" for x in lines))
+    out = RESULTS / f"{results_file(task.name)}.jsonl"
+    upsert_jsonl(out, line, key="run")
     main_metric = "f1" if family == "span_qa" else "accuracy"
     print(f"{args.name}: test {main_metric} {scores[main_metric]:.4f} -> {out}")
 

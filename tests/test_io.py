@@ -59,15 +59,16 @@ def test_files_missing_folders_and_bad_bytes(tmp_path):
         read_input_lines(str(bad))
 
 
-def test_upsert_jsonl_replaces_the_named_line_in_place_and_appends_a_new_one(tmp_path):
+def test_upsert_jsonl_replaces_a_key_in_place_and_keeps_other_lines_byte_for_byte(tmp_path):
+    import json
+
     from structattn.io import upsert_jsonl
 
     path = tmp_path / "runs.jsonl"
-    path.write_text('{"name": "a", "v": 1}\n{"name": "b", "v": 1}\n{"name": "c", "v": 1}\n', encoding="utf-8")
-    upsert_jsonl(path, {"name": "b", "v": 2})
-    upsert_jsonl(path, {"name": "d", "v": 1})
-    lines = path.read_text(encoding="utf-8").splitlines()
-    assert lines[0] == '{"name": "a", "v": 1}' and lines[2] == '{"name": "c", "v": 1}'  # untouched bytes
-    assert [json.loads(x) for x in lines] == [{"name": "a", "v": 1}, {"name": "b", "v": 2}, {"name": "c", "v": 1},
-                                              {"name": "d", "v": 1}]
-    assert not list(tmp_path.glob(".runs.jsonl.*"))  # no temporary file left
+    upsert_jsonl(path, {"run": "a", "score": 1}, key="run")
+    path.write_text(path.read_text() + '{"score": 2,  "run": "b"}\n{"run": "a", "score": 0}\n')
+    upsert_jsonl(path, {"score": 3, "run": "a"}, key="run")  # first "a" replaced, its later duplicate dropped
+    upsert_jsonl(path, {"run": "c", "score": 4}, key=lambda line: line["run"])
+    assert path.read_text().splitlines() == ['{"run": "a", "score": 3}', '{"score": 2,  "run": "b"}',
+                                             '{"run": "c", "score": 4}']
+    assert [json.loads(x)["run"] for x in path.read_text().splitlines()] == ["a", "b", "c"]

@@ -4,6 +4,7 @@
   process killed at any moment leaves the old file or the new one, never half of one. A full disk (``ENOSPC``,
   or a quota) removes the temporary file and raises :class:`DiskFull`: one line naming the file, the space it
   needs and the space free (:func:`is_disk_full` also recognises it inside torch's and safetensors' errors).
+  Results lines (JSONL) are recorded by one function, :func:`upsert_jsonl` (a line per key, replaced in place).
 * Reading user text (:func:`decode_lines`, :func:`read_input_lines`): strict UTF-8, a leading byte-order mark
   dropped, lines split on ``\\n`` only; bytes that are not UTF-8 raise :class:`~structattn.errors.UserError`
   naming the file (or ``<stdin>``), the 1-based line and what to do; so do control characters (NUL and the other
@@ -19,6 +20,7 @@ import shutil
 import sys
 import tempfile
 from pathlib import Path
+from typing import Any, Callable
 
 from .errors import UserError
 from .textcheck import check_lines
@@ -106,33 +108,25 @@ def atomic_write_json(path: Path, obj) -> None:
     atomic_write_text(path, json.dumps(obj, indent=2, sort_keys=True) + "\n")
 
 
-def append_jsonl(path: Path, obj) -> None:
-    """Append one JSON line; a single write() of a full line, flushed and synced."""
+def upsert_jsonl(path: Path, record: dict, key: str | Callable[[dict], Any]) -> None:
+    """Put ``record`` into the JSON-lines file ``path``, atomically: in place of the first line with the same key
+    (later lines with that key dropped), else at the end. ``key``: a field name, or a function of a line's object.
+    Every other line is kept as it is, byte for byte; the new line is written with sorted keys."""
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    line = json.dumps(obj, sort_keys=True) + "\n"
-    with open(path, "a", encoding="utf-8") as fh:
-        fh.write(line)
-        fh.flush()
-        os.fsync(fh.fileno())
-
-
-def upsert_jsonl(path: Path, obj: dict, key: str = "name") -> None:
-    """Put ``obj`` in place of the line of ``path`` whose ``key`` equals ``obj[key]`` (at the end when there is
-    none), rewriting the file atomically; the other lines keep their order and their bytes."""
-    path = Path(path)
-    lines = path.read_text(encoding="utf-8").splitlines() if path.is_file() else []
-    new, out = json.dumps(obj, sort_keys=True), []
-    for line in lines:
-        if not line.strip():
-            continue
-        if json.loads(line).get(key) == obj[key]:
-            line = new if new not in out else None  # a second line of the same name is dropped
-        if line is not None:
-            out.append(line)
-    if new not in out:
-        out.append(new)
-    atomic_write_text(path, "".join(line + "\n" for line in out))
+    key_of = (lambda obj: obj.get(key)) if isinstance(key, str) else key
+    wanted = key_of(record)
+    new = json.dumps(record, sort_keys=True)
+    old = [ln for ln in path.read_text(encoding="utf-8").splitlines() if ln.strip()] if path.is_file() else []
+    lines, placed = [], False
+    for ln in old:  # a re-recorded run keeps its place; any older duplicate of it goes
+        if key_of(json.loads(ln)) != wanted:
+            lines.append(ln)
+        elif not placed:
+            lines.append(new)
+            placed = True
+    if not placed:
+        lines.append(new)
+    atomic_write_text(path, "".join(ln + "\n" for ln in lines))
 
 
 # ---------------------------------------------------------------------------------------------- reading

@@ -102,7 +102,7 @@ def test_dropout_placement_options_reach_the_marian_modules():
 
 
 def test_recipe_fields_at_their_earlier_value_stay_out_of_the_resume_settings():
-    from structattn.train.translation import NMT_LATER_FIELDS, NMTConfig
+    from structattn.train.translation import NMT_LATER_FIELDS, NMTConfig, TranslationFamily
 
-    assert not set(NMT_LATER_FIELDS) & set(NMTConfig().settings())
-    assert NMTConfig(batching="shuffled").settings()["batching"] == "shuffled"
+    assert not set(NMT_LATER_FIELDS) & set(TranslationFamily(NMTConfig()).settings())
+    assert TranslationFamily(NMTConfig(batching="shuffled")).settings()["batching"] == "shuffled"

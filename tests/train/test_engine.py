@@ -36,3 +36,22 @@ def test_a_folder_with_other_settings_is_refused_before_anything_runs(tmp_path):
     (tmp_path / "run" / "settings.json").write_text('{"seed": 1}')
     with pytest.raises(UserError, match=r"holds a run with other settings \(seed: 1 -> 0\).*--output-dir"):
         Engine(tmp_path / "run", seed=0, show_progress=False).begin({"seed": 0})
+
+
+def test_resume_settings_leave_out_each_familys_result_neutral_fields():
+    """One set of result-neutral fields serves every configuration: what each family's settings.json recorded
+    before stays what it records (a run resumes under the new code)."""
+    import dataclasses
+
+    from structattn.models.parser import ParserConfig
+    from structattn.train.config import TrainConfig
+    from structattn.train.engine import resume_settings
+    from structattn.train.translation import NMTConfig
+
+    def left_out(config):
+        return set(dataclasses.asdict(config)) - set(resume_settings(config))
+
+    assert left_out(NMTConfig()) == {"output_dir", "threads", "checkpoint_every"}
+    assert left_out(ParserConfig()) == {"output_dir"}
+    assert left_out(TrainConfig()) == {"output_dir", "log_every", "eval_batch_size", "save_checkpoints",
+                                       "checkpoint_every", "keep_best_model", "extra", "n_best", "preprocess_workers"}

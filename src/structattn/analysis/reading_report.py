@@ -21,10 +21,11 @@ from pathlib import Path
 
 import numpy as np
 
+from ..tasks.multiple_choice import MC_RESULT_FILES
 from ..train.significance import holm, mean_std, paired_bootstrap_mean, welch_p
 
 SPAN_TASKS = ("squad2", "squad11")
-MC_FILES = ("race", "mctest")  # each line's "task" names its task (race_m, mctest500 ...)
+MC_FILES = MC_RESULT_FILES  # each line's "task" names its task (race_m, mctest500 ...)
 # The paper's Table 3 rows (variant names as results lines give them).
 TABLE3 = [("baseline", "baseline"), ("sgnet:agg=vanilla", "+ vanilla attention only"),
           ("sgnet:agg=sg_only", "+ syntax-guided attention only"), ("sgnet", "+ dual contextual attention (SG-Net)"),

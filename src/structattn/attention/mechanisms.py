@@ -37,7 +37,8 @@ from ..layers.gaussian import GAUSSIAN_KINDS  # noqa: E402 - one list of the Gau
 from .kernels import KERNEL_NAMES  # noqa: E402 - the public kernel registry, one list
 BASE_NAMES = ("sdpa", "eager")
 WINDOW_UNITS = ("word", "token")
-RELATION_NAMES = ("sla", "tree", "window", "sdoi", "forward", "backward", "all")
+from ..structure.relations import RELATIONS  # noqa: E402 - the one registry of relations and their options
+RELATION_NAMES = tuple(RELATIONS)
 CONFIG_VERSION = 1
 
 
@@ -123,10 +124,9 @@ class MechanismConfig:
             value = getattr(self, key)
             if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 0):
                 raise UserError(f"mechanism {self.name!r}: {key} must be a non-negative integer, got {value!r}")
-        if self.relation in ("sla", "tree") and self.m is None:
-            raise UserError(f"mechanism {self.name!r}: relation {self.relation!r} needs m")
-        if self.relation == "window" and self.k is None:
-            raise UserError(f"mechanism {self.name!r}: relation 'window' needs k")
+        for option in RELATIONS[self.relation].options if self.relation is not None else ():
+            if getattr(self, option) is None:
+                raise UserError(f"mechanism {self.name!r}: relation {self.relation!r} needs {option}")
         if not isinstance(self.gate_bias, (int, float)) or math.isnan(float(self.gate_bias)):
             raise UserError(f"mechanism {self.name!r}: gate_bias must be a number, got {self.gate_bias!r}")
         if not self.gate_has_bias and float(self.gate_bias) != 0.0:
@@ -192,11 +192,9 @@ class MechanismConfig:
 
     def relation_options(self) -> dict[str, int]:
         """The options the structure pipeline needs for :attr:`relation` (e.g. ``{"m": 3}``)."""
-        if self.relation in ("sla", "tree"):
-            return {"m": self.m}
-        if self.relation == "window":
-            return {"k": self.k}
-        return {}
+        if self.relation is None:
+            return {}
+        return {option: getattr(self, option) for option in RELATIONS[self.relation].options}
 
     def layer_indices(self, num_layers: int) -> list[int]:
         """Resolve :attr:`layers` against a model with ``num_layers`` encoder layers (sorted, unique)."""

@@ -530,7 +530,7 @@ def parse_cached(items: Sequence, parser, cache: ParseCache | None = None, kind:
     if kind not in ("texts", "words"):
         raise ValueError(f"kind must be 'texts' or 'words', not {kind!r}")
     # Check every item before anything is read or parsed, so a bad item fails fast.
-    from .spacy_backend import check_texts, check_word_lists
+    from .record import check_texts, check_word_lists
 
     (check_texts if kind == "texts" else check_word_lists)(items)
     cache = cache if cache is not None else ParseCache()

@@ -1,4 +1,4 @@
-"""The parse record shared by every backend.
+"""The parse record shared by every backend, and the checks of what a backend is given to parse.
 
 A :class:`Parse` is one sentence: its words and a dependency tree over them.
 Heads are 1-based with 0 for the root (CoNLL-U convention). A passage is a
@@ -6,6 +6,7 @@ Heads are 1-based with 0 for the root (CoNLL-U convention). A passage is a
 """
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from ..errors import UserError
@@ -105,3 +106,29 @@ def validate_tree(words, heads, sent_id="", deprels=None, upos=None) -> None:
             raise ParseError(f"{where}: the heads form a cycle through words {cycle}")
         for p in path:
             state[p] = 2
+
+
+def check_word_lists(word_lists: Sequence[Sequence[str]]) -> None:
+    """Raise :class:`ParseError` naming the first empty list or empty/whitespace/non-string word."""
+    for i, words in enumerate(word_lists):
+        try:  # fast path, C-level loops; a non-string word makes str.isspace raise TypeError
+            if words and not isinstance(words, str) and "" not in words and not any(map(str.isspace, words)):
+                continue
+        except TypeError:
+            pass
+        if isinstance(words, str):
+            raise ParseError(f"item {i}: expected a list of words, got a string {words[:40]!r}")
+        if len(words) == 0:
+            raise ParseError(f"item {i}: the word list is empty")
+        for j, w in enumerate(words):
+            if not isinstance(w, str) or w == "" or w.isspace():
+                raise ParseError(f"item {i}: word {j + 1} is empty, whitespace or not a string ({w!r})")
+
+
+def check_texts(texts: Sequence[str]) -> None:
+    """Raise :class:`ParseError` naming the first text that is not a string or is empty/whitespace."""
+    for i, text in enumerate(texts):
+        if not isinstance(text, str):
+            raise ParseError(f"item {i}: expected a string, got {type(text).__name__}")
+        if text == "" or text.isspace():
+            raise ParseError(f"item {i}: the text is empty or whitespace only")

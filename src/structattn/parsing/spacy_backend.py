@@ -37,7 +37,7 @@ from pathlib import Path
 
 from ..errors import UserError
 from ..settings import DEFAULT_SPACY_MODEL, parse_cache_dir
-from .record import Parse, ParseError
+from .record import Parse, ParseError, check_texts, check_word_lists
 
 log = logging.getLogger(__name__)
 
@@ -67,32 +67,6 @@ def repair_text(text: str) -> str:
     if not _CONTROL.search(text):
         return text
     return _CONTROL.sub(lambda m: m.group() if m.group().isspace() else "\ufffd", text)
-
-
-def check_word_lists(word_lists: Sequence[Sequence[str]]) -> None:
-    """Raise :class:`ParseError` naming the first empty list or empty/whitespace/non-string word."""
-    for i, words in enumerate(word_lists):
-        try:  # fast path, C-level loops; a non-string word makes str.isspace raise TypeError
-            if words and not isinstance(words, str) and "" not in words and not any(map(str.isspace, words)):
-                continue
-        except TypeError:
-            pass
-        if isinstance(words, str):
-            raise ParseError(f"item {i}: expected a list of words, got a string {words[:40]!r}")
-        if len(words) == 0:
-            raise ParseError(f"item {i}: the word list is empty")
-        for j, w in enumerate(words):
-            if not isinstance(w, str) or w == "" or w.isspace():
-                raise ParseError(f"item {i}: word {j + 1} is empty, whitespace or not a string ({w!r})")
-
-
-def check_texts(texts: Sequence[str]) -> None:
-    """Raise :class:`ParseError` naming the first text that is not a string or is empty/whitespace."""
-    for i, text in enumerate(texts):
-        if not isinstance(text, str):
-            raise ParseError(f"item {i}: expected a string, got {type(text).__name__}")
-        if text == "" or text.isspace():
-            raise ParseError(f"item {i}: the text is empty or whitespace only")
 
 
 def split_long_text(text: str, max_chars: int) -> list[str]:

@@ -100,6 +100,22 @@ MC_TASKS: dict[str, MCTaskSpec] = {spec.name: spec for spec in (
 )}
 
 
+#: The results files of the multiple-choice benchmarks (without ``.jsonl``): one per data folder, each line's "task"
+#: naming its task (race_m, mctest500 ...).
+MC_RESULT_FILES = tuple(dict.fromkeys(spec.folder for spec in MC_TASKS.values()))  # ("race", "mctest")
+
+
+def mc_tasks_in(folder: str) -> tuple[str, ...]:
+    """The multiple-choice tasks that read ``folder`` (``"race"`` -> race, race_m, race_h)."""
+    return tuple(name for name, spec in MC_TASKS.items() if spec.folder == folder)
+
+
+def results_file(task: str) -> str:
+    """The results file (without ``.jsonl``) and prediction folder of ``task``'s runs: a multiple-choice task's data
+    folder (``race_m`` -> ``race``, ``mctest500`` -> ``mctest``), else the task's name."""
+    spec = MC_TASKS.get(task)
+    return spec.folder if spec is not None else task
+
 def get_mc_task(name: str) -> MCTaskSpec:
     """The task registered as ``name``; an unknown name raises :class:`UserError` listing the valid ones."""
     try:

@@ -100,9 +100,12 @@ def task_defaults(task: str) -> dict[str, Any]:
 
 
 # Fields that never change a run's results (where it writes, how often it logs, how it batches evaluation,
-# what it keeps on disk, free-form notes). Every other field does, and is part of the run's key.
+# what it keeps on disk, free-form notes, torch's thread count). Every other field does, and is part of the run's
+# key. One set for every family's configuration (TrainConfig, ParserConfig, NMTConfig): a field a configuration
+# lacks is simply not there.
 RESULT_NEUTRAL_FIELDS = frozenset({"output_dir", "log_every", "eval_batch_size", "save_checkpoints",
-                                   "checkpoint_every", "keep_best_model", "extra", "n_best", "preprocess_workers"})
+                                   "checkpoint_every", "keep_best_model", "extra", "n_best", "preprocess_workers",
+                                   "threads"})
 
 
 def mechanism_options(mechanism: str, m: int | None = None, k: int | None = None,

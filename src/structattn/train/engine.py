@@ -1,7 +1,10 @@
-"""The one training engine of every trainer (sentence tasks, reading, translation, parsing), on Accelerate.
+"""The one training engine of every trainer (sentence tasks, reading, translation, parsing, probing), on Accelerate.
 
-A family (:mod:`~structattn.train.loop`, :mod:`~structattn.train.translation`, :mod:`~structattn.train.parsing`)
-supplies its data, loss, evaluation and summary; the engine does the rest, written once:
+A :class:`Family` (:class:`~structattn.train.loop.Trainer` and its span-QA and multiple-choice subclasses,
+:class:`~structattn.train.parsing.ParserFamily`, :class:`~structattn.train.translation.TranslationFamily`,
+:class:`~structattn.train.probing.ProbeFamily`) supplies its settings, data, model, optimizer, schedule, batches,
+loss, dev evaluation, prediction and summary through named hooks; :meth:`Engine.train` calls them in order and does
+the rest, written once (``docs/engine.md``):
 
 - processes and device: ``Accelerator(cpu=True)`` without a GPU, so that a launch with several processes
   (``torchrun --nproc_per_node N``; ``accelerate launch --multi_gpu`` on GPUs) joins one process group (CPUs:
@@ -15,10 +18,10 @@ supplies its data, loss, evaluation and summary; the engine does the rest, writt
   earlier loop's ``AcceleratedScheduler`` advanced N steps per update on N processes);
 - the batches: ``epoch_batches(epoch)`` lists the epoch's global batches (a permutation seeded by (seed, epoch));
   process r takes batches r, r + N, ... (the last round completed from the epoch's first batches, so that every
-  process takes as many steps); ``loss(batch) -> (loss, weight)``, ``loss`` the mean over ``weight`` items: with
+  process takes as many steps); ``batch_loss(batch) -> (loss, weight)``, ``loss`` the mean over ``weight`` items: with
   N processes each loss is scaled by ``N * weight / (sum of the processes' weights)``, so the averaged gradient
   is that of the mean over all items (1 process at batch 2b = 2 processes at b);
-- evaluation every ``eval_every`` updates and at the last one: ``evaluate(state, end_of_epoch)`` runs on the main
+- evaluation every ``eval_every`` updates and at the last one: ``evaluate_dev(state, end_of_epoch)`` runs on the main
   process only and its entry is broadcast, so every process takes the same decisions; better main metric ->
   ``on_best``; ``patience`` evaluations without improvement stop (0 = never); one line per evaluation on stderr
   (step, dev score, best so far), with or without progress bars;
@@ -37,6 +40,7 @@ supplies its data, loss, evaluation and summary; the engine does the rest, writt
 """
 from __future__ import annotations
 
+import abc
 import dataclasses
 import json
 import math
@@ -46,14 +50,14 @@ import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Sequence
 
 import torch
 
 from ..errors import UserError
 from ..io import atomic_write_json
 from .checkpoint import AtomicDir, load_model_tensors, model_tensors, recover_atomic_dirs, rng_json, set_rng_json
-from .config import check_precision
+from .config import RESULT_NEUTRAL_FIELDS, check_precision
 from .output_lock import hold_output_dir
 
 CHECKPOINT = "checkpoint"
@@ -109,6 +113,208 @@ def settings_differences(saved: dict, now: dict) -> list[str]:
     now = json.loads(json.dumps(now))
     return [f"{k}: {saved.get(k, '<absent>')!r} -> {now.get(k, '<absent>')!r}"
             for k in sorted(set(saved) | set(now)) if saved.get(k, "<absent>") != now.get(k, "<absent>")]
+
+
+# ---------------------------------------------------------------------------------------------- batch order
+#: The batch order of epoch ``e`` is drawn from the seed ``seed * BATCH_ORDER_STRIDE + e`` (:func:`epoch_seed`), so a
+#: resumed run sees exactly the batches the interrupted run would have seen.
+BATCH_ORDER_STRIDE = 1_000_003
+
+
+def epoch_seed(seed: int, epoch: int, stride: int = BATCH_ORDER_STRIDE) -> int:
+    """The seed of epoch ``epoch``'s batch order: ``seed * stride + epoch`` (``stride``:
+    :attr:`Family.order_stride`)."""
+    return seed * stride + epoch
+
+
+def seeded_order(n: int, seed: int, lengths: Sequence[int] | None = None, batch_size: int = 1,
+                 group_batches: int = 50) -> list[int]:
+    """A permutation of ``range(n)`` that depends only on ``seed`` (an :func:`epoch_seed`).
+
+    With ``lengths`` ([n] sizes) each run of ``batch_size`` indices has similar lengths: the permutation is cut
+    into groups of ``group_batches * batch_size``, each group sorted by length (longest first) and cut into
+    batches, and the order of the full batches shuffled; the one short batch (``n % batch_size``) stays last.
+    Less padding per batch, the same items per epoch.
+    """
+    g = torch.Generator().manual_seed(seed)
+    perm = torch.randperm(n, generator=g).tolist()
+    if lengths is None:
+        return perm
+    group = group_batches * batch_size
+    ordered = []
+    for start in range(0, n, group):
+        ordered += sorted(perm[start:start + group], key=lambda i: -lengths[i])
+    n_full = n // batch_size
+    batches = [ordered[b * batch_size:(b + 1) * batch_size] for b in range(n_full)]
+    order = torch.randperm(n_full, generator=g).tolist()
+    return [i for b in order for i in batches[b]] + ordered[n_full * batch_size:]
+
+
+def seeded_batches(n: int, batch_size: int, seed: int, lengths: Sequence[int] | None = None) -> list[list[int]]:
+    """:func:`seeded_order` cut into batches of ``batch_size`` indices (the last one may be shorter)."""
+    order = seeded_order(n, seed, lengths, batch_size)
+    return [order[i:i + batch_size] for i in range(0, n, batch_size)]
+
+
+# ---------------------------------------------------------------------------------------------- settings, summary
+def resume_settings(config) -> dict:
+    """The fields of a dataclass ``config`` that decide a run's result (all but :data:`RESULT_NEUTRAL_FIELDS`),
+    as JSON values: what ``settings.json`` records and a resume must match."""
+    fields = json.loads(json.dumps(dataclasses.asdict(config)))
+    return {k: v for k, v in fields.items() if k not in RESULT_NEUTRAL_FIELDS}
+
+
+def run_facts(engine: "Engine", model: torch.nn.Module | None = None) -> dict:
+    """Where and how a run ran, for its summary: wall time of all sessions, device, torch threads, processes,
+    package version and git commit (and the attention kernel(s) that ran when ``model`` is given)."""
+    from .provenance import provenance
+
+    return {"wall_seconds": round(engine.elapsed(), 1), "device": device_description(engine.device),
+            "torch_threads": torch.get_num_threads(), "processes": engine.num_processes, **provenance(model)}
+
+
+# ---------------------------------------------------------------------------------------------- optimizers
+def adamw_without_decay_on_vectors(model: torch.nn.Module, learning_rate: float,
+                                   weight_decay: float) -> torch.optim.Optimizer:
+    """AdamW over the trainable parameters: ``weight_decay`` on matrices, none on biases and norms (ndim < 2)."""
+    params = [p for p in model.parameters() if p.requires_grad]
+    return torch.optim.AdamW([{"params": [p for p in params if p.ndim >= 2], "weight_decay": weight_decay},
+                              {"params": [p for p in params if p.ndim < 2], "weight_decay": 0.0}], lr=learning_rate)
+
+
+def linear_schedule(step: int, warmup: int, total: int) -> float:
+    """Learning-rate factor of transformers' linear schedule: 0 -> 1 over ``warmup`` steps, then down to 0."""
+    if step < warmup:
+        return float(step) / float(max(1, warmup))
+    return max(0.0, float(total - step) / float(max(1, total - warmup)))
+
+
+def warmup_factor(step: int, warmup_steps: int) -> float:
+    """Learning-rate multiplier before optimizer step ``step`` (0-based): linear to 1 over ``warmup_steps``
+    steps (the first step uses 1/warmup_steps), then constant 1."""
+    if warmup_steps <= 0:
+        return 1.0
+    return min(1.0, (step + 1) / warmup_steps)
+
+
+def warmup_inverse_sqrt(step: int, warmup: int) -> float:
+    """Learning-rate factor: linear warm-up to 1 at ``warmup`` updates, then sqrt(warmup / step)."""
+    step = max(step, 1)
+    return step / warmup if step < warmup else math.sqrt(warmup / step)
+
+
+# ---------------------------------------------------------------------------------------------- the family interface
+@dataclass
+class Evaluation:
+    """What a family's evaluation gives the engine.
+
+    Attributes:
+        entry: the history entry (the family's metrics; the engine adds ``train_loss``).
+        score: the number compared to pick the best checkpoint (greater is better); None = the entry's
+            :attr:`Family.main_metric` (set it when the entry holds a rounded figure).
+    """
+
+    entry: dict
+    score: float | None = None
+
+
+class Family(abc.ABC):
+    """What one kind of training provides to the :class:`Engine` (``docs/engine.md``).
+
+    The engine calls, in :meth:`Engine.train`: :meth:`upgrade_legacy` (main process), :meth:`settings` (what a
+    resume must match), the config saved as :attr:`config_file`, :meth:`load_data`, :meth:`build_model`,
+    :meth:`updates`, :meth:`build_optimizer`, :meth:`schedule`; then per update :meth:`epoch_batches` and
+    :meth:`batch_loss`; per evaluation :meth:`evaluate_dev`, :meth:`on_best`, :meth:`on_evaluated`,
+    :meth:`train_mode`; at the end :meth:`summary`. :meth:`predict` is the family's inference on inputs of its
+    kind (what evaluation and ``structattn predict`` use).
+    """
+
+    engine: "Engine"
+    model: torch.nn.Module
+    #: the metric of :meth:`evaluate`'s entry that picks the best checkpoint (greater is better)
+    main_metric: str = "score"
+    #: the config file written beside the checkpoint when a run begins (None: none)
+    config_file: str | None = None
+    #: ``stride`` of :func:`epoch_seed` for this family's batch order
+    order_stride: int = BATCH_ORDER_STRIDE
+    #: whether every process returns :meth:`summary` (False: the main process; the others their step and best)
+    summary_on_every_process: bool = False
+    #: whether the engine prints a line per evaluation on stderr
+    report_evaluations: bool = True
+
+    #: the run's dataclass configuration (saved as :attr:`config_file`, keyed by :func:`resume_settings`)
+    config: Any
+
+    # ---------------------------------------------------------------- resume
+    @property
+    def patience(self) -> int:
+        """Evaluations without improvement before stopping (0 = never): the config's ``patience``."""
+        return getattr(self.config, "patience", 0)
+
+    def settings(self) -> dict:
+        """What a resume must match (``settings.json``): the config's result-changing fields by default."""
+        return resume_settings(self.config)
+
+    def upgrade_legacy(self) -> None:
+        """Rewrite a checkpoint of an earlier version in place (main process, before :meth:`settings` is checked)."""
+
+    # ---------------------------------------------------------------- data and model
+    @abc.abstractmethod
+    def load_data(self) -> None:
+        """Read and encode the training and evaluation data."""
+
+    @abc.abstractmethod
+    def build_model(self) -> torch.nn.Module:
+        """The model to train (seeding with ``engine.seed()`` where its initialisation must be reproducible)."""
+
+    @abc.abstractmethod
+    def updates(self) -> tuple[int, int]:
+        """``(total optimizer steps, steps between evaluations)``."""
+
+    def epoch_order_seed(self, seed: int, epoch: int) -> int:
+        """The seed of ``epoch``'s batch order (:func:`epoch_seed` with :attr:`order_stride`)."""
+        return epoch_seed(seed, epoch, self.order_stride)
+
+    @abc.abstractmethod
+    def epoch_batches(self, epoch: int) -> list:
+        """The epoch's global batches in order (each an item the family's :meth:`batch_loss` takes)."""
+
+    # ---------------------------------------------------------------- optimisation
+    @abc.abstractmethod
+    def build_optimizer(self, model: torch.nn.Module) -> torch.optim.Optimizer:
+        """The optimizer (its groups' ``lr`` are the peak rates the :meth:`schedule` factor multiplies)."""
+
+    def schedule(self, total: int) -> Callable[[int], float]:
+        """The learning-rate factor before optimizer step ``s`` (0-based); constant 1 by default."""
+        return lambda step: 1.0
+
+    @abc.abstractmethod
+    def batch_loss(self, batch) -> tuple[torch.Tensor, float]:
+        """``(loss, weight)``: the mean loss over ``weight`` items of one batch (under the engine's autocast)."""
+
+    # ---------------------------------------------------------------- evaluation and prediction
+    @abc.abstractmethod
+    def evaluate_dev(self, state: "EngineState", end_of_epoch: bool) -> Evaluation:
+        """Score the dev data (main process only; ``end_of_epoch``: the epoch counter already counts it)."""
+
+    def on_best(self, entry: dict) -> None:
+        """After a better evaluation, on every process (files: main process only)."""
+
+    def on_evaluated(self, entry: dict) -> None:
+        """After every evaluation, on every process (files: main process only)."""
+
+    def train_mode(self) -> None:
+        """Put the model back in training mode (after an evaluation)."""
+        self.model.train()
+
+    @abc.abstractmethod
+    def predict(self, inputs) -> list:
+        """The family's predictions for ``inputs`` (features, sentences or texts), one per input."""
+
+    @abc.abstractmethod
+    def summary(self, state: "EngineState") -> dict:
+        """The finished run's final steps and summary (the main process; every one with
+        :attr:`summary_on_every_process`)."""
 
 
 class Engine:
@@ -307,34 +513,52 @@ class Engine:
         return math.ceil(math.ceil(n_batches / self.num_processes) / self.grad_accum)
 
     # ------------------------------------------------------------------ the loop
-    def run(self, *, total: int, epoch_batches: Callable[[int], list], loss: Callable[[Any], tuple],
-            evaluate: Callable[[EngineState, bool], dict], main_metric: str, eval_every: int, patience: int = 0,
-            on_best: Callable[[dict], None] | None = None, on_evaluated: Callable[[dict], None] | None = None,
-            train_mode: Callable[[], None] | None = None, stop_after: int | None = None) -> bool:
+    def train(self, family: Family, *, stop_after: int | None = None) -> dict | None:
+        """Run ``family`` from its settings to its summary (:class:`Family`): resume check, data, model,
+        optimizer, the updates and evaluations, the final steps. The summary (see
+        :attr:`Family.summary_on_every_process`), or None when ``stop_after`` (tests only) stopped it first."""
+        family.engine = self
+        if self.is_main:
+            family.upgrade_legacy()
+        self.begin(family.settings())
+        if self.is_main and family.config_file:
+            family.config.save(self.out / family.config_file)
+        family.load_data()
+        model = family.build_model()
+        total, eval_every = family.updates()
+        state = self.prepare(model, family.build_optimizer(model), family.schedule(total))
+        if not self.run(family, total=total, eval_every=eval_every, stop_after=stop_after):
+            return None
+        if not (self.is_main or family.summary_on_every_process):
+            return self.worker_summary()
+        summary = family.summary(state)
+        self.acc.wait_for_everyone()
+        return summary
+
+    def run(self, family: Family, *, total: int, eval_every: int, stop_after: int | None = None) -> bool:
         """Train until ``total`` updates or early stopping; True when finished (False: ``stop_after``, tests only,
         returned right after that update without saving anything, as a kill would).
 
-        ``evaluate(state, end_of_epoch)`` -> the history entry with ``main_metric`` in it, or (entry, unrounded
-        score); it runs on the main process only, after an epoch's last update with the epoch already counted;
-        ``on_best(entry)``, ``on_evaluated(entry)`` run on every process after it (files: main process only);
-        ``train_mode()`` puts the model back in training mode after an evaluation (default ``model.train()``).
+        ``family.evaluate_dev(state, end_of_epoch)`` runs on the main process only, after an epoch's last update with
+        the epoch already counted; ``family.on_best(entry)``, ``family.on_evaluated(entry)`` run on every process
+        after it (files: main process only); ``family.train_mode()`` puts the model back in training mode.
         """
         from tqdm.auto import tqdm
 
         state = self.state
-        train_mode = train_mode or self.model.train
+        train_mode = family.train_mode
         self.last_save = time.time()
         bar = tqdm(total=total, initial=state.step, desc=self.name, dynamic_ncols=True,
                    disable=not (self.show_progress and self.is_main))
         train_mode()
         while not state.finished:
-            local = self.local_batches(epoch_batches(state.epoch))
+            local = self.local_batches(family.epoch_batches(state.epoch))
             groups = [local[i:i + self.grad_accum] for i in range(0, len(local), self.grad_accum)]
             for k, group in enumerate(groups[state.step_in_epoch:], start=state.step_in_epoch + 1):
                 t0 = time.time()
                 for batch in group:
                     with self.autocast():
-                        value, weight = loss(batch)
+                        value, weight = family.batch_loss(batch)
                     self.running[0] = self.running[0] + value.detach().double() * weight
                     self.running[1] += weight
                     self._backward(value, weight)
@@ -352,7 +576,7 @@ class Engine:
                 if end_of_epoch:  # counted before an evaluation, so its entry and checkpoint name the next epoch
                     self._end_epoch()
                 if state.step % eval_every == 0 or state.step >= total:
-                    stop = self._evaluate(evaluate, main_metric, patience, end_of_epoch, on_best, on_evaluated)
+                    stop = self._evaluate(family, end_of_epoch)
                     state.finished = stop or state.step >= total
                     if self.checkpoints:
                         self.save_checkpoint()
@@ -373,16 +597,17 @@ class Engine:
         state.epoch_seconds.append(round(state.extra.pop("current_epoch_seconds", 0.0), 3))
         state.epoch, state.step_in_epoch = state.epoch + 1, 0
 
-    def _evaluate(self, evaluate, main_metric, patience, end_of_epoch, on_best, on_evaluated) -> bool:
+    def _evaluate(self, family: Family, end_of_epoch: bool) -> bool:
         """Evaluate on the main process, broadcast, update best and patience; True = stop early."""
         from accelerate.utils import broadcast_object_list
 
-        state = self.state
+        state, main_metric = self.state, family.main_metric
         # end_of_epoch: the epoch counter already counts the finished epoch; the family decides what to record
-        # evaluate: the entry, or (entry, main score) when the score to compare is not the entry's (rounded) one
-        result = evaluate(state, end_of_epoch) if self.is_main else None
-        if self.is_main and not isinstance(result, tuple):
-            result = (result, result.get(main_metric))
+        result = None
+        if self.is_main:
+            evaluation = family.evaluate_dev(state, end_of_epoch)
+            score = evaluation.score if evaluation.score is not None else evaluation.entry.get(main_metric)
+            result = (evaluation.entry, score)
         result = [result]
         broadcast_object_list(result, from_process=0)  # a no-op with one process
         entry, main = result[0]
@@ -398,19 +623,17 @@ class Engine:
         state.history.append(entry)
         if main is not None and (state.best is None or main > state.best):
             state.best, state.best_step, state.evals_without_improvement = main, state.step, 0
-            if on_best is not None:
-                on_best(entry)
+            family.on_best(entry)
         else:
             state.evals_without_improvement += 1
-        if on_evaluated is not None:
-            on_evaluated(entry)
-        if self.is_main:
+        family.on_evaluated(entry)
+        if self.is_main and family.report_evaluations:
             best = f"{state.best:.4g} at step {state.best_step:,}" if state.best is not None else "none"
             shown = f"{main:.4g}" if isinstance(main, (int, float)) else main
             loss = f", train loss {train_loss:.4f}" if train_loss is not None else ""
             print(f"{self.name} step {state.step:,}: dev {main_metric} {shown} (best {best}){loss}",
                   file=sys.stderr, flush=True)
-        return bool(patience and state.evals_without_improvement >= patience)
+        return bool(family.patience and state.evals_without_improvement >= family.patience)
 
     def finish(self) -> None:
         """Mark the run finished in the checkpoint (a rerun goes straight to the family's final steps)."""

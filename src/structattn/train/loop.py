@@ -24,7 +24,8 @@ from ..tasks import get_task
 from ..io import atomic_write_json
 from .checkpoint import AtomicDir
 from .config import RESULT_NEUTRAL_FIELDS, TrainConfig
-from .engine import Engine, EngineState
+from .engine import (Engine, EngineState, Evaluation, Family, adamw_without_decay_on_vectors, epoch_seed,
+                     linear_schedule, seeded_batches, seeded_order)
 from .data import StructureSpec, aggregate_predictions, build_features
 from .model_loading import load_model_and_tokenizer
 
@@ -32,48 +33,33 @@ log = logging.getLogger(__name__)
 
 
 class EpochPermutationSampler(Sampler[int]):
-    """Shuffles with a permutation that depends only on (seed, epoch)."""
+    """Shuffles with a permutation that depends only on (seed, epoch) (:func:`~.engine.seeded_order`)."""
 
     def __init__(self, n: int, seed: int):
         self.n, self.seed, self.epoch = n, seed, 0
+        self.lengths, self.batch_size, self.group_batches = None, 1, 50
 
     def set_epoch(self, epoch: int) -> None:
         self.epoch = epoch
 
     def __iter__(self):
-        g = torch.Generator().manual_seed(self.seed * 1000003 + self.epoch)
-        return iter(torch.randperm(self.n, generator=g).tolist())
+        return iter(seeded_order(self.n, epoch_seed(self.seed, self.epoch), self.lengths, self.batch_size,
+                                 self.group_batches))
 
     def __len__(self) -> int:
         return self.n
 
 
 class LengthGroupedSampler(EpochPermutationSampler):
-    """A (seed, epoch) permutation in which each run of ``batch_size`` indices has similar lengths.
-
-    Less padding per batch, the same examples per epoch: the permutation is cut into groups of
-    ``group_batches * batch_size``, each group sorted by length (longest first) and cut into batches,
-    and the order of the full batches shuffled. The one short batch (``n % batch_size``) stays last,
-    because the DataLoader cuts the index stream into batches in order.
+    """A (seed, epoch) permutation in which each run of ``batch_size`` indices has similar lengths
+    (:func:`~.engine.seeded_order` with lengths): less padding per batch, the same examples per epoch.
 
     lengths: [n] token count of every feature.
     """
 
     def __init__(self, lengths: Sequence[int], batch_size: int, seed: int, group_batches: int = 50):
         super().__init__(len(lengths), seed)
-        self.lengths = list(lengths)
-        self.batch_size, self.group = batch_size, group_batches * batch_size
-
-    def __iter__(self):
-        g = torch.Generator().manual_seed(self.seed * 1000003 + self.epoch)
-        perm = torch.randperm(self.n, generator=g).tolist()
-        ordered = []
-        for start in range(0, self.n, self.group):
-            ordered += sorted(perm[start:start + self.group], key=lambda i: -self.lengths[i])
-        n_full = self.n // self.batch_size
-        batches = [ordered[b * self.batch_size:(b + 1) * self.batch_size] for b in range(n_full)]
-        order = torch.randperm(n_full, generator=g).tolist()
-        return iter([i for b in order for i in batches[b]] + ordered[n_full * self.batch_size:])
+        self.lengths, self.batch_size, self.group_batches = list(lengths), batch_size, group_batches
 
 
 def structure_spec_for(model, cfg: TrainConfig) -> StructureSpec:
@@ -83,11 +69,27 @@ def structure_spec_for(model, cfg: TrainConfig) -> StructureSpec:
     return StructureSpec.for_mechanism(mechanism_of(model), need_parents=cfg.lisa_weight > 0)
 
 
-class Trainer:
-    """Fine-tunes one configuration; see module docstring."""
+def prediction_batches(model: torch.nn.Module, feats, collate, batch_size: int, device,
+                       drop: tuple[str, ...] = ("labels",)):
+    """The prediction loop of the fine-tuning families and the reader: ``model`` in eval mode, ``feats`` in chunks
+    of ``batch_size``, each collated by ``collate``, its ``drop`` tensors (labels) taken out and the rest moved to
+    ``device``. Yields ``(chunk, batch, dropped)`` (``dropped``: name -> tensor or None)."""
+    model.eval()
+    for start in range(0, len(feats), batch_size):
+        chunk = feats[start:start + batch_size]
+        batch = collate(chunk)
+        dropped = {name: batch.pop(name, None) for name in drop}
+        yield chunk, {k: v.to(device) for k, v in batch.items()}, dropped
+
+
+class Trainer(Family):
+    """Fine-tunes one configuration (the sentence-task family; see module docstring)."""
+
+    config_file = "train_config.json"
+    summary_on_every_process = True
 
     def __init__(self, cfg: TrainConfig, *, show_progress: bool = True):
-        self.cfg = cfg
+        self.cfg = self.config = cfg
         self.show_progress = show_progress
         self.task = self._get_task(cfg.task)
         self.out = Path(cfg.output_dir)
@@ -191,6 +193,15 @@ class Trainer:
         return len(feature["input_ids"])
 
     # ------------------------------------------------------------------ evaluation
+    def prediction_batches(self, feats, batch_size: int, drop: tuple[str, ...] = ("labels",)):
+        """:func:`prediction_batches` of this trainer's model, collator and device."""
+        return prediction_batches(self.accelerator.unwrap_model(self.model), feats, self.collator(), batch_size,
+                                  self.accelerator.device, drop)
+
+    def predict(self, inputs) -> list:
+        """Logits per feature (:meth:`predict_logits`)."""
+        return self.predict_logits(inputs)
+
     @torch.no_grad()
     def predict_logits(self, feats, gate_stats: dict | None = None) -> list[np.ndarray]:
         """Logits per window (``[T, C]`` for tagging, ``[C]`` otherwise).
@@ -203,19 +214,13 @@ class Trainer:
         from ..attention.integration import record, runtime_of
 
         model = self.accelerator.unwrap_model(self.model)
-        model.eval()
-        collate = self.collator()
         outs = []
-        bs = self.cfg.eval_batch_size
         sums: dict[int, float] = {}
         counts: dict[int, float] = {}
         track = gate_stats is not None and runtime_of(model) is not None
-        for start in range(0, len(feats), bs):
-            chunk = feats[start:start + bs]
-            batch = collate(chunk)
-            batch.pop("labels", None)
-            parents = batch.pop("parent_targets", None)
-            batch = {k: v.to(self.accelerator.device) for k, v in batch.items()}
+        for chunk, batch, dropped in self.prediction_batches(feats, self.cfg.eval_batch_size,
+                                                             ("labels", "parent_targets")):
+            parents = dropped["parent_targets"]
             # During training evaluations, also measure how well the LISA head finds the parents.
             lisa = self.lisa.capture(parents, batch["attention_mask"], count_hits=True) \
                 if gate_stats is not None and self.lisa is not None and parents is not None else nullcontext()
@@ -247,61 +252,68 @@ class Trainer:
         metrics = self.task.metric(preds, [ex.label for ex in examples])
         return {**metrics, **stats}
 
-    # ------------------------------------------------------------------ training
+    # ------------------------------------------------------------------ training (the Family hooks)
     # Settings that do not change what a run computes; anything else must match to resume.
     _RESUME_FREE = RESULT_NEUTRAL_FIELDS  # the same fields a sweep ignores when it keys runs
 
     def train(self) -> dict:
-        cfg, engine = self.cfg, self.engine
-        if engine.is_main:
-            from .legacy import upgrade_accelerate_checkpoint
+        """Train, evaluate and checkpoint through the engine; the summary (every process)."""
+        return self.engine.train(self)
 
-            upgrade_accelerate_checkpoint(self.out)
-        engine.begin({k: v for k, v in vars(cfg).items() if k not in self._RESUME_FREE})
-        if engine.is_main:
-            cfg.save(self.out / "train_config.json")
-        train_examples, train_feats = self.features("train", cfg.max_train_examples, training=True)
-        eval_examples, eval_feats = self.features(cfg.eval_split, cfg.max_eval_examples)
-        if cfg.group_by_length:
-            sampler = LengthGroupedSampler([self.feature_length(f) for f in train_feats], cfg.batch_size, cfg.seed)
-        else:
-            sampler = EpochPermutationSampler(len(train_feats), cfg.seed)
-        collate = self.collator()
+    def upgrade_legacy(self) -> None:
+        from .legacy import upgrade_accelerate_checkpoint
 
-        def epoch_batches(epoch: int) -> list[list[int]]:
-            sampler.set_epoch(epoch)
-            order = list(sampler)
-            return [order[i:i + cfg.batch_size] for i in range(0, len(order), cfg.batch_size)]
+        upgrade_accelerate_checkpoint(self.out)
 
-        def loss(indices: list[int]):
-            batch = collate([train_feats[i] for i in indices])
-            return self._loss({k: v.to(engine.device) for k, v in batch.items()}), 1
+    def load_data(self) -> None:
+        cfg = self.cfg
+        _, self.train_feats = self.features("train", cfg.max_train_examples, training=True)
+        self.eval_examples, self.eval_feats = self.features(cfg.eval_split, cfg.max_eval_examples)
+        self.train_lengths = [self.feature_length(f) for f in self.train_feats] if cfg.group_by_length else None
+        self.train_collate = self.collator()
 
-        steps_per_epoch = engine.steps_per_epoch(math.ceil(len(train_feats) / cfg.batch_size))
-        total = cfg.max_steps or int(math.ceil(steps_per_epoch * cfg.epochs))
-        params = [p for p in self.model.parameters() if p.requires_grad]
-        optim = torch.optim.AdamW([{"params": [p for p in params if p.ndim >= 2], "weight_decay": cfg.weight_decay},
-                                   {"params": [p for p in params if p.ndim < 2], "weight_decay": 0.0}],
-                                  lr=cfg.learning_rate)
-        warmup = int(cfg.warmup_ratio * total)
-        state = engine.prepare(self.model, optim, lambda step: linear_schedule(step, warmup, total))
+    def build_model(self) -> torch.nn.Module:
+        return self.model  # loaded (after seeding) when the trainer was made: evaluation and prediction need it
 
-        def evaluate(state: EngineState, end_of_epoch: bool) -> dict:
-            with engine.autocast():  # as the model trains (bf16/fp16); fp32: no autocast
-                metrics = self.evaluate(eval_examples, eval_feats, with_gates=True)
-            return {"step": state.step, "epoch": state.epoch - end_of_epoch, "elapsed_s": round(engine.elapsed(), 1),
-                    **metrics}
+    def updates(self) -> tuple[int, int]:
+        cfg = self.cfg
+        steps_per_epoch = self.engine.steps_per_epoch(math.ceil(len(self.train_feats) / cfg.batch_size))
+        return cfg.max_steps or int(math.ceil(steps_per_epoch * cfg.epochs)), cfg.eval_every or steps_per_epoch
 
-        def on_best(entry: dict) -> None:
-            if cfg.keep_best_model and engine.is_main:
-                self.save_model(self.out / "best", {k: v for k, v in entry.items()
-                                                    if k not in ("step", "epoch", "elapsed_s", "train_loss")})
+    def build_optimizer(self, model: torch.nn.Module) -> torch.optim.Optimizer:
+        return adamw_without_decay_on_vectors(model, self.cfg.learning_rate, self.cfg.weight_decay)
 
-        engine.run(total=total, epoch_batches=epoch_batches, loss=loss, evaluate=evaluate,
-                   main_metric=self.main_metric, eval_every=cfg.eval_every or steps_per_epoch, patience=cfg.patience,
-                   on_best=on_best, on_evaluated=lambda entry: self._note_kernels(state))
+    def schedule(self, total: int):
+        warmup = int(self.cfg.warmup_ratio * total)
+        return lambda step: linear_schedule(step, warmup, total)
+
+    def epoch_batches(self, epoch: int) -> list[list[int]]:
+        cfg = self.cfg
+        return seeded_batches(len(self.train_feats), cfg.batch_size, self.epoch_order_seed(cfg.seed, epoch),
+                              self.train_lengths)
+
+    def batch_loss(self, indices: list[int]):
+        batch = self.train_collate([self.train_feats[i] for i in indices])
+        return self._loss({k: v.to(self.engine.device) for k, v in batch.items()}), 1
+
+    def evaluate_dev(self, state: EngineState, end_of_epoch: bool) -> Evaluation:
+        engine = self.engine
+        with engine.autocast():  # as the model trains (bf16/fp16); fp32: no autocast
+            metrics = self.evaluate(self.eval_examples, self.eval_feats, with_gates=True)
+        return Evaluation({"step": state.step, "epoch": state.epoch - end_of_epoch,
+                           "elapsed_s": round(engine.elapsed(), 1), **metrics})
+
+    def on_best(self, entry: dict) -> None:
+        if self.cfg.keep_best_model and self.engine.is_main:
+            self.save_model(self.out / "best", {k: v for k, v in entry.items()
+                                                if k not in ("step", "epoch", "elapsed_s", "train_loss")})
+
+    def on_evaluated(self, entry: dict) -> None:
+        self._note_kernels(self.engine.state)
+
+    def summary(self, state: EngineState) -> dict:
         self._note_kernels(state)
-        if engine.is_main:
+        if self.engine.is_main:
             atomic_write_json(self.out / "trainer_state.json", dataclasses.asdict(state))
         return self._summary(state)
 
@@ -343,11 +355,4 @@ class Trainer:
 
         self._note_kernels(state)
         return {**provenance(), "kernel": "+".join(state.extra.get("kernels", [])) or None}
-
-
-def linear_schedule(step: int, warmup: int, total: int) -> float:
-    """Learning-rate factor of transformers' linear schedule: 0 -> 1 over ``warmup`` steps, then down to 0."""
-    if step < warmup:
-        return float(step) / float(max(1, warmup))
-    return max(0.0, float(total - step) / float(max(1, total - warmup)))
 

@@ -89,20 +89,16 @@ class MultipleChoiceTrainer(Trainer):
         return SGMaskCollator(base, sg.rules, options=True)
 
     # ------------------------------------------------------------------ evaluation
+    def predict(self, inputs) -> np.ndarray:
+        """The options' scores (:meth:`option_scores`)."""
+        return self.option_scores(inputs)
+
     @torch.no_grad()
     def option_scores(self, feats) -> np.ndarray:
         """``[Q, C]`` float32: the score of every option of every question."""
-        model = self.accelerator.unwrap_model(self.model)
-        model.eval()
-        collate = self.collator()
-        out = []
         bs = max(1, self.cfg.eval_batch_size // max(1, len(feats[0]["options"])))  # inputs, not questions
-        for begin in range(0, len(feats), bs):
-            batch = collate(feats[begin:begin + bs])
-            batch.pop("labels", None)
-            batch = {k: v.to(self.accelerator.device) for k, v in batch.items()}
-            out.append(model(**batch).logits.float().cpu().numpy())
-        return np.concatenate(out)
+        return np.concatenate([self.model(**batch).logits.float().cpu().numpy()
+                               for _, batch, _ in self.prediction_batches(feats, bs)])
 
     def evaluate(self, examples: MCEvalSet, feats, with_gates: bool = False) -> dict:
         from ..tasks.multiple_choice import accuracy

@@ -31,7 +31,6 @@ Checkpoints of earlier versions are read once and rewritten (:mod:`structattn.tr
 """
 from __future__ import annotations
 
-import dataclasses
 import hashlib
 import json
 import math
@@ -44,11 +43,9 @@ import torch
 from ..errors import UserError
 from ..io import atomic_write_json, atomic_write_text
 from .checkpoint import AtomicDir
-from .engine import Engine, EngineState, device_description
-from .loop import LengthGroupedSampler
-
-# Fields that never change what a run computes; every other field must match for a resume.
-RESULT_NEUTRAL_FIELDS = frozenset({"output_dir"})
+from .config import RESULT_NEUTRAL_FIELDS
+from .engine import (Engine, EngineState, Evaluation, Family, epoch_seed, resume_settings, run_facts, seeded_batches,
+                     warmup_factor)
 
 BEST = "best"
 
@@ -197,20 +194,13 @@ def cached_spacy_tags(words: list[list[str]], *, tagger=None, model_name: str | 
 
 def epoch_batches(n: int, batch_size: int, seed: int, epoch: int,
                   lengths: Sequence[int] | None = None) -> list[list[int]]:
-    """Tree indices of each batch of epoch ``epoch``: a permutation that depends only on (seed, epoch).
+    """Tree indices of each batch of epoch ``epoch``: a permutation that depends only on (seed, epoch)
+    (:func:`~.engine.seeded_batches`).
 
-    With ``lengths`` (words per tree) the batches hold trees of similar length
-    (:class:`structattn.train.loop.LengthGroupedSampler`): the same trees per epoch with far less padding,
-    which matters because the span chart of a batch costs (longest sentence)^2.
+    With ``lengths`` (words per tree) the batches hold trees of similar length: the same trees per epoch with far
+    less padding, which matters because the span chart of a batch costs (longest sentence)^2.
     """
-    if lengths is not None:
-        sampler = LengthGroupedSampler(lengths, batch_size, seed)
-        sampler.set_epoch(epoch)
-        perm = list(sampler)
-    else:
-        g = torch.Generator().manual_seed(seed * 1000003 + epoch)
-        perm = torch.randperm(n, generator=g).tolist()
-    return [perm[i:i + batch_size] for i in range(0, n, batch_size)]
+    return seeded_batches(n, batch_size, epoch_seed(seed, epoch), lengths)
 
 
 # ---------------------------------------------------------------------------------------------- optimiser
@@ -220,18 +210,9 @@ def make_optimizer(model, config) -> torch.optim.Optimizer:
     return torch.optim.Adam(model.parameter_groups(config.learning_rate, config.encoder_learning_rate))
 
 
-def warmup_factor(step: int, warmup_steps: int) -> float:
-    """Learning-rate multiplier before optimizer step ``step`` (0-based): linear to 1 over ``warmup_steps``
-    steps (the first step uses 1/warmup_steps), then constant 1."""
-    if warmup_steps <= 0:
-        return 1.0
-    return min(1.0, (step + 1) / warmup_steps)
-
-
 def settings(config, data: dict) -> dict:
     """What a resume must match: the config's result-changing fields and the files read (``data``)."""
-    fields = json.loads(json.dumps(dataclasses.asdict(config)))
-    return {**{k: v for k, v in fields.items() if k not in RESULT_NEUTRAL_FIELDS}, "data": data}
+    return {**resume_settings(config), "data": data}
 
 
 def _metrics(result) -> dict:
@@ -243,6 +224,93 @@ def _metrics(result) -> dict:
 
 
 # ---------------------------------------------------------------------------------------------- the run
+class ParserFamily(Family):
+    """The parsing family of the engine: treebank trees, the chart parser, its margin loss and dev EVALB."""
+
+    main_metric = "f1"
+
+    def __init__(self, config, data: TreebankFiles, command: list[str] | None = None):
+        self.config, self.data, self.command = config, data, command
+        self.data_read = data.describe()
+        self.out = Path(config.output_dir)
+
+    def settings(self) -> dict:
+        return settings(self.config, self.data_read)
+
+    def upgrade_legacy(self) -> None:
+        from .legacy import upgrade_parser_checkpoint
+
+        upgrade_parser_checkpoint(self.out, RESULT_NEUTRAL_FIELDS, TreebankFiles().describe())
+
+    def load_data(self) -> None:
+        config, data = self.config, self.data
+        self.engine.seed()
+        self.train_trees = _limit(data.read("train"), config.max_train_trees, "train")
+        self.train_lengths = [len(t.leaves()) for t in self.train_trees]
+        self.dev_trees = _limit(data.read("dev"), config.max_eval_trees, "dev")
+        if not self.train_trees or not self.dev_trees:
+            raise UserError("no training or dev trees; check the treebank folder and max_train_trees/max_eval_trees")
+        self.train_tags = tags_for(self.train_trees, config)
+        self.dev_tags = tags_for(self.dev_trees, config)
+
+    def build_model(self):
+        from ..models.parser import ChartParser
+
+        self.model = ChartParser.build(self.config, self.train_trees)
+        return self.model
+
+    def build_optimizer(self, model) -> torch.optim.Optimizer:
+        return make_optimizer(model, self.config)
+
+    def schedule(self, total: int):
+        return lambda step: warmup_factor(step, self.config.warmup_steps)
+
+    def updates(self) -> tuple[int, int]:
+        steps_per_epoch = self.engine.steps_per_epoch(math.ceil(len(self.train_trees) / self.config.batch_size))
+        return steps_per_epoch * self.config.epochs, self.config.eval_every or steps_per_epoch
+
+    def epoch_batches(self, epoch: int) -> list[list[int]]:
+        config = self.config
+        return seeded_batches(len(self.train_trees), config.batch_size, self.epoch_order_seed(config.seed, epoch),
+                              self.train_lengths if config.group_by_length else None)
+
+    def batch_loss(self, batch: list[int]):
+        tags = [self.train_tags[i] for i in batch] if self.train_tags is not None else None
+        return self.model.loss([self.train_trees[i] for i in batch], tags), 1
+
+    def predict(self, inputs, model=None) -> list:
+        """Parse the words of ``inputs`` (trees) with ``model`` (default: the one training); the output trees
+        carry the input trees' tags (see :meth:`_parse`)."""
+        return self._parse(model or self.model, inputs, tags_for(inputs, self.config))
+
+    def _parse(self, model, trees, tags) -> list:
+        model.eval()
+        with torch.no_grad():
+            # Output trees carry the gold tags (as SuPar does): EVALB deletes punctuation by each tree's own
+            # tags, and the parser does not predict tags, so its input tags must not decide what is scored.
+            return model.parse(_words(trees), tags, batch_size=self.config.batch_size,
+                               output_tags=[t.tags() for t in trees])
+
+    def evaluate_dev(self, state: EngineState, end_of_epoch: bool) -> Evaluation:
+        from ..tasks.evalb import evalb
+
+        predicted = self._parse(self.model, self.dev_trees, self.dev_tags)
+        # an evaluation due by eval_every at an epoch's last step records that epoch; one due at its end, the next
+        config = self.config
+        counted = end_of_epoch and bool(config.eval_every) and state.step % config.eval_every == 0
+        return Evaluation({"step": state.step, "epoch": state.epoch - counted,
+                           **_metrics(evalb(self.dev_trees, predicted))})
+
+    def on_best(self, entry: dict) -> None:
+        self.engine.state.extra["best_epoch"] = entry["epoch"]
+        if self.engine.is_main:
+            with AtomicDir(self.out / BEST) as tmp:
+                self.model.save_pretrained(tmp)
+
+    def summary(self, state: EngineState) -> dict:
+        return _finish(self, state)
+
+
 def train_parser(config, *, show_progress: bool = True, stop_after_steps: int | None = None,
                  command: list[str] | None = None, data: TreebankFiles | None = None,
                  checkpoint_every: int = 0) -> dict:
@@ -254,87 +322,28 @@ def train_parser(config, *, show_progress: bool = True, stop_after_steps: int | 
     ``stop_after_steps`` (tests only) returns ``{"stopped_at_step": N}`` right after that optimizer step without
     saving anything, as a kill would. ``command`` (the argv) is copied into the summary.
     """
-    from ..models.parser import ChartParser
-    from ..tasks.evalb import evalb
-    from .legacy import upgrade_parser_checkpoint
-
     data = data or TreebankFiles()
     data.check(config)
-    data_read = data.describe()
     engine = Engine(config.output_dir, seed=config.seed, precision=config.precision, clip_norm=config.clip_grad,
                     checkpoint_every=checkpoint_every, show_progress=show_progress, name="train-parsing")
-    out = Path(config.output_dir)
-    if engine.is_main:
-        upgrade_parser_checkpoint(out, RESULT_NEUTRAL_FIELDS, TreebankFiles().describe())
-    engine.begin(settings(config, data_read))
-    engine.seed()
-
-    train_trees = _limit(data.read("train"), config.max_train_trees, "train")
-    train_lengths = [len(t.leaves()) for t in train_trees]
-    dev_trees = _limit(data.read("dev"), config.max_eval_trees, "dev")
-    if not train_trees or not dev_trees:
-        raise UserError("no training or dev trees; check the treebank folder and max_train_trees/max_eval_trees")
-    train_tags = tags_for(train_trees, config)
-    dev_tags = tags_for(dev_trees, config)
-    dev_words = _words(dev_trees)
-
-    model = ChartParser.build(config, train_trees)
-    state = engine.prepare(model, make_optimizer(model, config), lambda step: warmup_factor(step, config.warmup_steps))
-    steps_per_epoch = engine.steps_per_epoch(math.ceil(len(train_trees) / config.batch_size))
-    total = steps_per_epoch * config.epochs
-
-    def loss(batch: list[int]):
-        tags = [train_tags[i] for i in batch] if train_tags is not None else None
-        return model.loss([train_trees[i] for i in batch], tags), 1
-
-    def evaluate(state: EngineState, end_of_epoch: bool) -> dict:
-        model.eval()
-        with torch.no_grad():
-            # Output trees carry the gold tags (as SuPar does): EVALB deletes punctuation by each tree's own
-            # tags, and the parser does not predict tags, so its input tags must not decide what is scored.
-            predicted = model.parse(dev_words, dev_tags, batch_size=config.batch_size,
-                                    output_tags=[t.tags() for t in dev_trees])
-        # an evaluation due by eval_every at an epoch's last step records that epoch; one due at its end, the next
-        counted = end_of_epoch and bool(config.eval_every) and state.step % config.eval_every == 0
-        return {"step": state.step, "epoch": state.epoch - counted, **_metrics(evalb(dev_trees, predicted))}
-
-    def on_best(entry: dict) -> None:
-        state.extra["best_epoch"] = entry["epoch"]
-        if engine.is_main:
-            with AtomicDir(out / BEST) as tmp:
-                model.save_pretrained(tmp)
-
-    finished = engine.run(
-        total=total, loss=loss, evaluate=evaluate, main_metric="f1", eval_every=config.eval_every or steps_per_epoch,
-        patience=config.patience, on_best=on_best, stop_after=stop_after_steps,
-        epoch_batches=lambda epoch: epoch_batches(len(train_trees), config.batch_size, config.seed, epoch,
-                                                  train_lengths if config.group_by_length else None))
-    if not finished:
-        return {"stopped_at_step": state.step}
-    if not engine.is_main:
-        return engine.worker_summary()
-    summary = _finish(config, out, state, engine, command=command, data=data)
-    engine.acc.wait_for_everyone()
-    return summary
+    summary = engine.train(ParserFamily(config, data, command), stop_after=stop_after_steps)
+    return summary if summary is not None else {"stopped_at_step": engine.state.step}
 
 
-def _finish(config, out: Path, state: EngineState, engine: Engine, *, command, data: TreebankFiles) -> dict:
+def _finish(family: ParserFamily, state: EngineState) -> dict:
     """Load best/, parse dev and test (when there is a test file), write the .trees files, score them against
     the raw treebank files and write summary.json (``wall_seconds``: every process of the run, resumed ones
     included, final parses too)."""
     from ..models.parser import ChartParser
-    from .provenance import provenance
     from ..tasks.evalb import evalb, evalb_files
 
+    config, data, out, engine = family.config, family.data, family.out, family.engine
     best = ChartParser.from_pretrained(out / BEST, device=engine.device)
-    best.eval()
     scores = {"test": None}
     for split in data.splits():
         trees = data.read(split)
         used = _limit(trees, config.max_eval_trees, f"{split} (final parse)")
-        with torch.no_grad():
-            predicted = best.parse(_words(used), tags_for(used, config), batch_size=config.batch_size,
-                                   output_tags=[t.tags() for t in used])  # gold tags, see evaluate_and_checkpoint
+        predicted = family.predict(used, best)
         path = out / f"{split}.trees"
         atomic_write_text(path, "".join(t.to_string() + "\n" for t in predicted))
         if len(used) == len(trees):  # the same figures `structattn score evalb <raw files> <split>.trees` gives
@@ -342,6 +351,7 @@ def _finish(config, out: Path, state: EngineState, engine: Engine, *, command, d
         else:  # only the first N trees were parsed: score them against the first N raw trees
             result = evalb(data.read(split, clean=False)[:len(used)], predicted)
         scores[split] = {**_metrics(result), "trees": len(used), "of_trees": len(trees)}
+    facts = run_facts(engine)
     summary = {
         "config": config.to_dict(),
         "data": data.describe(),
@@ -350,13 +360,11 @@ def _finish(config, out: Path, state: EngineState, engine: Engine, *, command, d
         "best_dev_f1": state.best, "best_epoch": state.extra.get("best_epoch", -1), "best_step": state.best_step,
         "steps": state.step, "epochs_completed": state.epoch,
         "history": state.history,
-        "wall_seconds": round(engine.elapsed(), 1),
         "train_seconds_per_epoch": state.epoch_seconds,
-        "device": device_description(engine.device), "torch_threads": torch.get_num_threads(),
-        "processes": engine.num_processes,
+        **{k: facts.pop(k) for k in ("wall_seconds", "device", "torch_threads", "processes")},
         "parameters": sum(p.numel() for p in best.parameters()),
         "trainable_parameters": sum(p.numel() for p in best.parameters() if p.requires_grad),
-        "provenance": provenance(), "command": command,
+        "provenance": facts, "command": family.command,
     }
     atomic_write_json(out / "summary.json", summary)
     return summary

@@ -7,10 +7,14 @@ accuracy at the best dev epoch is reported. Features are standardised with the t
 """
 from __future__ import annotations
 
+import math
+from dataclasses import dataclass
 from typing import Sequence
 
 import numpy as np
 import torch
+
+from .engine import Engine, EngineState, Evaluation, Family
 
 
 @torch.no_grad()
@@ -39,46 +43,98 @@ def sentence_vectors(translator, texts: Sequence[str], max_tokens: int = 4096) -
     return out
 
 
+@dataclass
+class ProbeConfig:
+    """The probe's training settings (module docstring)."""
+
+    seed: int = 0
+    hidden: int = 50
+    max_epochs: int = 100
+    patience: int = 5
+    batch_size: int = 64
+    lr: float = 1e-3
+
+
+class ProbeFamily(Family):
+    """The probe's training as an engine family: standardised sentence vectors, the MLP, cross-entropy over
+    batches, dev accuracy once per epoch and the test accuracy of the best epoch.
+
+    The batch order of epoch e is the (e+1)-th permutation of one generator seeded with ``seed`` (the order the
+    recorded probing results were computed with), not :func:`~.engine.epoch_seed`'s: a probe never resumes.
+    """
+
+    main_metric = "dev_accuracy"
+    report_evaluations = False  # up to ``max_epochs`` evaluations per task: the command prints each task's result
+
+    def __init__(self, splits: list, classes: Sequence[str], config: ProbeConfig):
+        self.splits, self.classes, self.config = splits, list(classes), config
+        self.test_accuracy, self.best_epoch = 0.0, -1
+
+    def load_data(self) -> None:
+        """Labels as class indices; features standardised with the training split's mean and std."""
+        (x_train, y_train), *_ = self.splits
+        index = {c: i for i, c in enumerate(self.classes)}
+        self.ys = [torch.tensor([index[y] for y in ys], dtype=torch.long) for _, ys in self.splits]
+        mean, std = x_train.mean(0), x_train.std(0) + 1e-6
+        self.xs = [torch.from_numpy((x - mean) / std).float() for x, _ in self.splits]
+        self.generator = torch.Generator().manual_seed(self.config.seed)
+
+    def build_model(self) -> torch.nn.Module:
+        self.engine.seed()
+        hidden = self.config.hidden
+        self.model = torch.nn.Sequential(torch.nn.Linear(self.xs[0].shape[1], hidden), torch.nn.ReLU(),
+                                         torch.nn.Dropout(0.1), torch.nn.Linear(hidden, len(self.classes)))
+        return self.model
+
+    def build_optimizer(self, model: torch.nn.Module) -> torch.optim.Optimizer:
+        return torch.optim.Adam(model.parameters(), lr=self.config.lr)
+
+    def updates(self) -> tuple[int, int]:
+        steps_per_epoch = self.engine.steps_per_epoch(math.ceil(len(self.ys[0]) / self.config.batch_size))
+        return self.config.max_epochs * steps_per_epoch, steps_per_epoch
+
+    def epoch_batches(self, epoch: int) -> list:
+        order = torch.randperm(len(self.ys[0]), generator=self.generator)  # called once per epoch, in order
+        size = self.config.batch_size
+        return [order[start:start + size] for start in range(0, len(order), size)]
+
+    def batch_loss(self, batch) -> tuple[torch.Tensor, float]:
+        return torch.nn.functional.cross_entropy(self.model(self.xs[0][batch]), self.ys[0][batch]), 1
+
+    def predict(self, inputs) -> list:
+        """Class indices of the standardised vectors ``inputs`` ([N, d] tensor)."""
+        self.model.eval()
+        with torch.no_grad():
+            return self.model(inputs).argmax(-1).tolist()
+
+    def _accuracy(self, split: int) -> float:
+        return float((torch.tensor(self.predict(self.xs[split])) == self.ys[split]).float().mean())
+
+    def evaluate_dev(self, state: EngineState, end_of_epoch: bool) -> Evaluation:
+        return Evaluation({"epoch": state.epoch, "dev_accuracy": self._accuracy(1)})
+
+    def on_best(self, entry: dict) -> None:
+        self.test_accuracy, self.best_epoch = self._accuracy(2), entry["epoch"]
+
+    def summary(self, state: EngineState) -> dict:
+        return {"dev_accuracy": 100 * state.best, "test_accuracy": 100 * self.test_accuracy,
+                "best_epoch": self.best_epoch}
+
+
 def train_probe(x_train: np.ndarray, y_train: Sequence[str], x_dev: np.ndarray, y_dev: Sequence[str],
                 x_test: np.ndarray, y_test: Sequence[str], classes: Sequence[str], seed: int = 0, hidden: int = 50,
                 max_epochs: int = 100, patience: int = 5, batch_size: int = 64, lr: float = 1e-3) -> dict:
-    """Train the MLP probe; ``{"dev_accuracy", "test_accuracy", "best_epoch", "majority_test_accuracy"}``."""
-    index = {c: i for i, c in enumerate(classes)}
-    ys = [torch.tensor([index[y] for y in ys_], dtype=torch.long) for ys_ in (y_train, y_dev, y_test)]
-    mean, std = x_train.mean(0), x_train.std(0) + 1e-6
-    xs = [torch.from_numpy((x - mean) / std).float() for x in (x_train, x_dev, x_test)]
-    gen = torch.Generator().manual_seed(seed)
-    torch.manual_seed(seed)
-    probe = torch.nn.Sequential(torch.nn.Linear(xs[0].shape[1], hidden), torch.nn.ReLU(), torch.nn.Dropout(0.1),
-                                torch.nn.Linear(hidden, len(classes)))
-    optim = torch.optim.Adam(probe.parameters(), lr=lr)
+    """Train the MLP probe on the engine (:class:`ProbeFamily`, in a temporary folder: nothing is kept);
+    ``{"dev_accuracy", "test_accuracy", "best_epoch", "majority_test_accuracy"}``."""
+    import tempfile
 
-    def accuracy(x, y) -> float:
-        probe.eval()
-        with torch.no_grad():
-            return float((probe(x).argmax(-1) == y).float().mean())
-
-    best = (-1.0, 0.0, -1)
-    waited = 0
-    for epoch in range(max_epochs):
-        probe.train()
-        order = torch.randperm(len(ys[0]), generator=gen)
-        for start in range(0, len(order), batch_size):
-            idx = order[start:start + batch_size]
-            loss = torch.nn.functional.cross_entropy(probe(xs[0][idx]), ys[0][idx])
-            optim.zero_grad()
-            loss.backward()
-            optim.step()
-        dev = accuracy(xs[1], ys[1])
-        if dev > best[0]:
-            best, waited = (dev, accuracy(xs[2], ys[2]), epoch + 1), 0
-        else:
-            waited += 1
-            if waited >= patience:
-                break
+    family = ProbeFamily([(x_train, y_train), (x_dev, y_dev), (x_test, y_test)], classes,
+                         ProbeConfig(seed, hidden, max_epochs, patience, batch_size, lr))
+    with tempfile.TemporaryDirectory(prefix="structattn-probe-") as folder:
+        engine = Engine(folder, seed=seed, checkpoints=False, show_progress=False, name="probe")
+        result = engine.train(family)
     majority = max(set(y_train), key=list(y_train).count)
-    return {"dev_accuracy": 100 * best[0], "test_accuracy": 100 * best[1], "best_epoch": best[2],
-            "majority_test_accuracy": 100 * float(np.mean([y == majority for y in y_test]))}
+    return {**result, "majority_test_accuracy": 100 * float(np.mean([y == majority for y in y_test]))}
 
 
 def probe_model(translator, tasks, seed: int = 0, progress=None) -> dict:

@@ -27,7 +27,7 @@ import torch
 
 from ..errors import UserError
 from ..io import atomic_write_json
-from .loop import Trainer
+from .loop import Trainer, prediction_batches
 
 SPAN_QA_FILE = "span_qa.json"  # beside the saved model: the no-answer threshold and decoding settings
 
@@ -119,6 +119,10 @@ class SpanQATrainer(Trainer):
         return span_qa_collator(self.tokenizer, self.structure, self._sg_spec())
 
     # ------------------------------------------------------------------ evaluation
+    def predict(self, inputs) -> tuple[list[np.ndarray], list[np.ndarray]]:
+        """Start and end logits per window (:meth:`span_logits`)."""
+        return self.span_logits(inputs)
+
     def span_logits(self, feats) -> tuple[list[np.ndarray], list[np.ndarray]]:
         """Start and end logits per window (``[T_f]`` each, float32 numpy)."""
         return span_logits(self.accelerator.unwrap_model(self.model), feats, self.collator(),
@@ -180,17 +184,13 @@ def span_qa_collator(tokenizer, structure, sg_spec):
 
 
 @torch.no_grad()
+@torch.no_grad()
 def span_logits(model, feats, collate, batch_size: int, device) -> tuple[list[np.ndarray], list[np.ndarray]]:
     """Start and end logits of ``model`` (an SG-Net span-QA model) per window: ``[T_f]`` float32 numpy arrays,
     one per feature, in the features' order; ``batch_size`` windows at a time through ``collate``."""
-    model.eval()
     starts, ends = [], []
-    for begin in range(0, len(feats), batch_size):
-        chunk = feats[begin:begin + batch_size]
-        batch = collate(chunk)
-        batch.pop("start_positions", None)
-        batch.pop("end_positions", None)
-        batch = {k: v.to(device) for k, v in batch.items()}
+    for chunk, batch, _ in prediction_batches(model, feats, collate, batch_size, device,
+                                              ("start_positions", "end_positions")):
         out = model(**batch)
         s, e = out.start_logits.float().cpu().numpy(), out.end_logits.float().cpu().numpy()
         for b, f in enumerate(chunk):

@@ -37,10 +37,11 @@ from ..heads.span_qa import QAContext
 from ..parsing import Parse
 from ..settings import DEFAULT_SPACY_MODEL
 from ..structure import ExpansionRules, StructureCollator, WordStructure, build_word_structures, encode_words
-from ..structure.expand import PAD, SPECIAL, token_mask
+from ..structure.expand import SPECIAL
 from ..structure.relations import ancestor_matrices
 from ..tasks.text_words import words_with_offsets_many
 from .data import StructureSpec, contiguous_chunks, forked_map, forks_pay
+from .sgnet_loading import sg_tensors
 
 log = logging.getLogger(__name__)
 
@@ -433,16 +434,9 @@ class SpanQACollator:
 
     def __call__(self, features: Sequence[dict]) -> dict[str, torch.Tensor]:
         batch = self.base(features)
-        B, T = batch["input_ids"].shape
+        T = batch["input_ids"].shape[1]
         if self.sg_rules is not None:
-            tw = np.full((B, T), PAD, dtype=np.int64)
-            for b, f in enumerate(features):
-                tw[b, :len(f["token_word"])] = f["token_word"]
-            masks = np.empty((B, T, T), dtype=bool)
-            for b, f in enumerate(features):
-                masks[b] = token_mask(f["sg_structure"], tw[b], self.sg_rules)
-            batch["sg_mask"] = torch.from_numpy(masks)
-            batch["sg_tokens"] = torch.from_numpy(tw >= 0)
+            batch["sg_mask"], batch["sg_tokens"] = sg_tensors(features, T, self.sg_rules)
         if features[0].get("start_positions") is not None:
             batch["start_positions"] = torch.tensor([f["start_positions"] for f in features], dtype=torch.long)
             batch["end_positions"] = torch.tensor([f["end_positions"] for f in features], dtype=torch.long)

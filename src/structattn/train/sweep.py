@@ -24,11 +24,12 @@ from dataclasses import replace
 from pathlib import Path
 
 from ..errors import UserError
-from ..io import append_jsonl
+from ..io import upsert_jsonl
+from ..layers.syntax_guided import AGGREGATIONS, INITS
 from .config import TrainConfig, add_config_arguments, config_key, given_flags, mechanism_options, result_fields
 
 VARIANT_NAMES = {"global", "sla", "wla", "hybrid", "sdoi", "lisa", "sgnet"}
-SGNET_AGGREGATIONS = ("dual", "sg_only", "vanilla", "concat", "biattention")
+SGNET_AGGREGATIONS = tuple(AGGREGATIONS)  # the SG-Net layer's registry
 
 
 def parse_variant(text: str) -> dict:
@@ -61,8 +62,8 @@ def parse_variant(text: str) -> dict:
         elif key == "alpha" and out.get("sgnet"):
             out["sgnet_alpha"] = None if value == "learned" else float(value)
         elif key == "init" and out.get("sgnet"):
-            if value not in ("fresh", "copy"):
-                raise UserError(f"variant {text!r}: init={value!r}; valid: fresh, copy")
+            if value not in INITS:
+                raise UserError(f"variant {text!r}: init={value!r}; valid: {', '.join(INITS)}")
             out["sgnet_init"] = value
         else:
             raise UserError(f"variant {text!r}: unknown option {key!r} (m, k, w, bias; sg or agg, then alpha, "
@@ -192,10 +193,15 @@ def run_grid(base: TrainConfig, variants: list[str], seeds: list[int], learning_
                        max_length=cfg.max_length, group_by_length=cfg.group_by_length,
                        config=dataclasses.asdict(cfg), config_key=key,
                        finished_at=time.strftime("%Y-%m-%dT%H:%M:%S"))
-        append_jsonl(out_file, summary)
+        upsert_jsonl(out_file, summary, key=_line_key)
         summaries.append(summary)
         print(f"{name}: {summary['main_metric']}={summary['best']:.4f}", file=sys.stderr)
     return summaries
+
+
+def _line_key(line: dict) -> str:
+    """The config key of a results line, recomputed from its configuration (as :func:`_done_keys` does)."""
+    return config_key(record_config(line))
 
 
 def _done_keys(path: Path) -> set[str]:

@@ -31,8 +31,6 @@ earlier versions are read once and rewritten (:mod:`structattn.train.legacy`).
 from __future__ import annotations
 
 import dataclasses
-import json
-import math
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -41,11 +39,11 @@ import torch
 
 from ..config_io import JsonConfig
 from ..errors import UserError
-from ..heads.translation import TRAINING_BATCHES
 from ..io import atomic_write_json
 from .checkpoint import AtomicDir, load_model_tensors, model_tensors
-from .config import without_later_fields
-from .engine import Engine, EngineState, device_description
+from ..heads.translation import TRAINING_BATCHES
+from .config import RESULT_NEUTRAL_FIELDS, without_later_fields
+from .engine import Engine, EngineState, Evaluation, Family, resume_settings, run_facts, warmup_inverse_sqrt
 
 BEST, FINAL, RECENT = "best", "final", "recent"
 
@@ -103,12 +101,6 @@ class NMTConfig(JsonConfig):
                 "attention_dropout": self.attention_dropout, "activation_dropout": self.activation_dropout,
                 **self.mechanism_options()}
 
-    def settings(self) -> dict[str, Any]:
-        """The settings a resume must match (the recipe fields added later left out at their earlier value)."""
-        settings = json.loads(json.dumps(dataclasses.asdict(self)))
-        return without_later_fields({k: v for k, v in settings.items() if k not in RESULT_NEUTRAL_FIELDS},
-                                    NMT_LATER_FIELDS)
-
 
 #: ``structattn train-translation --preset NAME``; the command line's default is "laptop": 800 updates with the
 #: warm-up over all of them and a dev evaluation every 200, about a quarter of an hour on a 2-core CPU (README).
@@ -119,9 +111,13 @@ NMT_PRESETS: dict[str, dict[str, Any]] = {
     "full": {},
 }
 
-# Fields that never change what a run computes.
-RESULT_NEUTRAL_FIELDS = frozenset({"output_dir", "threads", "checkpoint_every"})
-#: Recipe options added after runs were recorded, with the value every earlier run had (train.config.LATER_FIELDS)
+#: The stride of this family's seeded batch order (``seed * stride + epoch``, :func:`~.engine.epoch_seed`): the
+#: committed Multi30k runs (results/nmt.jsonl, results/laptop/, results/precision/) were trained with it, and their
+#: translations are reproduced byte for byte only under it; the other families use the engine's default.
+TRANSLATION_ORDER_STRIDE = 100_003
+
+#: Recipe options added after runs were recorded, with the value every earlier run had (train.config.LATER_FIELDS):
+#: left out of ``settings.json`` at that value, so a run folder of an earlier version still resumes.
 NMT_LATER_FIELDS = {"adam_eps": 1e-9, "init": "fairseq", "batching": "length", "embedding_dropout": None,
                     "attention_dropout": 0.0, "activation_dropout": 0.0}
 
@@ -205,7 +201,7 @@ def prepare_data(config: NMTConfig, tokenizer, train, dev, tests, mechanism) -> 
     return data
 
 
-# ------------------------------------------------------------------------------------ supporting functions
+# ---------------------------------------------------------------------------------------------- helpers
 
 
 def _label_smoothed_loss(logits: torch.Tensor, labels: torch.Tensor, smoothing: float) -> tuple[torch.Tensor, int]:
@@ -266,6 +262,118 @@ def check_max_length(config: NMTConfig) -> None:
                         f"{size.max_positions} or less, or a larger --size")
 
 
+class TranslationFamily(Family):
+    """The translation family of the engine: BPE-encoded pairs in token batches, label-smoothed cross-entropy,
+    dev BLEU, and at the end the choice between the best and the averaged weights and the test translations."""
+
+    main_metric = "dev_bleu"
+    config_file = "run_config.json"
+    order_stride = TRANSLATION_ORDER_STRIDE
+
+    def __init__(self, config: NMTConfig, command: list[str] | None = None):
+        from ..models.translation import variant_mechanism
+
+        self.config, self.command = config, command
+        self.out = Path(config.output_dir)
+        self.mechanism = variant_mechanism(config.variant, **config.mechanism_options())
+        if config.batching not in TRAINING_BATCHES:
+            raise UserError(f"unknown --batching {config.batching!r}; valid: {', '.join(TRAINING_BATCHES)}")
+
+    def settings(self) -> dict:
+        return without_later_fields(resume_settings(self.config), NMT_LATER_FIELDS)
+
+    def upgrade_legacy(self) -> None:
+        from .legacy import upgrade_translation_checkpoint
+
+        upgrade_translation_checkpoint(self.out, self.config.seed, RESULT_NEUTRAL_FIELDS, NMT_LATER_FIELDS)
+
+    def load_data(self) -> None:
+        from ..heads.translation import TranslationCollator
+
+        config = self.config
+        train, dev, tests = _read_sets(config)
+        with self.engine.acc.main_process_first():  # the main process learns the BPE and parses; the others read
+            self.tokenizer = load_tokenizer(config, self.out, train)
+            self.data = prepare_data(config, self.tokenizer, train, dev, tests, self.mechanism)
+        self.collate = TranslationCollator(self.tokenizer.pad_token_id)
+        self.src_len = [len(x) for x in self.data.train_src]
+        self.tgt_len = [len(x) for x in self.data.train_tgt]
+
+    def build_model(self):
+        from ..models.translation import build_model
+
+        config = self.config
+        self.engine.seed()
+        self.model = build_model(self.tokenizer, config.size, config.variant, seed=config.seed,
+                                 **config.model_options())
+        return self.model
+
+    def build_optimizer(self, model) -> torch.optim.Optimizer:
+        return torch.optim.Adam(model.parameters(), lr=self.config.learning_rate, betas=(0.9, 0.98),
+                                eps=self.config.adam_eps)
+
+    def schedule(self, total: int):
+        return lambda step: warmup_inverse_sqrt(step + 1, self.config.warmup)
+
+    def updates(self) -> tuple[int, int]:
+        return self.config.max_updates, self.config.eval_every
+
+    def epoch_batches(self, epoch: int) -> list[list[int]]:
+        return TRAINING_BATCHES[self.config.batching](self.src_len, self.tgt_len, self.config.max_tokens,
+                                                      seed=self.epoch_order_seed(self.config.seed, epoch))
+
+    def batch_loss(self, indices: list[int]):
+        data, model, state = self.data, self.model, self.engine.state
+        batch = self.collate([data.train_src[i] for i in indices], [data.train_tgt[i] for i in indices],
+                             data.train_structure, indices if data.train_structure is not None else None)
+        batch = {k: v.to(self.engine.device) for k, v in batch.items()}
+        labels = batch.pop("labels")
+        pad, start = self.tokenizer.pad_token_id, model.config.decoder_start_token_id
+        logits = model(**batch, decoder_input_ids=_decoder_inputs(labels, pad, start)).logits
+        value, tokens = _label_smoothed_loss(logits, labels, self.config.label_smoothing)
+        state.extra["target_tokens"] = state.extra.get("target_tokens", 0) + tokens  # this process's
+        return value, tokens
+
+    def predict(self, inputs, beam: int | None = None) -> list[str]:
+        """Translations of the texts ``inputs`` (beam ``beam``, default the config's)."""
+        beam = self.config.beam if beam is None else beam
+        return _translate(self.model, self.tokenizer, inputs, beam, self.config.length_penalty)
+
+    def evaluate_dev(self, state: EngineState, end_of_epoch: bool) -> Evaluation:
+        from ..tasks.bleu import corpus_bleu
+
+        bleu = corpus_bleu(self.predict(self.data.dev_texts, self.config.eval_beam), self.data.dev_refs)["bleu"]
+        return Evaluation({"step": state.step, "epoch": state.epoch - end_of_epoch, "dev_bleu": round(bleu, 2),
+                           "train_seconds": round(state.train_seconds, 1)}, bleu)
+
+    def on_evaluated(self, entry: dict) -> None:
+        from safetensors.torch import save_file
+
+        config, state, out = self.config, self.engine.state, self.out
+        if config.average_last <= 1:
+            return
+        state.extra["recent"] = (state.extra.get("recent", []) + [state.step])[-config.average_last:]
+        if self.engine.is_main:
+            (out / RECENT).mkdir(exist_ok=True)
+            save_file(model_tensors(self.model), str(out / RECENT / f"step-{state.step}.safetensors"))
+            for p in (out / RECENT).glob("step-*.safetensors"):
+                if int(p.stem.split("-")[1]) not in state.extra["recent"]:
+                    p.unlink()
+
+    def on_best(self, entry: dict) -> None:
+        if self.engine.is_main:
+            _save_model(self.model, self.tokenizer, self.out / BEST)
+
+    def summary(self, state: EngineState) -> dict:
+        from ..models.translation import size_of
+
+        summary = _finish(self.config, self.out, state, self.tokenizer, self.data, self.model)
+        summary.update({"model": size_of(self.model), "command": self.command, "filter": self.data.filter_summary,
+                        **run_facts(self.engine, self.model)})
+        atomic_write_json(self.out / "summary.json", summary)
+        return summary
+
+
 def train_translation(config: NMTConfig, *, show_progress: bool = True, stop_after_updates: int | None = None,
                       command: list[str] | None = None) -> dict:
     """Train, select and test one translation run in ``config.output_dir``; return the summary dict (on the main
@@ -273,88 +381,13 @@ def train_translation(config: NMTConfig, *, show_progress: bool = True, stop_aft
 
     ``stop_after_updates`` (tests) returns right after that update without saving, as a kill would.
     """
-    from safetensors.torch import save_file
-
-    from ..heads.translation import TranslationCollator
-    from ..models.translation import build_model, size_of, variant_mechanism
-    from ..tasks.bleu import corpus_bleu
-    from .legacy import upgrade_translation_checkpoint
-
     check_max_length(config)
     engine = Engine(config.output_dir, seed=config.seed, precision=config.precision, clip_norm=config.clip_norm,
                     checkpoint_every=config.checkpoint_every, show_progress=show_progress, name=config.variant)
     if config.threads:
         torch.set_num_threads(config.threads)
-    mechanism = variant_mechanism(config.variant, **config.mechanism_options())
-    out = Path(config.output_dir)
-    if engine.is_main:
-        upgrade_translation_checkpoint(out, config.seed, RESULT_NEUTRAL_FIELDS, NMT_LATER_FIELDS)
-    if config.batching not in TRAINING_BATCHES:
-        raise UserError(f"unknown --batching {config.batching!r}; valid: {', '.join(TRAINING_BATCHES)}")
-    engine.begin(config.settings())
-    if engine.is_main:
-        config.save(out / "run_config.json")
-    train, dev, tests = _read_sets(config)
-    with engine.acc.main_process_first():  # the main process learns the BPE and parses; the others read both
-        tokenizer = load_tokenizer(config, out, train)
-        data = prepare_data(config, tokenizer, train, dev, tests, mechanism)
-
-    engine.seed()
-    model = build_model(tokenizer, config.size, config.variant, seed=config.seed, **config.model_options())
-    optimizer = torch.optim.Adam(model.parameters(), lr=config.learning_rate, betas=(0.9, 0.98), eps=config.adam_eps)
-    state = engine.prepare(model, optimizer, lambda step: warmup_inverse_sqrt(step + 1, config.warmup))
-    collate = TranslationCollator(tokenizer.pad_token_id)
-    pad, start = tokenizer.pad_token_id, model.config.decoder_start_token_id
-    src_len = [len(x) for x in data.train_src]
-    tgt_len = [len(x) for x in data.train_tgt]
-
-    def loss(indices: list[int]):
-        batch = collate([data.train_src[i] for i in indices], [data.train_tgt[i] for i in indices],
-                        data.train_structure, indices if data.train_structure is not None else None)
-        batch = {k: v.to(engine.device) for k, v in batch.items()}
-        labels = batch.pop("labels")
-        logits = model(**batch, decoder_input_ids=_decoder_inputs(labels, pad, start)).logits
-        value, tokens = _label_smoothed_loss(logits, labels, config.label_smoothing)
-        state.extra["target_tokens"] = state.extra.get("target_tokens", 0) + tokens  # this process's
-        return value, tokens
-
-    def evaluate(state: EngineState, end_of_epoch: bool):
-        hyps = _translate(model, tokenizer, data.dev_texts, config.eval_beam, config.length_penalty)
-        bleu = corpus_bleu(hyps, data.dev_refs)["bleu"]
-        return {"step": state.step, "epoch": state.epoch - end_of_epoch, "dev_bleu": round(bleu, 2),
-                "train_seconds": round(state.train_seconds, 1)}, bleu
-
-    def on_evaluated(entry: dict) -> None:
-        if config.average_last <= 1:
-            return
-        state.extra["recent"] = (state.extra.get("recent", []) + [state.step])[-config.average_last:]
-        if engine.is_main:
-            (out / RECENT).mkdir(exist_ok=True)
-            save_file(model_tensors(model), str(out / RECENT / f"step-{state.step}.safetensors"))
-            for p in (out / RECENT).glob("step-*.safetensors"):
-                if int(p.stem.split("-")[1]) not in state.extra["recent"]:
-                    p.unlink()
-
-    finished = engine.run(
-        total=config.max_updates, loss=loss, evaluate=evaluate, main_metric="dev_bleu", eval_every=config.eval_every,
-        patience=config.patience, on_evaluated=on_evaluated, stop_after=stop_after_updates,
-        on_best=lambda entry: _save_model(model, tokenizer, out / BEST) if engine.is_main else None,
-        epoch_batches=lambda epoch: TRAINING_BATCHES[config.batching](src_len, tgt_len, config.max_tokens,
-                                                                      seed=config.seed * 100_003 + epoch))
-    if not finished:
-        return {"stopped_at_update": state.step}
-    if not engine.is_main:
-        return engine.worker_summary()
-    summary = _finish(config, out, state, tokenizer, data, model)
-    summary.update({"wall_seconds": round(engine.elapsed(), 1), "device": device_description(engine.device),
-                    "torch_threads": torch.get_num_threads(), "processes": engine.num_processes,
-                    "model": size_of(model), "command": command, "filter": data.filter_summary})
-    from .provenance import provenance
-
-    summary.update(provenance(model))
-    atomic_write_json(out / "summary.json", summary)
-    engine.acc.wait_for_everyone()
-    return summary
+    summary = engine.train(TranslationFamily(config, command), stop_after=stop_after_updates)
+    return summary if summary is not None else {"stopped_at_update": engine.state.step}
 
 
 def _finish(config: NMTConfig, out: Path, state: EngineState, tokenizer, data: NMTData, model) -> dict:
@@ -396,8 +429,3 @@ def _finish(config: NMTConfig, out: Path, state: EngineState, tokenizer, data: N
             "target_tokens_per_second": round(state.extra.get("target_tokens", 0) * state.num_processes
                                               / max(state.train_seconds, 1e-9), 1)}
 
-
-def warmup_inverse_sqrt(step: int, warmup: int) -> float:
-    """Learning-rate factor: linear warm-up to 1 at ``warmup`` updates, then sqrt(warmup / step)."""
-    step = max(step, 1)
-    return step / warmup if step < warmup else math.sqrt(warmup / step)
