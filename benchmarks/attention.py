@@ -39,7 +39,8 @@ do not count in it), the wall-clock ratios are in the JSON. Workloads: train ste
 attention dropout 0.1 as the checkpoint ships), forward + backward alone (the optimizer is the same for both
 models and only dilutes the ratio), inference.
 
-    python benchmarks/attention.py --overhead --out results/bench_attention_cpu.md --json results/bench_attention_cpu.json
+    python benchmarks/attention.py --overhead --out results/bench_attention_cpu.md \
+        --json results/bench_attention_cpu.json
 """
 from __future__ import annotations
 
@@ -290,14 +291,15 @@ def build_models(encoder: str, names: list[str], positions: int = 0):
         stock = AutoModelForSequenceClassification.from_config(config, attn_implementation="sdpa")
     else:
         stock = AutoModelForSequenceClassification.from_pretrained(encoder, num_labels=2, attn_implementation="sdpa")
-    models = {}
-    for label in names:
-        mech, kernel = VARIANTS[label]
-        model = copy.deepcopy(stock)
-        if mech is not None:
-            apply_variant(model, mech, kernel)
-        models[label] = model
-    return models
+    return {label: variant_model(stock, *VARIANTS[label]) for label in names}
+
+
+def variant_model(stock, mech, kernel):
+    """A copy of ``stock`` with mechanism ``mech`` running ``kernel`` installed (None: the stock model's copy)."""
+    model = copy.deepcopy(stock)
+    if mech is not None:
+        apply_variant(model, mech, kernel)
+    return model
 
 
 def set_attention_dropout(model, p: float) -> None:
@@ -368,14 +370,10 @@ def timed(fn) -> float:
 
 # --------------------------------------------------------------------------------------------- overhead-bound cells
 
-# label -> (mechanism, kernel): stock and SLA with each kernel that runs on CPU (flex: forward only there)
-OVERHEAD_VARIANTS = {
-    "stock sdpa": (None, None),
-    "sla fused": ("sla", "fused"),
-    "sla exact": ("sla", "exact"),
-    "sla shared_exp": ("sla", "shared_exp"),
-    "sla reference": ("sla", "reference"),
-}
+# the library's kernels that train on CPU (flex: forward only there; triton: a GPU kernel)
+CPU_KERNELS = ("fused", "exact", "shared_exp", "reference")
+# label -> (mechanism, kernel): stock and SLA with each CPU kernel
+OVERHEAD_VARIANTS = {"stock sdpa": (None, None), **{f"sla {k}": ("sla", k) for k in CPU_KERNELS}}
 OVERHEAD_CELLS = ((1, 16), (1, 32), (2, 16), (2, 32))   # (batch, tokens)
 
 
@@ -414,11 +412,12 @@ def overhead_run(args):
     VARIANTS.update({k: v for k, v in OVERHEAD_VARIANTS.items() if k not in VARIANTS})
     names = [n for n in OVERHEAD_VARIANTS if n == "stock sdpa" or not args.variants or n in args.variants]
     workloads = {"train": "train_step", "fwdbwd": "forward_backward", "infer": "infer"}
-    modes = ["eager"] + (["compiled"] if args.compiled_variants else [])
     lines, raw = [], {}
-    for batch, seq in [tuple(int(x) for x in c.split("x")) for c in args.overhead_cells]:
+    for cell in args.overhead_cells:
+        batch, seq = (int(x) for x in cell.split("x"))
         ids, att, masks, _ = make_batch(batch, seq)
-        for mode in modes:
+        compile_here = args.compiled_variants and cell in args.compiled_cells
+        for mode in ["eager"] + (["compiled"] if compile_here else []):
             compiled = mode == "compiled"
             cell_names = [n for n in names if not compiled or n == "stock sdpa" or n in args.compiled_variants]
             models = build_models(encoder, cell_names)
@@ -553,11 +552,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--json", default=None, help="write raw timings here")
     parser.add_argument("--keep-env", action="store_true", help="do not set the allocator variables")
     parser.add_argument("--overhead", action="store_true",
-                        help="the overhead-bound cells (batch 1-2 x 16-32 tokens, one thread) instead of the table above")
+                        help="the overhead-bound cells (batch 1-2 x 16-32 tokens, one thread), not the table above")
     parser.add_argument("--overhead-cells", nargs="*", default=[f"{b}x{t}" for b, t in OVERHEAD_CELLS],
                         help="BATCHxTOKENS cells of --overhead")
     parser.add_argument("--compiled-variants", nargs="*", default=["sla fused", "sla reference"],
-                        help="variants also timed torch.compile'd in --overhead (with the stock model); none: eager only")
+                        help="variants also timed torch.compile'd (with the stock model); none: eager only")
+    parser.add_argument("--compiled-cells", nargs="*", default=["1x16"],
+                        help="the --overhead cells timed compiled too (inductor compiles each model per cell)")
     args = parser.parse_args(argv[1:])
 
     import torch
@@ -610,7 +611,7 @@ def overhead_report(args, command, alloc, device, encoder, table, started, load_
         "repetitions of variant / mean of the stock (HF sdpa) runs just before and after it (S V1 S V2 S ...), "
         "[25th-75th percentile] in brackets; wall-clock ratios in the JSON. Train step = forward + backward + "
         "AdamW, attention dropout 0.1. Compiled: torch.compile(model, dynamic=False), inductor, for the stock model "
-        f"and {compiled}.",
+        f"and {compiled}, in cells {', '.join(args.compiled_cells)}.",
         "",
         table,
         "",

@@ -119,3 +119,25 @@ def test_compiled_train_step_has_no_graph_break(kernel, batch):
     compiled(**inputs).loss.backward()
     assert all(p.grad is not None and torch.isfinite(p.grad).all() for p in model.parameters() if p.requires_grad)
     torch._dynamo.reset()
+
+
+def test_gradient_checkpointing_with_attention_dropout_recomputes_the_same_masks(batch):
+    """Under gradient checkpointing each layer draws its dropout seed from torch's generator (which the recompute
+    in the backward restores), so the gradients equal those of the same model without checkpointing drawing the
+    same seeds; with one seed per step the recompute, run after the step, would draw other masks."""
+    require_fused()
+    ids, att, mask = batch
+    grads = []
+    for checkpointing in (False, True):
+        model = apply_mechanism(tiny_model(hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.3), "sla",
+                                kernel="fused").train()
+        if checkpointing:
+            model.gradient_checkpointing_enable()
+        else:
+            model._structattn_rt.checkpointing = lambda: True   # the same per-layer draws, without the recompute
+        torch.manual_seed(3)
+        model(input_ids=ids, attention_mask=att, structure_mask=mask).last_hidden_state.pow(2).sum().backward()
+        grads.append([p.grad.clone() for p in model.parameters() if p.grad is not None])
+    assert len(grads[0]) == len(grads[1])
+    for a, b in zip(*grads):
+        assert torch.allclose(a, b, atol=1e-6)

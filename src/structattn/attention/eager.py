@@ -31,12 +31,20 @@ def eager_call(*tensors: Optional[Tensor]) -> bool:
     (fake or functional tensors), which all need to see the op."""
     if torch.compiler.is_compiling() or _len_torch_dispatch_stack() > 0:
         return False
-    return all(t is None or type(t) is Tensor for t in tensors)
+    for t in tensors:
+        if t is not None and type(t) is not Tensor:
+            return False
+    return True
 
 
 def needs_grad(*tensors: Tensor) -> bool:
     """Whether autograd records a call on these inputs."""
-    return torch.is_grad_enabled() and any(t.requires_grad for t in tensors)
+    if not torch.is_grad_enabled():
+        return False
+    for t in tensors:
+        if t.requires_grad:
+            return True
+    return False
 
 
 def draw_seed(as_tensor: bool = False):

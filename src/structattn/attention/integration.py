@@ -173,19 +173,29 @@ class _Step:
         self.entries.clear()
 
     def cached(self, key: tuple, sources: tuple, build: Callable[[], Any]) -> Any:
-        """``build()``, made once per step for these source tensors (any of them may be None)."""
+        """``build()``, made once per step for these source tensors (any of them may be None); one entry per
+        ``key``: other sources replace it."""
         if torch.compiler.is_compiling():
             return build()
-        full = key + tuple(id(t) for t in sources)
-        hit = self.entries.get(full)
-        versions = tuple(tensor_version(t) for t in sources)
-        if hit is not None and hit[1] == versions and all(a is b for a, b in zip(hit[0], sources)):
+        hit = self.entries.get(key)
+        if hit is not None and _same_tensors(hit[0], hit[1], sources):
             return hit[2]
         value = build()
         if len(self.entries) >= self.MAX_ENTRIES:
             self.entries.clear()
-        self.entries[full] = (sources, versions, value)  # holding the sources keeps their ids unique
+        # holding the sources keeps their ids from being reused while the entry lives
+        self.entries[key] = (sources, tuple(tensor_version(t) for t in sources), value)
         return value
+
+
+def _same_tensors(held: tuple, versions: tuple, sources: tuple) -> bool:
+    """Whether ``sources`` are the ``held`` objects, unchanged since (same in-place versions)."""
+    if len(held) != len(sources):
+        return False
+    for a, b, version in zip(held, sources, versions):
+        if a is not b or tensor_version(b) != version:
+            return False
+    return True
 
 
 class _Runtime:
@@ -396,7 +406,7 @@ def _gate_values(rt: _Runtime, module: nn.Module, hidden: Optional[torch.Tensor]
     gate_module: StructureGate = getattr(module, GATE_ATTR)
     if rt.gate_override is not None:
         return hidden.new_full((hidden.shape[0], gate_module.num_gates, hidden.shape[1]), float(rt.gate_override))
-    return gate_module(hidden)
+    return gate_module.forward(hidden)   # part of the attention call: no module call of its own (nor its hooks)
 
 
 def _in_backward() -> bool:

@@ -259,6 +259,13 @@ _OP_VERSION = "v3"
 _FORWARD_OP = f"structattn::mixed_attention_forward_{_OP_VERSION}"
 _BACKWARD_OP = f"structattn::mixed_attention_backward_{_OP_VERSION}"
 
+def _seed_or_draw(seed, dropout_p: float):
+    """``seed``, or without one a draw from torch's generator when there is dropout (0 without: never read)."""
+    if seed is not None:
+        return seed
+    return draw_seed(as_tensor=torch.compiler.is_compiling()) if dropout_p > 0.0 else 0
+
+
 def _native_extension():
     ext = native.load()
     if ext is None:
@@ -368,18 +375,15 @@ def fused_mixed_attention(q: Tensor, k: Tensor, v: Tensor, local: Tensor, gate: 
 
     Dropout (when ``dropout_p > 0``) uses a hash of ``seed`` (an int, or an int64 scalar tensor) and the element
     index; ``seed`` defaults to a draw from torch's generator (:func:`~structattn.attention.eager.draw_seed`),
-    so ``torch.manual_seed`` makes it reproducible. Returns out [b, h, n, d] (a view of a [b, n, h, d] buffer, so ``out.transpose(1, 2)`` is
-    contiguous).
+    so ``torch.manual_seed`` makes it reproducible. Returns out [b, h, n, d] (a view of a [b, n, h, d] buffer,
+    so ``out.transpose(1, 2)`` is contiguous).
     """
     if q.device.type != "cpu":
         raise UserError("kernel 'fused' runs on CPU only; use kernel='exact' (or 'auto') on other devices")
     if not fused_available():
         raise UserError(f"kernel 'fused' is not available here ({native.failure()}); use kernel='auto' or 'exact'")
     _check_masks(q, k, local, base)
-    if dropout_p > 0.0 and seed is None:
-        seed = draw_seed(as_tensor=torch.compiler.is_compiling())
-    return fused_unchecked(q, k, v, local, gate, base, scale=_scale(q, scale), dropout_p=float(dropout_p),
-                           seed=0 if seed is None else seed)
+    return fused_unchecked(q, k, v, local, gate, base, scale=_scale(q, scale), dropout_p=float(dropout_p), seed=seed)
 
 
 def fused_unchecked(q: Tensor, k: Tensor, v: Tensor, local: Tensor, gate: Tensor, base: Optional[Tensor], *,
@@ -390,9 +394,10 @@ def fused_unchecked(q: Tensor, k: Tensor, v: Tensor, local: Tensor, gate: Tensor
     needed); traced ones through the custom op."""
     dtype = q.dtype
     ct = _COMPUTE_DTYPE.get(dtype, torch.float32)
-    seed = 0 if seed is None else seed
-    qf, kf, vf = (_unit_last(t if t.dtype == ct else t.to(ct)) for t in (q, k, v))
-    local = _unit_last(local)
+    seed = _seed_or_draw(seed, dropout_p)
+    if not dtype == k.dtype == v.dtype == ct:
+        q, k, v = q.to(ct), k.to(ct), v.to(ct)
+    qf, kf, vf, local = _unit_last(q), _unit_last(k), _unit_last(v), _unit_last(local)
     base = None if base is None else _unit_last(base)
     gate = gate if gate.dtype == ct else gate.to(ct)
     gate = gate if gate.is_contiguous() else gate.contiguous()
@@ -567,10 +572,8 @@ def triton_mixed_attention(q: Tensor, k: Tensor, v: Tensor, local: Tensor, gate:
     for name, size in (("block_m", block_m), ("block_n", block_n)):
         if size < 16 or size & (size - 1):
             raise ValueError(f"{name} must be a power of two >= 16, got {size}")
-    if dropout_p > 0.0 and seed is None:
-        seed = draw_seed(as_tensor=torch.compiler.is_compiling())
-    return triton_unchecked(q, k, v, local, gate, base, scale=_scale(q, scale), dropout_p=float(dropout_p),
-                            seed=0 if seed is None else seed, block_m=block_m, block_n=block_n)
+    return triton_unchecked(q, k, v, local, gate, base, scale=_scale(q, scale), dropout_p=float(dropout_p), seed=seed,
+                            block_m=block_m, block_n=block_n)
 
 
 def triton_unchecked(q: Tensor, k: Tensor, v: Tensor, local: Tensor, gate: Tensor, base: Optional[Tensor], *,
@@ -583,8 +586,8 @@ def triton_unchecked(q: Tensor, k: Tensor, v: Tensor, local: Tensor, gate: Tenso
     ct = _COMPUTE_DTYPE.get(q.dtype, torch.float32)
     k, v = (t if t.dtype == q.dtype else t.to(q.dtype) for t in (k, v))
     return triton_kernel.mixed_attention(q, k, v, local, gate if gate.dtype == ct else gate.to(ct), base,
-                                         scale=scale, dropout_p=dropout_p, seed=0 if seed is None else seed, block_m=block_m or default_m,
-                                         block_n=block_n or default_n)
+                                         scale=scale, dropout_p=dropout_p, seed=_seed_or_draw(seed, dropout_p),
+                                         block_m=block_m or default_m, block_n=block_n or default_n)
 
 
 # device -> None (the check passed) or why ``auto`` does not run ``triton`` there
