@@ -7,7 +7,7 @@ import copy
 
 import pytest
 import torch
-from attn_helpers import random_batch, require_fused, tiny_model
+from attn_helpers import require_fused, tiny_model
 
 from structattn.attention import kernels
 from structattn.models.encoder import apply_mechanism
