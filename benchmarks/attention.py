@@ -39,8 +39,7 @@ do not count in it), the wall-clock ratios are in the JSON. Workloads: train ste
 attention dropout 0.1 as the checkpoint ships), forward + backward alone (the optimizer is the same for both
 models and only dilutes the ratio), inference.
 
-    python benchmarks/attention.py --overhead --out results/bench_attention_cpu.md \
-        --json results/bench_attention_cpu.json
+    OMP_NUM_THREADS=1 python benchmarks/attention.py --overhead --reps 15 --out overhead.md --json overhead.json
 """
 from __future__ import annotations
 
