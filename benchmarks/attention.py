@@ -30,6 +30,16 @@ unless they are already set (``--keep-env`` to run with the environment as it is
     python benchmarks/attention.py --reps 3 --seqs 64   # quick look
     python benchmarks/attention.py --out results/bench_attention_cpu.md
     python benchmarks/attention.py --seqs --long-seqs 512 1024 --variants "sla fused (default)" "wla fused (default)"
+
+Overhead-bound cells (``--overhead``): batch 1-2 x 16-32 tokens on one thread, where a step costs little more than
+its host work, so a fixed cost per layer shows. Stock vs SLA with each CPU kernel (:data:`OVERHEAD_VARIANTS`), eager
+and ``torch.compile``d (inductor, ``dynamic=False``; ``--compiled-variants``), interleaved as above; the times are
+the thread's CPU time (``time.thread_time``: one thread does all the work, and other processes on a shared machine
+do not count in it), the wall-clock ratios are in the JSON. Workloads: train step (forward + backward + AdamW,
+attention dropout 0.1 as the checkpoint ships), forward + backward alone (the optimizer is the same for both
+models and only dilutes the ratio), inference.
+
+    OMP_NUM_THREADS=1 python benchmarks/attention.py --overhead --reps 15 --out overhead.md --json overhead.json
 """
 from __future__ import annotations
 
@@ -280,14 +290,15 @@ def build_models(encoder: str, names: list[str], positions: int = 0):
         stock = AutoModelForSequenceClassification.from_config(config, attn_implementation="sdpa")
     else:
         stock = AutoModelForSequenceClassification.from_pretrained(encoder, num_labels=2, attn_implementation="sdpa")
-    models = {}
-    for label in names:
-        mech, kernel = VARIANTS[label]
-        model = copy.deepcopy(stock)
-        if mech is not None:
-            apply_variant(model, mech, kernel)
-        models[label] = model
-    return models
+    return {label: variant_model(stock, *VARIANTS[label]) for label in names}
+
+
+def variant_model(stock, mech, kernel):
+    """A copy of ``stock`` with mechanism ``mech`` running ``kernel`` installed (None: the stock model's copy)."""
+    model = copy.deepcopy(stock)
+    if mech is not None:
+        apply_variant(model, mech, kernel)
+    return model
 
 
 def set_attention_dropout(model, p: float) -> None:
@@ -354,6 +365,100 @@ def timed(fn) -> float:
     t0 = time.perf_counter()
     fn()
     return time.perf_counter() - t0
+
+
+# --------------------------------------------------------------------------------------------- overhead-bound cells
+
+# the library's kernels that train on CPU (flex: forward only there; triton: a GPU kernel)
+CPU_KERNELS = ("fused", "exact", "shared_exp", "reference")
+# label -> (mechanism, kernel): stock and SLA with each CPU kernel
+OVERHEAD_VARIANTS = {"stock sdpa": (None, None), **{f"sla {k}": ("sla", k) for k in CPU_KERNELS}}
+OVERHEAD_CELLS = ((1, 16), (1, 32), (2, 16), (2, 32))   # (batch, tokens)
+
+
+def cpu_timed(fn) -> tuple[float, float]:
+    """(thread CPU time, wall time) of one call, in seconds."""
+    c0, w0 = time.thread_time(), time.perf_counter()
+    fn()
+    return time.thread_time() - c0, time.perf_counter() - w0
+
+
+class OverheadRunner(Runner):
+    """A :class:`Runner` whose model may be ``torch.compile``d; adds forward + backward without the optimizer."""
+
+    def __init__(self, label: str, model, ids, att, masks, compiled: bool):
+        import torch
+
+        self.plain = model
+        super().__init__(label, model, ids, att, masks)
+        if compiled:
+            self.model = torch.compile(model, dynamic=False)
+
+    def forward_backward(self) -> None:
+        self.model.train()
+        self.model(**self.kw, labels=self.labels).loss.backward()
+        self.plain.zero_grad(set_to_none=True)
+
+
+def overhead_run(args):
+    """The overhead-bound table (module docstring): rows (cell, mode, variant), CPU-time medians and ratios."""
+    import torch
+
+    from structattn.settings import default_encoder
+
+    torch.set_num_threads(1)
+    encoder = args.encoder or default_encoder()
+    VARIANTS.update({k: v for k, v in OVERHEAD_VARIANTS.items() if k not in VARIANTS})
+    names = [n for n in OVERHEAD_VARIANTS if n == "stock sdpa" or not args.variants or n in args.variants]
+    workloads = {"train": "train_step", "fwdbwd": "forward_backward", "infer": "infer"}
+    lines, raw = [], {}
+    for cell in args.overhead_cells:
+        batch, seq = (int(x) for x in cell.split("x"))
+        ids, att, masks, _ = make_batch(batch, seq)
+        compile_here = args.compiled_variants and cell in args.compiled_cells
+        for mode in ["eager"] + (["compiled"] if compile_here else []):
+            compiled = mode == "compiled"
+            cell_names = [n for n in names if not compiled or n == "stock sdpa" or n in args.compiled_variants]
+            models = build_models(encoder, cell_names)
+            runners = {n: OverheadRunner(n, models[n], ids, att, masks, compiled) for n in cell_names}
+            started = time.perf_counter()
+            for n in cell_names:   # warm-up (and, compiled, the compilation of the train and inference graphs)
+                for _ in range(3):
+                    for method in workloads.values():
+                        getattr(runners[n], method)()
+            warm = time.perf_counter() - started
+            cpu = {n: {w: [] for w in workloads} for n in cell_names}
+            ratios = {n: {w: [] for w in workloads} for n in cell_names}
+            wall_ratios = {n: {w: [] for w in workloads} for n in cell_names}
+            stock = runners["stock sdpa"]
+            for rep in range(args.reps):
+                others = [n for n in cell_names if n != "stock sdpa"]
+                others = others[rep % len(others):] + others[:rep % len(others)]
+                for w, method in workloads.items():
+                    before = cpu_timed(getattr(stock, method))
+                    cpu["stock sdpa"][w].append(before[0])
+                    for n in others:
+                        t = cpu_timed(getattr(runners[n], method))
+                        after = cpu_timed(getattr(stock, method))
+                        cpu[n][w].append(t[0])
+                        cpu["stock sdpa"][w].append(after[0])
+                        ratios[n][w].append(t[0] / ((before[0] + after[0]) / 2))
+                        wall_ratios[n][w].append(t[1] / ((before[1] + after[1]) / 2))
+                        before = after
+            key = f"{batch}x{seq} {mode}"
+            raw[key] = {"cpu_times": cpu, "ratios": ratios, "wall_ratios": wall_ratios, "warmup_s": warm}
+            print(f"[{key}] warm-up {warm:.0f} s; " + ", ".join(
+                f"{n}: " + "/".join(f"{statistics.median(ratios[n][w]):.3f}" for w in workloads)
+                for n in cell_names if n != "stock sdpa"), flush=True)
+            for n in cell_names:
+                cells = [time_cell(cpu[n][w], None if n == "stock sdpa" else ratios[n][w], digits=1)
+                         for w in workloads]
+                lines.append(f"| {batch} x {seq} | {mode} | {n} | " + " | ".join(cells) + " |")
+            del models, runners
+            gc.collect()
+    header = ("| batch x tokens | mode | variant | train step (fwd + bwd + AdamW) | forward + backward | inference |\n"
+              "|---|---|---|---|---|---|")
+    return "\n".join([header, *lines]), raw, encoder
 
 
 # --------------------------------------------------------------------------------------------- main
@@ -445,6 +550,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", default=None, help="write the markdown report here")
     parser.add_argument("--json", default=None, help="write raw timings here")
     parser.add_argument("--keep-env", action="store_true", help="do not set the allocator variables")
+    parser.add_argument("--overhead", action="store_true",
+                        help="the overhead-bound cells (batch 1-2 x 16-32 tokens, one thread), not the table above")
+    parser.add_argument("--overhead-cells", nargs="*", default=[f"{b}x{t}" for b, t in OVERHEAD_CELLS],
+                        help="BATCHxTOKENS cells of --overhead")
+    parser.add_argument("--compiled-variants", nargs="*", default=["sla fused", "sla reference"],
+                        help="variants also timed torch.compile'd (with the stock model); none: eager only")
+    parser.add_argument("--compiled-cells", nargs="*", default=["1x16"],
+                        help="the --overhead cells timed compiled too (inductor compiles each model per cell)")
     args = parser.parse_args(argv[1:])
 
     import torch
@@ -455,7 +568,10 @@ def main(argv: list[str] | None = None) -> int:
     isa_env = [f"{k}={os.environ[k]}" for k in ISA_ENV if k in os.environ]
     command = " ".join(isa_env + [f"{k}={v}" for k, v in ALLOCATOR_ENV.items() if os.environ.get(k) == v])
     command = (command + " " if command else "") + " ".join(shlex.quote(a) for a in [Path(sys.executable).name, *argv])
-    table, raw, encoder, names = run(args)
+    if args.overhead:
+        table, raw, encoder = overhead_run(args)
+    else:
+        table, raw, encoder, names = run(args)
     from structattn.attention import native
 
     device = (f"{cpu_name()} ({cpu_flags()}; ATen CPU capability {torch.backends.cpu.get_cpu_capability()}, fused "
@@ -463,7 +579,50 @@ def main(argv: list[str] | None = None) -> int:
               f"({torch.get_num_threads()} threads), transformers {transformers.__version__}, "
               f"Python {platform.python_version()}")
     alloc = ", ".join(f"{k}={os.environ.get(k, '(unset)')}" for k in ALLOCATOR_ENV)
-    report = "\n".join([
+    if args.overhead:
+        report = overhead_report(args, command, alloc, device, encoder, table, started, load_start)
+    else:
+        report = table_report(args, command, alloc, device, encoder, table, raw, started, load_start)
+    print(report)
+    if args.out:
+        Path(args.out).parent.mkdir(parents=True, exist_ok=True)
+        Path(args.out).write_text(report)
+    if args.json:
+        Path(args.json).write_text(json.dumps({str(k): v for k, v in raw.items()}, indent=1))
+    return 0
+
+
+def overhead_report(args, command, alloc, device, encoder, table, started, load_start) -> str:
+    """The markdown report of ``--overhead``."""
+    compiled = ", ".join(args.compiled_variants) if args.compiled_variants else "none"
+    return "\n".join([
+        "# Structure-aware attention: the overhead-bound cells on CPU",
+        "",
+        f"Command: `{command}`",
+        "",
+        f"Allocator: {alloc}",
+        "",
+        f"Device: {device}; one thread (torch.set_num_threads(1))",
+        "",
+        f"Model: all-MiniLM-L6-v2 ({encoder}) as BertForSequenceClassification, SLA m = 3 over random projective "
+        f"trees (module docstring); median of {args.reps} interleaved repetitions (3 warm-up steps each, which "
+        "include the compilation in mode `compiled`); time = the thread's CPU time of one call; ratio = median over "
+        "repetitions of variant / mean of the stock (HF sdpa) runs just before and after it (S V1 S V2 S ...), "
+        "[25th-75th percentile] in brackets; wall-clock ratios in the JSON. Train step = forward + backward + "
+        "AdamW, attention dropout 0.1. Compiled: torch.compile(model, dynamic=False), inductor, for the stock model "
+        f"and {compiled}, in cells {', '.join(args.compiled_cells)}.",
+        "",
+        table,
+        "",
+        f"Wall time of the run: {(time.time() - started) / 60:.1f} min; load average (1, 5, 15 min) at start "
+        f"{load_start}, at end {_loadavg()}",
+        "",
+    ])
+
+
+def table_report(args, command, alloc, device, encoder, table, raw, started, load_start) -> str:
+    """The markdown report of the speed and memory table."""
+    return "\n".join([
         "# Structure-aware attention: speed and memory on CPU",
         "",
         f"Command: `{command}`",
@@ -490,13 +649,6 @@ def main(argv: list[str] | None = None) -> int:
         "that moved them)",
         "",
     ])
-    print(report)
-    if args.out:
-        Path(args.out).parent.mkdir(parents=True, exist_ok=True)
-        Path(args.out).write_text(report)
-    if args.json:
-        Path(args.json).write_text(json.dumps({str(k): v for k, v in raw.items()}, indent=1))
-    return 0
 
 
 if __name__ == "__main__":

@@ -12,6 +12,11 @@ real tokens, example lengths spread between T/2 and T (``attention.make_batch``)
 * peak memory: ``torch.cuda.max_memory_allocated`` during one step, above the allocation at its start (not
   measured by ``--smoke``).
 
+Modes (``--modes``): ``eager``; ``compiled`` = ``torch.compile(model)`` (inductor) of every variant and of the stock
+model, compared with the compiled stock model; ``reduce-overhead`` = ``torch.compile(model, mode="reduce-overhead")``
+(CUDA graphs; note that the ``triton`` kernel reads its dropout seed on the host, so a captured train step with
+attention dropout replays one mask). Compiled rows carry the mode in brackets after the variant.
+
 Variants run interleaved with the stock model (S V1 S V2 S ..., variant order rotated every repetition); each
 ratio is the median over repetitions of (variant time / mean of the two stock runs around it). A variant that
 cannot run a workload here (e.g. ``triton`` without the package) is reported as n/a with the reason.
@@ -20,11 +25,11 @@ cannot run a workload here (e.g. ``triton`` without the package) is reported as 
     python benchmarks/attention_gpu.py --models minilm --seqs 128 --reps 5
     python benchmarks/attention_gpu.py --out results/bench_attention_gpu.md
     python benchmarks/attention_gpu.py --smoke      # one tiny shape on CPU, Triton under its interpreter (CI)
+    python benchmarks/attention_gpu.py --models minilm --batch 1 --seqs 16 32 --modes eager compiled   # overhead cells
 """
 from __future__ import annotations
 
 import argparse
-import copy
 import os
 import platform
 import shlex
@@ -164,7 +169,9 @@ def warm_up(runner: Runner, steps: int) -> None:
             runner.opt.zero_grad(set_to_none=True)
 
 
-def table_rows(model: str, seq: int, batch: int, runners: dict, times: dict, ratios: dict, mem: dict) -> list[str]:
+def table_rows(model: str, seq: int, batch: int, runners: dict, times: dict, ratios: dict, mem: dict,
+               label: str = "") -> list[str]:
+    """One markdown row per variant; ``label`` follows the variant's name (the compile mode)."""
     from attention import time_cell
 
     rows = []
@@ -176,7 +183,7 @@ def table_rows(model: str, seq: int, batch: int, runners: dict, times: dict, rat
                 cells.append("n/a")
             else:
                 cells.append(f"{mem[n][w] / 2 ** 20:.1f} MB ({mem[n][w] / max(mem[STOCK][w], 1):.2f}x)")
-        rows.append(f"| {model} | {seq} ({batch}) | {n} | " + " | ".join(cells) + " |")
+        rows.append(f"| {model} | {seq} ({batch}) | {n}{label} | " + " | ".join(cells) + " |")
     return rows
 
 
@@ -204,7 +211,7 @@ def run(args, device) -> tuple[list[str], list[str]]:
     """Markdown rows and notes (variants that could not run) for every model and sequence."""
     import torch
 
-    from attention import apply_variant, make_batch
+    from attention import make_batch, variant_model
 
     rows, notes = [], []
     names = [n for n in VARIANTS if n == STOCK or not args.variants or n in args.variants]
@@ -212,25 +219,28 @@ def run(args, device) -> tuple[list[str], list[str]]:
         stock = build_stock(model_name, args.smoke)
         for seq in args.seqs:
             ids, att, masks, _ = make_batch(args.batch, seq)
-            runners = {}
-            for n in names:
-                mech, kernel = VARIANTS[n]
-                model = copy.deepcopy(stock)
-                if mech is not None:
-                    apply_variant(model, mech, kernel)
-                kw = dict(input_ids=ids.to(device), attention_mask=att.to(device))
-                if mech is not None:
-                    kw["structure_mask"] = masks[mech].to(device)
-                runners[n] = Runner(model.to(device), kw, device)
-                warm_up(runners[n], args.warmup)
-                notes += [f"{model_name} seq {seq}, {n}, {w}: n/a ({why})" for w, why in runners[n].failed.items()]
-            print(f"[{model_name} seq {seq}] warmed up {len(names)} variants; measuring {args.reps} repetitions ...",
-                  flush=True)
-            times, ratios = measure(runners, args.reps, device)
-            mem = {n: {w: None if r.failed.get(w) or args.smoke else peak(lambda: r.run(w), device)
-                       for w in WORKLOADS} for n, r in runners.items()}
-            rows += table_rows(model_name, seq, args.batch, runners, times, ratios, mem)
-            del runners
+            for mode in args.modes:
+                runners = {}
+                for n in names:
+                    mech = VARIANTS[n][0]
+                    model = variant_model(stock, *VARIANTS[n]).to(device)
+                    kw = dict(input_ids=ids.to(device), attention_mask=att.to(device))
+                    if mech is not None:
+                        kw["structure_mask"] = masks[mech].to(device)
+                    if mode != "eager":
+                        model = torch.compile(model, mode=None if mode == "compiled" else mode)
+                    runners[n] = Runner(model, kw, device)
+                    warm_up(runners[n], args.warmup)
+                    label = "" if mode == "eager" else f" [{mode}]"
+                    notes += [f"{model_name} seq {seq}, {n}{label}, {w}: n/a ({why})"
+                              for w, why in runners[n].failed.items()]
+                print(f"[{model_name} seq {seq} {mode}] warmed up {len(names)} variants; measuring {args.reps} "
+                      "repetitions ...", flush=True)
+                times, ratios = measure(runners, args.reps, device)
+                mem = {n: {w: None if r.failed.get(w) or args.smoke else peak(lambda: r.run(w), device)
+                           for w in WORKLOADS} for n, r in runners.items()}
+                rows += table_rows(model_name, seq, args.batch, runners, times, ratios, mem, label)
+                del runners
             if device.type == "cuda":
                 torch.cuda.empty_cache()
     return rows, notes
@@ -248,12 +258,16 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--smoke", action="store_true",
                         help="one tiny shape (1-layer BERT, batch 2, seq 16, 1 repetition, no peak memory) on CPU, "
                              "Triton under its interpreter: checks that the script runs")
+    parser.add_argument("--modes", nargs="*", default=["eager", "compiled"],
+                        choices=["eager", "compiled", "reduce-overhead"],
+                        help="eager and/or torch.compile'd (module docstring)")
     parser.add_argument("--out", default=None, help="write the markdown report here")
     args = parser.parse_args(argv)
     if args.smoke:
         # before the first Triton kernel is defined (structattn defines them on first use)
         os.environ["TRITON_INTERPRET"] = "1"
         args.models, args.seqs, args.batch, args.reps, args.warmup = ["tiny"], [16], 2, 1, 1
+        args.modes = [m for m in args.modes if m == "eager"] or ["eager"]   # compiling under the interpreter: slow
 
     import torch
 

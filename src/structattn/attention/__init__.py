@@ -4,6 +4,7 @@
   fused native, FlexAttention, fused Triton), all with the same semantics and shapes.
 * :mod:`.mechanisms` — :class:`MechanismConfig` and the registry :data:`MECHANISMS`
   (``sla``, ``wla``, ``hybrid``, ``sdoi``, ``global``).
+* :mod:`.eager` — when the custom-op kernels (``fused``, ``triton``) skip their op in eager mode; dropout seeds.
 * :mod:`.gate` — :class:`StructureGate`, g = sigmoid(W h + b).
 * :mod:`.integration` — registration as transformers attention implementation ``"structattn"``,
   installation into a model, gate/attention recording.

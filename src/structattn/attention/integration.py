@@ -7,9 +7,9 @@ How it plugs in:
   ``AttentionMaskInterface``; without the mask registration the padding mask would be dropped).
 * :func:`install` finds the self-attention modules of the encoder (:data:`ARCHITECTURES`), gives each
   selected one a :class:`~structattn.attention.gate.StructureGate` submodule named ``structattn_gate``
-  (so its weights land in ``model.safetensors``) and a forward pre-hook that computes
-  g = sigmoid(W h + b) [b, G, n] from the module's input hidden states h [b, n, H] and hands it to the
-  attention function as the keyword ``structattn_gate``. Settings go to ``config.structattn`` (a dict, so
+  (so its weights land in ``model.safetensors``) and a forward pre-hook that hands the module's input hidden
+  states h [b, n, H] to the attention function (keyword ``structattn_hidden``), which computes the gate
+  g = sigmoid(W h + b) [b, G, n] itself. Settings go to ``config.structattn`` (a dict, so
   they persist in ``config.json``), and the model's attention implementation becomes ``"structattn"``.
 * ``model(..., structure_mask=M)`` with M [b, T, T] bool (True = query row may attend key column) reaches
   the attention function as an extra keyword. For multiple choice, M may be [b, choices, T, T]; it is
@@ -26,6 +26,11 @@ Outputs on request: ``model(..., output_gates=True)`` adds ``gates`` (a tuple of
 [b, h, n] per-head gate values, one per mechanism layer call, lowest layer first) to the model output;
 ``output_attentions=True`` returns the mixed probabilities [b, h, n, m] as ``attentions``; the context
 manager :func:`record` collects both for any forward call of the model or its submodules.
+
+Per-step work (docs/attention-performance.md): what every mechanism layer of one model call shares (the
+structure mask in the kernels' format, the padding mask as bool, the check of the kernel's inputs, the dropout
+seed) is made by the first layer that needs it and reused by the others (:class:`_Step`); each layer adds only
+its gate and its kernel call.
 """
 from __future__ import annotations
 
@@ -52,12 +57,14 @@ from ..layers.gaussian import GaussianLocality
 from ..structure.relations import band
 from .biased import biased_attention, reference_biased_attention
 from .gate import StructureGate
-from .kernels import (finite_min, get_kernel, local_pattern, reference_mixed_attention, resolve_kernel_name,
-                      two_pass_mixed_attention)
+from .eager import derive_seed, draw_seed
+from .kernels import (KERNELS, UNCHECKED_KERNELS, finite_min, get_kernel, local_pattern, reference_mixed_attention,
+                      resolve_kernel_name, tensor_version, two_pass_mixed_attention)
 from .mechanisms import MechanismConfig, get_mechanism
 
 ATTENTION_NAME = "structattn"
 GATE_ATTR = "structattn_gate"
+HIDDEN_KW = "structattn_hidden"  # the layer's input hidden states, handed by its pre-hook to the attention function
 CONCAT_ATTR = "structattn_concat"  # mix="concat": Linear(2 H -> H) over [global; local] outputs
 GAUSSIAN_ATTR = "structattn_gaussian"  # mix="gaussian": GaussianLocality
 #: Names of the submodules a mechanism adds to an attention module (their weights are the mechanism's).
@@ -144,17 +151,79 @@ class GateRecord:
     layers: list = dataclasses.field(default_factory=list)
 
 
+class _Step:
+    """What the mechanism layers of one forward call of the model share, prepared by the first layer that needs
+    it: the structure and padding masks in the kernels' format, the inputs already checked, the dropout seed.
+
+    Entries are matched by the identity and version of the tensors they were made from (so a call that reaches
+    a layer without the model's pre-hook, or edits a mask in place, never reuses a stale one) and dropped when
+    the next call of the model starts. Inside ``torch.compile`` nothing is cached (the graph computes each once).
+    """
+
+    MAX_ENTRIES = 16
+
+    def __init__(self):
+        self.open = False          # between the model's pre-hook and its forward hook
+        self.seed = None           # dropout seed of the step: an int, or an int64 tensor in a compiled graph
+        self.seed_per_layer = False  # gradient checkpointing: each layer draws its own seed (see _dropout_seed)
+        self.entries: dict[tuple, tuple] = {}
+
+    def start(self, seed_per_layer: bool) -> None:
+        self.open, self.seed, self.seed_per_layer = True, None, seed_per_layer
+        self.entries.clear()
+
+    def cached(self, key: tuple, sources: tuple, build: Callable[[], Any]) -> Any:
+        """``build()``, made once per step for these source tensors (any of them may be None); one entry per
+        ``key``: other sources replace it."""
+        if torch.compiler.is_compiling():
+            return build()
+        hit = self.entries.get(key)
+        if hit is not None and _same_tensors(hit[0], hit[1], sources):
+            return hit[2]
+        value = build()
+        if len(self.entries) >= self.MAX_ENTRIES:
+            self.entries.clear()
+        # holding the sources keeps their ids from being reused while the entry lives
+        self.entries[key] = (sources, tuple(tensor_version(t) for t in sources), value)
+        return value
+
+
+def _same_tensors(held: tuple, versions: tuple, sources: tuple) -> bool:
+    """Whether ``sources`` are the ``held`` objects, unchanged since (same in-place versions)."""
+    if len(held) != len(sources):
+        return False
+    for a, b, version in zip(held, sources, versions):
+        if a is not b or tensor_version(b) != version:
+            return False
+    return True
+
+
 class _Runtime:
     """State shared by the attention modules of one model (kept as a plain attribute, not a submodule)."""
 
-    def __init__(self, mechanism: MechanismConfig):
+    def __init__(self, mechanism: MechanismConfig, checkpoint_layers: list[nn.Module] = ()):
         self.mechanism = mechanism
         self.recorders: list[GateRecord] = []
         self.output_gates: list[Optional[GateRecord]] = []
         self.gate_override: Optional[float] = None
         self.kernel_cache: dict[str, str] = {}
         self.window_cache: dict[tuple, torch.Tensor] = {}
+        self.base_functions: dict[tuple[type, str], Callable] = {}
         self.call_counter = 0
+        self.step = _Step()
+        # the modules that carry transformers' ``gradient_checkpointing`` flag (read once per step)
+        self.checkpoint_layers = list(checkpoint_layers)
+
+    def checkpointing(self) -> bool:
+        return any(getattr(m, "gradient_checkpointing", False) for m in self.checkpoint_layers)
+
+    def base_function(self, module: nn.Module, base: str) -> Callable:
+        """:func:`_base_function` for this module class, looked up once."""
+        key = (type(module), base)
+        fn = self.base_functions.get(key)
+        if fn is None:
+            fn = self.base_functions[key] = _base_function(module, base)
+        return fn
 
     def kernel_for(self, device: torch.device) -> str:
         key = device.type
@@ -214,6 +283,13 @@ def _bool_mask(attention_mask: Optional[torch.Tensor]) -> Optional[torch.Tensor]
     return attention_mask > finite_min(attention_mask.dtype) / 2
 
 
+def _step_bool_mask(rt: _Runtime, attention_mask: Optional[torch.Tensor]) -> Optional[torch.Tensor]:
+    """:func:`_bool_mask`, converted once per step (eager masks are float; sdpa's are bool already)."""
+    if attention_mask is None or attention_mask.dtype == torch.bool:
+        return attention_mask
+    return rt.step.cached(("base",), (attention_mask,), lambda: _bool_mask(attention_mask))
+
+
 def _missing_mask_error(mech: MechanismConfig) -> UserError:
     """What to do when a mechanism that needs ``structure_mask`` was called without one."""
     build = ("build it with structattn.structure: encode_words (token_word per token), word structures for "
@@ -253,6 +329,13 @@ def _local_mask(rt: _Runtime, structure: Any, b: int, n: int, m: int, device: to
     return structure.to(device=device, non_blocking=True).unsqueeze(1)
 
 
+def _step_local_mask(rt: _Runtime, structure: Any, b: int, n: int, m: int, device: torch.device) -> torch.Tensor:
+    """:func:`_local_mask`, checked, converted and moved once per step (every layer of a call gets the same
+    ``structure_mask``)."""
+    return rt.step.cached(("local", b, n, m, device), (structure,),
+                          lambda: _local_mask(rt, structure, b, n, m, device))
+
+
 def _stock_attend(module: nn.Module, base_fn: Callable, base_name: str, attention_mask: Optional[torch.Tensor],
                   base_bool: Optional[torch.Tensor], scaling: Optional[float], kwargs: dict) -> Callable:
     """The ``attend`` of the ``exact`` kernel: one call of the stock function with a bool mask [b, 1|h, n, m]
@@ -271,22 +354,59 @@ def _stock_attend(module: nn.Module, base_fn: Callable, base_name: str, attentio
     return attend
 
 
-def _dispatch(rt: _Runtime, attend: Callable, query: torch.Tensor, key: torch.Tensor, value: torch.Tensor,
-              local: torch.Tensor, gate: torch.Tensor, base_bool: Optional[torch.Tensor], scale: float,
-              dropout: float) -> torch.Tensor:
+def _dispatch(rt: _Runtime, module: nn.Module, stock_attend: Callable[[], Callable], query: torch.Tensor,
+              key: torch.Tensor, value: torch.Tensor, local: torch.Tensor, gate: torch.Tensor,
+              base_bool: Optional[torch.Tensor], scale: float, dropout: float) -> torch.Tensor:
     """Kernel dispatch: the mechanism's kernel (resolved for the device) -> out [b, n, h, d] (the stock layout).
 
     query [b, h, n, d], key/value [b, h, m, d], local [b|1, 1, n, m], gate [b, G, n], base_bool [b, 1|h, n, m]
-    or None; ``attend`` is :func:`_stock_attend`'s function, used by the ``exact`` kernel only.
+    or None; ``stock_attend()`` makes :func:`_stock_attend`'s function, which the ``exact`` kernel uses.
+    The kernels with a custom op (:data:`~structattn.attention.kernels.UNCHECKED_KERNELS`) check their inputs in
+    the first layer of a step only, and take the layer's dropout seed (:func:`_dropout_seed`).
     """
     kernel = rt.kernel_for(query.device)
     if kernel == "exact":
         mixed = two_pass_mixed_attention(query, key, value, local, gate, base_bool, scale=scale, dropout_p=dropout,
-                                         attend=attend)
+                                         attend=stock_attend())
+    elif kernel in UNCHECKED_KERNELS:
+        first = []
+        signature = ("checked", kernel, query.shape, key.shape, gate.shape, query.dtype, key.dtype, query.device)
+        rt.step.cached(signature, (local, base_bool), lambda: first.append(True))
+        fn = KERNELS[kernel] if first else UNCHECKED_KERNELS[kernel]
+        seed = _dropout_seed(rt, module) if dropout > 0.0 else None
+        mixed = fn(query, key, value, local, gate, base_bool, scale=scale, dropout_p=dropout, seed=seed)
     else:
         mixed = get_kernel(kernel, query.device)(query, key, value, local, gate, base_bool, scale=scale,
                                                  dropout_p=dropout)
     return mixed.transpose(1, 2).contiguous()
+
+
+def _dropout_seed(rt: _Runtime, module: nn.Module):
+    """The dropout seed of this layer call: derived from the step's seed (drawn once per step from torch's
+    generator, as an int64 tensor inside a compiled graph: no ``.item()`` there) and the layer number; None
+    (the kernel draws its own from torch's generator, as every call did before) for a module shared by all layers
+    (ALBERT), a call outside a model call, and under gradient checkpointing, whose recompute in the backward
+    restores torch's generator, not the step's seed."""
+    step = rt.step
+    layer = getattr(module, "_structattn_layer", None)
+    if layer is None or step.seed_per_layer or not step.open:
+        return None
+    if step.seed is None:
+        step.seed = draw_seed(as_tensor=torch.compiler.is_compiling())
+    return derive_seed(step.seed, layer)
+
+
+def _gate_values(rt: _Runtime, module: nn.Module, hidden: Optional[torch.Tensor]) -> torch.Tensor:
+    """g = sigmoid(W h + b) [b, G, n] from the layer's input hidden states h [b, n, H] (``force_gate``: the
+    forced value)."""
+    if hidden is None:
+        raise UserError(f"{type(module).__name__} was called without its structattn pre-hook (the hidden states "
+                        "its gate reads are missing): call the model or the attention module, not the attention "
+                        "function directly")
+    gate_module: StructureGate = getattr(module, GATE_ATTR)
+    if rt.gate_override is not None:
+        return hidden.new_full((hidden.shape[0], gate_module.num_gates, hidden.shape[1]), float(rt.gate_override))
+    return gate_module.forward(hidden)   # part of the attention call: no module call of its own (nor its hooks)
 
 
 def _in_backward() -> bool:
@@ -302,10 +422,12 @@ def _record(rt: _Runtime, module: nn.Module, gate: torch.Tensor, probs: Optional
     """Recording: append this call's gate [b, n] (or [b, h, n]) and, where asked, its mixed probabilities
     [b, h, n, m] to every open :func:`record` and to the ``output_gates`` record of the current call.
     Nothing is recorded while autograd recomputes a checkpointed layer in the backward pass."""
+    if not rt.recorders and _output_gate_record(rt) is None:
+        return
     targets = list(rt.recorders)
     if _output_gate_record(rt) is not None:
         targets.append(_output_gate_record(rt))
-    if not targets or _in_backward():
+    if _in_backward():
         return
     layer = getattr(module, "_structattn_layer", None)
     if layer is None:  # a module shared by all layers (ALBERT): number its calls
@@ -342,7 +464,7 @@ def _mix_without_gate(rt: _Runtime, module: nn.Module, attend: Callable, query: 
             with torch.no_grad():
                 probs = reference_biased_attention(query, key, value, bias, base_bool, scale=scale)[1]
         return out.transpose(1, 2), probs
-    local = local_pattern(_local_mask(rt, structure, b, n, key.shape[2], query.device), base_bool)
+    local = local_pattern(_step_local_mask(rt, structure, b, n, key.shape[2], query.device), base_bool)
     out_local = attend(query, key, value, local, scale=scale, dropout_p=dropout)
     if mix == "local":
         if want_probs:
@@ -363,8 +485,9 @@ def structattn_attention(module: nn.Module, query: torch.Tensor, key: torch.Tens
 
     Args:
         query [b, h, n, d], key, value [b, h, m, d]; attention_mask: HF's prepared mask (bool [b, 1, n, m]
-        for base sdpa, additive float for base eager, or None); kwargs may hold ``structattn_gate``
-        [b, G, n] (set by the pre-hook of mechanism layers) and ``structure_mask`` [b, n, m] bool.
+        for base sdpa, additive float for base eager, or None); kwargs may hold ``structattn_hidden``
+        [b, n, H] (the layer's input hidden states, set by the pre-hook of mechanism layers) and
+        ``structure_mask`` [b, n, m] bool.
 
     Modules that are not mechanism layers (layers outside ``layers``, a decoder's self- and cross-attention)
     run the stock function unchanged.
@@ -375,30 +498,35 @@ def structattn_attention(module: nn.Module, query: torch.Tensor, key: torch.Tens
         ones for ``mix="gate"``, the local ones for ``local``, the biased ones for ``gaussian``, None for
         ``concat``.
     """
-    gate = kwargs.pop(GATE_ATTR, None)
+    hidden = kwargs.pop(HIDDEN_KW, None)
     structure = kwargs.pop("structure_mask", None)
     rt: Optional[_Runtime] = getattr(module, "_structattn_rt", None)
-    base_name = rt.mechanism.base if rt is not None else _config_base(getattr(module, "config", None))
-    base_fn = _base_function(module, base_name)
     if rt is None or not getattr(module, "_structattn_active", False):
-        return base_fn(module, query, key, value, attention_mask, dropout=dropout, scaling=scaling, **kwargs)
-
+        base_name = rt.mechanism.base if rt is not None else _config_base(getattr(module, "config", None))
+        return _base_function(module, base_name)(module, query, key, value, attention_mask, dropout=dropout,
+                                                 scaling=scaling, **kwargs)
+    base_name = rt.mechanism.base
+    base_fn = rt.base_function(module, base_name)
     want_weights = bool(kwargs.pop("output_attentions", False))  # the stock SDPA wrapper would only warn
     want_probs = want_weights or any(r.want_attentions for r in rt.recorders)
-    base_bool = _bool_mask(attention_mask)
+    base_bool = _step_bool_mask(rt, attention_mask)
     scale = query.shape[-1] ** -0.5 if scaling is None else scaling
-    attend = _stock_attend(module, base_fn, base_name, attention_mask, base_bool, scaling, kwargs)
+
+    def stock_attend() -> Callable:
+        return _stock_attend(module, base_fn, base_name, attention_mask, base_bool, scaling, kwargs)
+
     probs = None
     if not rt.mechanism.has_gate:
-        out, probs = _mix_without_gate(rt, module, attend, query, key, value, structure, base_bool, scale, dropout,
-                                       want_probs)
+        out, probs = _mix_without_gate(rt, module, stock_attend(), query, key, value, structure, base_bool, scale,
+                                       dropout, want_probs)
         out = out.to(query.dtype)
     else:
-        local = _local_mask(rt, structure, query.shape[0], query.shape[2], key.shape[2], query.device)
+        local = _step_local_mask(rt, structure, query.shape[0], query.shape[2], key.shape[2], query.device)
+        gate = _gate_values(rt, module, hidden)
         if rt.gate_override == 0.0:  # force_gate(model, 0): the stock call alone
             out, _ = base_fn(module, query, key, value, attention_mask, dropout=dropout, scaling=scaling, **kwargs)
         else:
-            out = _dispatch(rt, attend, query, key, value, local, gate, base_bool, scale, dropout)
+            out = _dispatch(rt, module, stock_attend, query, key, value, local, gate, base_bool, scale, dropout)
         if want_probs:
             with torch.no_grad():
                 probs = reference_mixed_attention(query, key, value, local, gate, base_bool, scale=scale)[1]
@@ -409,34 +537,28 @@ def structattn_attention(module: nn.Module, query: torch.Tensor, key: torch.Tens
 # ============================================================================================ hooks
 
 
-def _gate_pre_hook(module: nn.Module, args: tuple, kwargs: dict):
+def _gate_pre_hook(module: nn.Module, args: tuple, kwargs: dict) -> None:
     """Forward pre-hook of a mechanism layer: checks that the model still runs ``"structattn"`` and, for
-    ``mix="gate"``, computes g = sigmoid(W h + b) from the layer's input hidden states."""
-    rt: _Runtime = module._structattn_rt
+    ``mix="gate"``, hands the layer's input hidden states [b, n, H] to the attention function (keyword
+    :data:`HIDDEN_KW`), which computes the gate from them. It edits the call's own keyword dict (a new one per
+    call) instead of returning a copy."""
     impl = module.config._attn_implementation
     if impl != ATTENTION_NAME:
         raise UserError(f"the attention implementation of this model was changed to {impl!r} after structattn "
-                        f"installed mechanism {rt.mechanism.name!r}: structure-aware attention would silently be "
-                        f"off. Call model.set_attn_implementation('{ATTENTION_NAME}') or "
+                        f"installed mechanism {module._structattn_rt.mechanism.name!r}: structure-aware attention "
+                        f"would silently be off. Call model.set_attn_implementation('{ATTENTION_NAME}') or "
                         "structattn.remove_mechanism(model)")
-    if not rt.mechanism.has_gate:
-        return args, kwargs
-    hidden = args[0] if args else kwargs["hidden_states"]
-    gate_module: StructureGate = getattr(module, GATE_ATTR)
-    if rt.gate_override is not None:
-        g = hidden.new_full((hidden.shape[0], gate_module.num_gates, hidden.shape[1]), float(rt.gate_override))
-    else:
-        g = gate_module(hidden)
-    kwargs = dict(kwargs)
-    kwargs[GATE_ATTR] = g
-    return args, kwargs
+    if module._structattn_rt.mechanism.has_gate:
+        kwargs[HIDDEN_KW] = args[0] if args else kwargs["hidden_states"]
 
 
 def _model_pre_hook(model: nn.Module, args: tuple, kwargs: dict):
-    """Top-level pre-hook: takes ``output_gates`` out of the call and starts collecting if it is True."""
+    """Top-level pre-hook: starts the step (:class:`_Step`), takes ``output_gates`` out of the call and starts
+    collecting if it is True."""
     rt: _Runtime = model._structattn_rt
     want = kwargs.pop("output_gates", False)
     rt.call_counter = 0
+    rt.step.start(seed_per_layer=rt.checkpointing())
     if len(rt.output_gates) > 8:  # left over by forward calls that raised
         del rt.output_gates[:-8]
     rt.output_gates.append(GateRecord() if want else None)
@@ -444,8 +566,11 @@ def _model_pre_hook(model: nn.Module, args: tuple, kwargs: dict):
 
 
 def _model_post_hook(model: nn.Module, args: tuple, kwargs: dict, output: Any):
-    """Top-level forward hook: attaches ``gates`` (a tuple) to the output when they were requested."""
+    """Top-level forward hook: ends the step (its masks are freed) and attaches ``gates`` (a tuple) to the output
+    when they were requested."""
     rt: _Runtime = model._structattn_rt
+    rt.step.open = False
+    rt.step.entries.clear()
     rec = rt.output_gates.pop() if rt.output_gates else None
     if rec is not None:
         if isinstance(output, dict):
@@ -580,7 +705,7 @@ def install(model: nn.Module, mechanism: str | MechanismConfig | dict = "sla", *
         raise UserError(f"{type(model).__name__} shares its attention module across layers ({len(modules)} modules "
                         f"for {num_layers} layers): the mechanism applies to every layer; leave layers unset")
     indices = mech.layer_indices(num_layers)
-    rt = _Runtime(mech)
+    rt = _Runtime(mech, [m for m in model.modules() if hasattr(m, "gradient_checkpointing")])
     param = next(model.parameters())
     init_std = mech.gate_init_std
     if init_std is None:

@@ -73,6 +73,7 @@ import torch.nn.functional as F
 
 from ..errors import UserError
 from . import native, triton_kernel
+from .eager import draw_seed, eager_call, needs_grad, seed_tensor
 
 Tensor = torch.Tensor
 
@@ -101,9 +102,13 @@ def _scale(q: Tensor, scale: Optional[float]) -> float:
     return q.shape[-1] ** -0.5 if scale is None else float(scale)
 
 
+# input dtype -> the dtype the kernels compute in, where it is not float32
+_COMPUTE_DTYPE = {torch.float64: torch.float64}
+
+
 def _compute_dtype(q: Tensor) -> torch.dtype:
     """float32 for half, bfloat16 and float32 inputs; float64 for float64 (used by gradient checks)."""
-    return torch.promote_types(q.dtype, torch.float32)
+    return _COMPUTE_DTYPE.get(q.dtype, torch.float32)
 
 
 def _gate4(gate: Tensor, dtype: torch.dtype) -> Tensor:
@@ -248,18 +253,30 @@ def shared_exp_mixed_attention(q: Tensor, k: Tensor, v: Tensor, local: Tensor, g
 # The op names carry the layout version of what the forward saves for the backward. torch.compile's
 # on-disk graph cache keys on the op name, not on the fake implementation: a cached graph compiled against
 # an older layout would otherwise be reused and fail its shape asserts. Bump the suffix on any change.
-_OP_VERSION = "v2"  # v2: one log-normaliser per row ([b, h, n]); v1 kept four statistics ([b, h, n, 4])
+# v3: the dropout seed is an int64 scalar tensor (drawn inside a compiled graph, no .item()); v2: one
+# log-normaliser per row ([b, h, n]); v1 kept four statistics ([b, h, n, 4])
+_OP_VERSION = "v3"
 _FORWARD_OP = f"structattn::mixed_attention_forward_{_OP_VERSION}"
 _BACKWARD_OP = f"structattn::mixed_attention_backward_{_OP_VERSION}"
+
+def _seed_or_draw(seed, dropout_p: float):
+    """``seed``, or without one a draw from torch's generator when there is dropout (0 without: never read)."""
+    if seed is not None:
+        return seed
+    return draw_seed(as_tensor=torch.compiler.is_compiling()) if dropout_p > 0.0 else 0
+
+
+def _native_extension():
+    ext = native.load()
+    if ext is None:
+        raise RuntimeError(f"the fused attention kernel is not available: {native.failure()}")
+    return ext
 
 
 @torch.library.custom_op(_FORWARD_OP, mutates_args=(), device_types="cpu")
 def _native_forward(q: Tensor, k: Tensor, v: Tensor, base: Optional[Tensor], local: Tensor, gate: Tensor,
-                    scale: float, dropout_p: float, seed: int) -> tuple[Tensor, Tensor]:
-    ext = native.load()
-    if ext is None:
-        raise RuntimeError(f"the fused attention kernel is not available: {native.failure()}")
-    out, stats = ext.mixed_forward(q, k, v, base, local, gate, scale, dropout_p, seed)
+                    scale: float, dropout_p: float, seed: Tensor) -> tuple[Tensor, Tensor]:
+    out, stats = _native_extension().mixed_forward(q, k, v, base, local, gate, scale, dropout_p, int(seed))
     return out, stats
 
 
@@ -273,9 +290,9 @@ def _native_forward_fake(q, k, v, base, local, gate, scale, dropout_p, seed):
 @torch.library.custom_op(_BACKWARD_OP, mutates_args=(), device_types="cpu")
 def _native_backward(dout: Tensor, q: Tensor, k: Tensor, v: Tensor, base: Optional[Tensor], local: Tensor,
                      gate: Tensor, stats: Tensor, scale: float, dropout_p: float,
-                     seed: int) -> tuple[Tensor, Tensor, Tensor, Tensor]:
-    ext = native.load()
-    dq, dk, dv, dg = ext.mixed_backward(dout, q, k, v, base, local, gate, stats, scale, dropout_p, seed)
+                     seed: Tensor) -> tuple[Tensor, Tensor, Tensor, Tensor]:
+    dq, dk, dv, dg = _native_extension().mixed_backward(dout, q, k, v, base, local, gate, stats, scale, dropout_p,
+                                                        int(seed))
     return dq, dk, dv, dg
 
 
@@ -289,21 +306,44 @@ def _native_backward_fake(dout, q, k, v, base, local, gate, stats, scale, dropou
 
 def _native_setup_context(ctx, inputs, output):
     q, k, v, base, local, gate, scale, dropout_p, seed = inputs
-    ctx.save_for_backward(q, k, v, base, local, gate, output[1])
-    ctx.scale, ctx.dropout_p, ctx.seed = scale, dropout_p, seed
+    ctx.save_for_backward(q, k, v, base, local, gate, output[1], seed)
+    ctx.scale, ctx.dropout_p = scale, dropout_p
+    ctx.set_materialize_grads(False)   # the log-normaliser output is never differentiated
 
 
 def _native_autograd(ctx, dout, dstats):
-    q, k, v, base, local, gate, stats = ctx.saved_tensors
-    if dout.stride(-1) != 1:
-        dout = dout.contiguous()
-    dq, dk, dv, dg = _native_backward(dout, q, k, v, base, local, gate, stats, ctx.scale, ctx.dropout_p, ctx.seed)
-    if gate.shape[1] == 1:
-        dg = dg.sum(dim=1, keepdim=True)
-    return dq, dk, dv, None, None, dg, None, None, None
+    q, k, v, base, local, gate, stats, seed = ctx.saved_tensors
+    dq, dk, dv, dg = _native_backward(_unit_last(dout), q, k, v, base, local, gate, stats, ctx.scale, ctx.dropout_p,
+                                      seed)
+    return dq, dk, dv, None, None, _sum_gate_heads(dg, gate), None, None, None
 
 
 torch.library.register_autograd(_FORWARD_OP, _native_autograd, setup_context=_native_setup_context)
+
+
+def _sum_gate_heads(dg: Tensor, gate: Tensor) -> Tensor:
+    """The kernels' gate gradient [b, h, n] summed to a per-token gate's [b, 1, n] (unchanged for [b, h, n])."""
+    return dg.sum(dim=1, keepdim=True) if gate.shape[1] == 1 else dg
+
+
+class _NativeFunction(torch.autograd.Function):
+    """The fused kernel's eager autograd: the C++ forward and backward called directly (the custom op's
+    dispatch and its Python autograd wrapper cost more than the kernel on small inputs). Only ``out`` is an
+    output, so no gradient is ever made for the log-normaliser."""
+
+    @staticmethod
+    def forward(ctx, q, k, v, base, local, gate, scale, dropout_p, seed):
+        out, stats = _native_extension().mixed_forward(q, k, v, base, local, gate, scale, dropout_p, seed)
+        ctx.save_for_backward(q, k, v, base, local, gate, stats)
+        ctx.args = (scale, dropout_p, seed)
+        return out
+
+    @staticmethod
+    def backward(ctx, dout):
+        q, k, v, base, local, gate, stats = ctx.saved_tensors
+        dq, dk, dv, dg = _native_extension().mixed_backward(_unit_last(dout), q, k, v, base, local, gate, stats,
+                                                            *ctx.args)
+        return dq, dk, dv, None, None, _sum_gate_heads(dg, gate), None, None, None
 
 
 def _unit_last(t: Tensor) -> Tensor:
@@ -321,6 +361,7 @@ def _check_masks(q: Tensor, k: Tensor, local: Tensor, base: Optional[Tensor]) ->
             raise ValueError(f"{name} mask must be bool [b|1, h|1, n|1, m], got {tuple(mask.shape)} {mask.dtype}")
 
 
+@torch.compiler.assume_constant_result  # torch.compile calls it while tracing (it may build, under a lock)
 def fused_available() -> bool:
     """Whether the native kernel builds on this machine (builds it on the first call)."""
     return native.load() is not None
@@ -328,27 +369,45 @@ def fused_available() -> bool:
 
 def fused_mixed_attention(q: Tensor, k: Tensor, v: Tensor, local: Tensor, gate: Tensor,
                           base: Optional[Tensor] = None, *, scale: Optional[float] = None,
-                          dropout_p: float = 0.0, seed: Optional[int] = None) -> Tensor:
+                          dropout_p: float = 0.0, seed=None) -> Tensor:
     """The native fused kernel (CPU; float32 inside, float64 for float64 inputs; other dtypes are upcast to
     float32 and the output cast back).
 
-    Dropout (when ``dropout_p > 0``) uses a hash of ``seed`` and the element index; ``seed`` defaults to a
-    draw from torch's generator, so ``torch.manual_seed`` makes it reproducible. Returns out [b, h, n, d]
-    (a view of a [b, n, h, d] buffer, so ``out.transpose(1, 2)`` is contiguous).
+    Dropout (when ``dropout_p > 0``) uses a hash of ``seed`` (an int, or an int64 scalar tensor) and the element
+    index; ``seed`` defaults to a draw from torch's generator (:func:`~structattn.attention.eager.draw_seed`),
+    so ``torch.manual_seed`` makes it reproducible. Returns out [b, h, n, d] (a view of a [b, n, h, d] buffer,
+    so ``out.transpose(1, 2)`` is contiguous).
     """
     if q.device.type != "cpu":
         raise UserError("kernel 'fused' runs on CPU only; use kernel='exact' (or 'auto') on other devices")
     if not fused_available():
         raise UserError(f"kernel 'fused' is not available here ({native.failure()}); use kernel='auto' or 'exact'")
-    dtype, ct = q.dtype, _compute_dtype(q)
-    qf, kf, vf = (_unit_last(t.to(ct)) for t in (q, k, v))
     _check_masks(q, k, local, base)
-    local = _unit_last(local)
+    return fused_unchecked(q, k, v, local, gate, base, scale=_scale(q, scale), dropout_p=float(dropout_p), seed=seed)
+
+
+def fused_unchecked(q: Tensor, k: Tensor, v: Tensor, local: Tensor, gate: Tensor, base: Optional[Tensor], *,
+                    scale: float, dropout_p: float, seed=None) -> Tensor:
+    """:func:`fused_mixed_attention` without its checks, for callers that checked the masks and the kernel's
+    availability once per step (the model integration): ``scale`` a float, ``seed`` an int or an int64 scalar
+    tensor. Eager calls go through :class:`_NativeFunction` (or straight to the C++ forward when no gradient is
+    needed); traced ones through the custom op."""
+    dtype = q.dtype
+    ct = _COMPUTE_DTYPE.get(dtype, torch.float32)
+    seed = _seed_or_draw(seed, dropout_p)
+    if not dtype == k.dtype == v.dtype == ct:
+        q, k, v = q.to(ct), k.to(ct), v.to(ct)
+    qf, kf, vf, local = _unit_last(q), _unit_last(k), _unit_last(v), _unit_last(local)
     base = None if base is None else _unit_last(base)
-    if dropout_p > 0.0 and seed is None:
-        seed = int(torch.randint(0, 2 ** 62, ()).item())
-    out, _ = _native_forward(qf, kf, vf, base, local, gate.to(ct).contiguous(), _scale(q, scale),
-                             float(dropout_p), int(seed or 0))
+    gate = gate if gate.dtype == ct else gate.to(ct)
+    gate = gate if gate.is_contiguous() else gate.contiguous()
+    if eager_call(qf, kf, vf, base, local, gate) and not isinstance(seed, Tensor):
+        if needs_grad(qf, kf, vf, gate):
+            out = _NativeFunction.apply(qf, kf, vf, base, local, gate, scale, dropout_p, seed)
+        else:
+            out = _native_extension().mixed_forward(qf, kf, vf, base, local, gate, scale, dropout_p, seed)[0]
+    else:
+        out = _native_forward(qf, kf, vf, base, local, gate, scale, dropout_p, seed_tensor(seed))[0]
     return out if dtype == ct else out.to(dtype)
 
 
@@ -365,7 +424,7 @@ def dropout_keep_mask(b: int, h: int, n: int, m: int, dropout_p: float, seed: in
 _compiled_flex = None
 
 
-def _flex_attention():
+def _compiled_flex_attention():
     """FlexAttention, compiled once (``dynamic=False``: a second mask function can otherwise crash a recompile)."""
     global _compiled_flex
     if _compiled_flex is None:
@@ -393,10 +452,11 @@ def flex_block_mask(mask: Tensor, block_size: int = 128):
 
 
 def flex_attend(q: Tensor, k: Tensor, v: Tensor, mask: Tensor, *, scale: float, dropout_p: float = 0.0,
-                block_size: int = 128) -> Tensor:
+                block_size: int = 128, block_mask=None) -> Tensor:
     """Attention over the True keys of mask [b|1, h|1, n, m] through FlexAttention with a block mask:
     q [b, h, n, d], k, v [b, h, m, d] -> [b, h, n, d]; a row with no True key gives 0. FlexAttention has no
-    dropout: ``dropout_p`` (the stock-kernel signature) must be 0.
+    dropout: ``dropout_p`` (the stock-kernel signature) must be 0. ``block_mask``: the BlockMask of ``mask``
+    when the caller has it (built here otherwise).
 
     On CUDA the compiled kernel runs (key blocks without a True entry cost nothing); on CPU torch 2.13 has
     FlexAttention's forward only, which runs eagerly here (for tests and inference; no gradients)."""
@@ -404,9 +464,10 @@ def flex_attend(q: Tensor, k: Tensor, v: Tensor, mask: Tensor, *, scale: float, 
 
     if dropout_p:
         raise ValueError("FlexAttention has no dropout; flex_mixed_attention computes dropout eagerly")
-    block_mask = flex_block_mask(mask, block_size)
+    if block_mask is None:
+        block_mask = flex_block_mask(mask, block_size)
     if q.device.type == "cuda":
-        return _flex_attention()(q, k, v, block_mask=block_mask, scale=scale)
+        return _compiled_flex_attention()(q, k, v, block_mask=block_mask, scale=scale)
     from torch.nn.attention.flex_attention import flex_attention
 
     if not torch.is_grad_enabled():  # FlexAttention refuses inputs that require grad on CPU even then
@@ -416,12 +477,41 @@ def flex_attend(q: Tensor, k: Tensor, v: Tensor, mask: Tensor, *, scale: float, 
         return flex_attention(q, k, v, block_mask=block_mask, scale=scale)
 
 
+# (local, base, their versions) -> (local pattern, its BlockMask) of the last call: the layers of one model call
+# share their masks, so the BlockMask (milliseconds of host work) is built once per step, not once per layer
+_flex_last: list = [None, None]
+
+
+def tensor_version(t) -> Optional[int]:
+    """The in-place version counter of tensor ``t`` (None for anything else, and for inference tensors, which have
+    none: they can only change inside ``torch.inference_mode``); caches of per-step masks compare it."""
+    if not isinstance(t, Tensor) or t.is_inference():
+        return None
+    return t._version
+
+
+def _flex_local_masks(local: Tensor, base: Optional[Tensor]):
+    """(local_pattern(local, base), its BlockMask), reused while the same mask tensors, unchanged, come back."""
+    key = (local, base, tensor_version(local), tensor_version(base))
+    last = _flex_last[0]
+    if (last is not None and last[0] is local and last[1] is base and last[2:] == key[2:]
+            and not torch.compiler.is_compiling()):
+        return _flex_last[1]
+    pattern = local_pattern(local, base)
+    masks = (pattern, flex_block_mask(pattern))
+    if not torch.compiler.is_compiling():
+        _flex_last[0], _flex_last[1] = key, masks
+    return masks
+
+
 def flex_mixed_attention(q: Tensor, k: Tensor, v: Tensor, local: Tensor, gate: Tensor,
                          base: Optional[Tensor] = None, *, scale: Optional[float] = None,
                          dropout_p: float = 0.0) -> Tensor:
-    """The GPU route: global part through the stock SDPA kernel (flash / memory-efficient on CUDA), local part
-    through FlexAttention with a block mask built from :func:`local_pattern` (key blocks no query of a block may
-    attend are skipped), mixed on the outputs: out = O_glb + g (O_loc - O_glb); g = 0 reproduces SDPA bit for bit.
+    """The GPU route (experimental: ``auto`` never picks it, see the module docstring): global part through the
+    stock SDPA kernel (flash / memory-efficient on CUDA), local part through FlexAttention with a block mask built
+    from :func:`local_pattern` (key blocks no query of a block may attend are skipped; built once for the layers
+    of a model call, which share their masks), mixed on the outputs: out = O_glb + g (O_loc - O_glb); g = 0
+    reproduces SDPA bit for bit.
 
     bf16 / float16 inputs stay in their dtype (as SDPA and FlexAttention run them; both are tested against
     ``reference`` with torch 2.13's CPU FlexAttention, forward only). With ``dropout_p > 0`` the
@@ -433,8 +523,13 @@ def flex_mixed_attention(q: Tensor, k: Tensor, v: Tensor, local: Tensor, gate: T
             and any(t.requires_grad for t in (q, k, v, gate))):
         raise UserError("kernel 'flex' runs FlexAttention, which has no backward on CPU in torch 2.13; train on CPU "
                         "with kernel='fused' (or 'auto'), and use 'flex' on CUDA or for CPU inference")
-    return two_pass_mixed_attention(q, k, v, local, gate, base, scale=scale, dropout_p=dropout_p,
-                                    attend_local=flex_attend)
+    if dropout_p > 0.0:
+        return reference_mixed_attention(q, k, v, local, gate, base, scale=scale, dropout_p=dropout_p)[0]
+    sc = _scale(q, scale)
+    pattern, block_mask = _flex_local_masks(local, base)
+    o_glb = sdpa_attend(q, k, v, base, scale=sc, dropout_p=0.0)
+    o_loc = flex_attend(q, k, v, pattern, scale=sc, block_mask=block_mask)
+    return o_glb + _gate4(gate, o_glb.dtype) * (o_loc - o_glb)
 
 
 # ---------------------------------------------------------------------------------------------- triton (GPU)
@@ -477,11 +572,22 @@ def triton_mixed_attention(q: Tensor, k: Tensor, v: Tensor, local: Tensor, gate:
     for name, size in (("block_m", block_m), ("block_n", block_n)):
         if size < 16 or size & (size - 1):
             raise ValueError(f"{name} must be a power of two >= 16, got {size}")
-    if dropout_p > 0.0 and seed is None:
-        seed = int(torch.randint(0, 2 ** 62, ()).item())
-    return triton_kernel.mixed_attention(q, k.to(q.dtype), v.to(q.dtype), local, gate.to(_compute_dtype(q)), base,
-                                         scale=_scale(q, scale), dropout_p=float(dropout_p), seed=int(seed or 0),
-                                         block_m=block_m, block_n=block_n)
+    return triton_unchecked(q, k, v, local, gate, base, scale=_scale(q, scale), dropout_p=float(dropout_p), seed=seed,
+                            block_m=block_m, block_n=block_n)
+
+
+def triton_unchecked(q: Tensor, k: Tensor, v: Tensor, local: Tensor, gate: Tensor, base: Optional[Tensor], *,
+                     scale: float, dropout_p: float, seed=None, block_m: Optional[int] = None,
+                     block_n: Optional[int] = None) -> Tensor:
+    """:func:`triton_mixed_attention` without its checks, for callers that checked the inputs and the kernel's
+    availability once per step (the model integration): ``scale`` a float, ``seed`` an int or an int64 scalar
+    tensor; default tile sizes when ``block_m`` / ``block_n`` are None."""
+    default_m, default_n = triton_kernel.default_blocks(q.shape[-1])
+    ct = _COMPUTE_DTYPE.get(q.dtype, torch.float32)
+    k, v = (t if t.dtype == q.dtype else t.to(q.dtype) for t in (k, v))
+    return triton_kernel.mixed_attention(q, k, v, local, gate if gate.dtype == ct else gate.to(ct), base,
+                                         scale=scale, dropout_p=dropout_p, seed=_seed_or_draw(seed, dropout_p),
+                                         block_m=block_m or default_m, block_n=block_n or default_n)
 
 
 # device -> None (the check passed) or why ``auto`` does not run ``triton`` there
@@ -584,6 +690,12 @@ KERNELS: dict[str, Callable[..., Tensor]] = {
     "triton": triton_mixed_attention,
 }
 KERNEL_NAMES: tuple[str, ...] = ("auto", *KERNELS)
+# The same kernels without their input checks, for a caller that ran the checked one on the same inputs' shapes
+# and masks earlier in the step (the model integration); their arguments are those of the checked kernels.
+UNCHECKED_KERNELS: dict[str, Callable[..., Tensor]] = {
+    "fused": fused_unchecked,
+    "triton": triton_unchecked,
+}
 
 # Kernels that only benchmarks run (see register_private_kernel); never valid in a configuration.
 _PRIVATE_KERNELS: dict[str, Callable[..., Tensor]] = {}

@@ -19,11 +19,14 @@ from typing import Optional
 
 import torch
 
+from .eager import eager_call, needs_grad, seed_tensor
+
 Tensor = torch.Tensor
 
 # The op names carry the layout version of what the forward saves for the backward (as the CPU op's do:
-# torch.compile's on-disk cache keys on the name). v1: out [b, h, n, d] as a view of [b, n, h, d], lse [b, h, n].
-_OP_VERSION = "v1"
+# torch.compile's on-disk cache keys on the name). v1: out [b, h, n, d] as a view of [b, n, h, d], lse [b, h, n];
+# v2: the dropout seed is an int64 scalar tensor (CPU), so a compiled graph draws it without a graph break.
+_OP_VERSION = "v2"
 _FORWARD_OP = f"structattn::triton_mixed_attention_forward_{_OP_VERSION}"
 _BACKWARD_OP = f"structattn::triton_mixed_attention_backward_{_OP_VERSION}"
 
@@ -211,8 +214,8 @@ def _cdiv(a: int, b: int) -> int:
 
 @torch.library.custom_op(_FORWARD_OP, mutates_args=(), device_types=("cpu", "cuda"))
 def _forward(q: Tensor, k: Tensor, v: Tensor, base: Optional[Tensor], local: Tensor, gate: Tensor, scale: float,
-             dropout_p: float, seed: int, block_m: int, block_n: int) -> tuple[Tensor, Tensor]:
-    return _forward_impl(q, k, v, base, local, gate, scale, dropout_p, seed, block_m, block_n)
+             dropout_p: float, seed: Tensor, block_m: int, block_n: int) -> tuple[Tensor, Tensor]:
+    return _forward_impl(q, k, v, base, local, gate, scale, dropout_p, int(seed), block_m, block_n)
 
 
 @_forward.register_fake
@@ -223,9 +226,9 @@ def _forward_fake(q, k, v, base, local, gate, scale, dropout_p, seed, block_m, b
 
 @torch.library.custom_op(_BACKWARD_OP, mutates_args=(), device_types=("cpu", "cuda"))
 def _backward(dout: Tensor, q: Tensor, k: Tensor, v: Tensor, base: Optional[Tensor], local: Tensor, gate: Tensor,
-              lse: Tensor, scale: float, dropout_p: float, seed: int, block_m: int,
+              lse: Tensor, scale: float, dropout_p: float, seed: Tensor, block_m: int,
               block_n: int) -> tuple[Tensor, Tensor, Tensor, Tensor]:
-    return _backward_impl(dout, q, k, v, base, local, gate, lse, scale, dropout_p, seed, block_m, block_n)
+    return _backward_impl(dout, q, k, v, base, local, gate, lse, scale, dropout_p, int(seed), block_m, block_n)
 
 
 @_backward.register_fake
@@ -236,28 +239,61 @@ def _backward_fake(dout, q, k, v, base, local, gate, lse, scale, dropout_p, seed
 
 def _setup_context(ctx, inputs, output):
     q, k, v, base, local, gate, scale, dropout_p, seed, block_m, block_n = inputs
-    ctx.save_for_backward(q, k, v, base, local, gate, output[1])
-    ctx.args = (scale, dropout_p, seed, block_m, block_n)
+    ctx.save_for_backward(q, k, v, base, local, gate, output[1], seed)
+    ctx.args = (scale, dropout_p)
+    ctx.blocks = (block_m, block_n)
+    ctx.set_materialize_grads(False)   # lse is never differentiated
+
+
+def _gate_grad(dg: Tensor, gate: Tensor) -> Tensor:
+    """The kernel's gate gradient [b, h, n] -> the gate's shape [b, G, n] and dtype."""
+    if gate.shape[1] == 1:
+        dg = dg.sum(dim=1, keepdim=True)
+    return dg.to(gate.dtype)
 
 
 def _autograd(ctx, dout, dlse):
-    q, k, v, base, local, gate, lse = ctx.saved_tensors
-    dq, dk, dv, dg = _backward(dout, q, k, v, base, local, gate, lse, *ctx.args)
-    if gate.shape[1] == 1:
-        dg = dg.sum(dim=1, keepdim=True)
-    return dq, dk, dv, None, None, dg.to(gate.dtype), None, None, None, None, None
+    q, k, v, base, local, gate, lse, seed = ctx.saved_tensors
+    dq, dk, dv, dg = _backward(dout, q, k, v, base, local, gate, lse, *ctx.args, seed, *ctx.blocks)
+    return dq, dk, dv, None, None, _gate_grad(dg, gate), None, None, None, None, None
 
 
 torch.library.register_autograd(_FORWARD_OP, _autograd, setup_context=_setup_context)
 
 
+class _TritonFunction(torch.autograd.Function):
+    """The eager autograd of the kernel: the launches called directly, without the custom op's dispatch and its
+    Python autograd wrapper (several times the launch's own host time); only ``out`` is an output."""
+
+    @staticmethod
+    def forward(ctx, q, k, v, base, local, gate, scale, dropout_p, seed, block_m, block_n):
+        out, lse = _forward_impl(q, k, v, base, local, gate, scale, dropout_p, seed, block_m, block_n)
+        ctx.save_for_backward(q, k, v, base, local, gate, lse)
+        ctx.args = (scale, dropout_p, seed, block_m, block_n)
+        return out
+
+    @staticmethod
+    def backward(ctx, dout):
+        q, k, v, base, local, gate, lse = ctx.saved_tensors
+        dq, dk, dv, dg = _backward_impl(dout, q, k, v, base, local, gate, lse, *ctx.args)
+        return dq, dk, dv, None, None, _gate_grad(dg, gate), None, None, None, None, None
+
+
 def mixed_attention(q: Tensor, k: Tensor, v: Tensor, local: Tensor, gate: Tensor, base: Optional[Tensor], *,
-                    scale: float, dropout_p: float, seed: int, block_m: int, block_n: int) -> Tensor:
+                    scale: float, dropout_p: float, seed, block_m: int, block_n: int) -> Tensor:
     """The op: q [b, h, n, d], k, v [b, h, m, d] of one dtype (float32, bfloat16, float16 or float64; any strides),
     local / base [b|1, 1|h, n|1, m] bool (base None = every key), gate [b, G, n] float32 (float64 for float64
-    inputs) -> out [b, h, n, d] in q's dtype (a view of a [b, n, h, d] buffer). Inputs are not validated here
-    (see :func:`structattn.attention.kernels.triton_mixed_attention`); block sizes are powers of two >= 16."""
-    return _forward(q, k, v, base, local, gate, scale, dropout_p, seed, block_m, block_n)[0]
+    inputs) -> out [b, h, n, d] in q's dtype (a view of a [b, n, h, d] buffer). ``seed``: an int, or an int64
+    scalar CPU tensor (what a compiled graph passes). Inputs are not validated here (see
+    :func:`structattn.attention.kernels.triton_mixed_attention`); block sizes are powers of two >= 16.
+
+    Eager calls on plain tensors launch the kernels through :class:`_TritonFunction`; traced calls (and tensor
+    subclasses, dispatch modes) go through the custom op."""
+    if eager_call(q, k, v, base, local, gate) and not isinstance(seed, Tensor):
+        if needs_grad(q, k, v, gate):
+            return _TritonFunction.apply(q, k, v, base, local, gate, scale, dropout_p, seed, block_m, block_n)
+        return _forward_impl(q, k, v, base, local, gate, scale, dropout_p, seed, block_m, block_n)[0]
+    return _forward(q, k, v, base, local, gate, scale, dropout_p, seed_tensor(seed), block_m, block_n)[0]
 
 
 def default_blocks(d: int) -> tuple[int, int]:
