@@ -201,7 +201,7 @@ def prepare_data(config: NMTConfig, tokenizer, train, dev, tests, mechanism) -> 
     return data
 
 
-# ---------------------------------------------------------------------------------------------- helpers
+# ---------------------------------------------------------------------------------------------- loss, decoding and saving
 
 
 def _label_smoothed_loss(logits: torch.Tensor, labels: torch.Tensor, smoothing: float) -> tuple[torch.Tensor, int]:
