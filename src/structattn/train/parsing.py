@@ -332,7 +332,7 @@ def train_parser(config, *, show_progress: bool = True, stop_after_steps: int | 
 
 def _finish(family: ParserFamily, state: EngineState) -> dict:
     """Load best/, parse dev and test (when there is a test file), write the .trees files, score them against
-    the raw treebank files and write summary.json (``wall_seconds``: every process of the run, resumed ones
+    the raw treebank files and write summary.json (``wall_seconds``: every start of the run, resumed ones
     included, final parses too)."""
     from ..models.parser import ChartParser
     from ..tasks.evalb import evalb, evalb_files
