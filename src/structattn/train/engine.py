@@ -165,7 +165,7 @@ def resume_settings(config) -> dict:
 
 
 def run_facts(engine: "Engine", model: torch.nn.Module | None = None) -> dict:
-    """Where and how a run ran, for its summary: wall time of all sessions, device, torch threads, processes,
+    """Where and how a run ran, for its summary: wall time of every start summed, device, torch threads, processes,
     package version and git commit (and the attention kernel(s) that ran when ``model`` is given)."""
     from .provenance import provenance
 

