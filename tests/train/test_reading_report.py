@@ -194,3 +194,20 @@ def test_multiple_choice_runs_on_other_encoders_get_their_own_section(results):
     (results / "race.jsonl").write_text("".join(json.dumps(x) + "\n" for x in same))
     with pytest.raises(ValueError, match="both baseline seed 1 of the same training"):
         report_main(["--results-dir", str(results)])
+
+
+def test_a_repository_describes_its_own_readers(results):
+    """write_report with a repository's table: its reader's runs come first, under its words, after the intro."""
+    from structattn.analysis.reading_report import TASK_TRAINING, write_report
+
+    lines = [json.loads(x) for x in (results / "squad11.jsonl").read_text().splitlines()]
+    for line in lines:
+        line["config"] = ({"task": "squad11", "model_parts": "encoder", "model": "runs/reading/my-reader/best"}
+                          if line["seed"] == 2 else {"task": "squad11"})
+    (results / "squad11.jsonl").write_text("".join(json.dumps(x) + "\n" for x in lines))
+    table = {"squad11_on_my-reader": "the encoder of my reader", **TASK_TRAINING}
+    out = write_report(results, "Made by hand.", table)
+    text = out.read_text()
+    assert text.startswith("# SG-Net: reading comprehension\n\nMade by hand.\n\n")
+    mine, own = text.index("; the encoder of my reader"), text.index("; trained on SQuAD 1.1 train\n")
+    assert mine < own and "| baseline | 2 |" in text[mine:own]
