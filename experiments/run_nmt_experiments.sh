@@ -15,15 +15,14 @@ set -uo pipefail
 cd "$(dirname "$0")/.."
 export OMP_NUM_THREADS=1 MKL_NUM_THREADS=1
 BIN=${BIN:-.venv/bin}
+. experiments/recipe.sh
 NMT="--preset full --max-updates 4000 --warmup-steps 2000 --learning-rate 5e-3 --eval-every 500 --patience 4 --average-last 5
      --max-tokens 4096 --beam 5 --length-penalty 1.0 --threads 1 --no-progress"
 
 run() {  # run NAME FLAGS...
   local name=$1; shift
-  if grep -q "\"run\": \"$name\"" results/nmt.jsonl 2>/dev/null; then echo "skip $name (recorded)"; return; fi
-  echo "== $name: $*"
-  $BIN/structattn train-translation $NMT "$@" --output-dir runs/nmt/$name > runs/nmt/$name.log 2>&1 \
-    || { echo "FAILED $name (runs/nmt/$name.log)"; return; }
+  recorded results/nmt.jsonl "$name" && return
+  trained runs/nmt/$name.log "$name" $BIN/structattn train-translation $NMT "$@" --output-dir runs/nmt/$name || return
   # dev hypotheses of the final model (Figure 2's dev BLEU is re-scored from them), same decoding as the tests
   $BIN/structattn translate --model runs/nmt/$name/final --beam 5 --length-penalty 1.0 \
     --input "$DEV_SOURCE" --output runs/nmt/$name/hypotheses/dev.de \

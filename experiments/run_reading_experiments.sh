@@ -23,15 +23,14 @@ set -uo pipefail
 cd "$(dirname "$0")/.."
 export OMP_NUM_THREADS=1 MKL_NUM_THREADS=1
 BIN=${BIN:-.venv/bin}
+. experiments/recipe.sh
 SQUAD="--task squad2 --max-train-examples 3000 --epochs 2 --max-length 256 --stride 128 --batch-size 16
        --eval-batch-size 64 --learning-rate 1e-4 --warmup-ratio 0.1 --group-by-length true --eval-every 0"
 
 run() {  # run RESULTS_FILE NAME FLAGS... (RESULTS_FILE: squad2, race, mctest)
   local file=$1 name=$2; shift 2
-  if grep -q "\"run\": \"$name\"" results/$file.jsonl 2>/dev/null; then echo "skip $name (recorded)"; return; fi
-  echo "== $name: $*"
-  $BIN/structattn train "$@" --output-dir runs/reading/$name > runs/reading/$name.log 2>&1 \
-    || { echo "FAILED $name (runs/reading/$name.log)"; return; }
+  recorded results/$file.jsonl "$name" && return
+  trained runs/reading/$name.log "$name" $BIN/structattn train "$@" --output-dir runs/reading/$name || return
   flock results/.reading.lock $BIN/python experiments/record_reading_run.py runs/reading/$name $name \
     >> runs/reading/$name.log 2>&1 || echo "RECORD FAILED $name"
 }
