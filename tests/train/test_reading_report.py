@@ -211,3 +211,24 @@ def test_a_repository_describes_its_own_readers(results):
     assert text.startswith("# SG-Net: reading comprehension\n\nMade by hand.\n\n")
     mine, own = text.index("; the encoder of my reader"), text.index("; trained on SQuAD 1.1 train\n")
     assert mine < own and "| baseline | 2 |" in text[mine:own]
+
+
+def test_this_repositorys_report_describes_every_reader_its_committed_runs_started_from():
+    """experiments/reading_report.py's table names the training of every committed reading line (none falls back
+    to the generic words) and keeps the library's words for the task names it shares with it."""
+    import importlib.util
+    from pathlib import Path
+
+    from structattn.analysis.reading_report import TASK_TRAINING, training_key
+
+    repo = Path(__file__).resolve().parents[2]
+    spec = importlib.util.spec_from_file_location("reading_report_here", repo / "experiments" / "reading_report.py")
+    here = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(here)
+    keys = {str(training_key(json.loads(x))).partition("@")[0]
+            for name in ("squad2", "squad11", "race", "mctest") if (repo / "results" / f"{name}.jsonl").is_file()
+            for x in (repo / "results" / f"{name}.jsonl").read_text(encoding="utf-8").splitlines() if x.strip()}
+    keys.discard("None")
+    assert keys and keys <= set(here.TRAINED_ON) | {k for k in keys if "_on_" not in k}
+    assert {k: here.TRAINED_ON[k] for k in ("squad2_plus11", "squad11")} == \
+        {k: TASK_TRAINING[k] for k in ("squad2_plus11", "squad11")}
