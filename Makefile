@@ -34,18 +34,18 @@ docs: $(STAMP)
 	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict --site-dir site
 
 # The trained models that load by name (src/structattn/trained/, `structattn models`): train and ship them again
-# (results/make_models.sh; a finished run in runs/ is only shipped again). All three are committed; `models`
+# (experiments/make_models.sh; a finished run in runs/ is only shipped again). All three are committed; `models`
 # rebuilds the parsers (about half an hour each on one CPU thread), `models-nmt` the translator (about 2 hours).
 models: models-parsers
 
 models-parsers: $(STAMP)
-	BIN=$(BIN) bash results/make_models.sh parsers
+	BIN=$(BIN) bash experiments/make_models.sh parsers
 
 models-nmt: $(STAMP)
-	BIN=$(BIN) bash results/make_models.sh nmt
+	BIN=$(BIN) bash experiments/make_models.sh nmt
 
 models-reader: $(STAMP)
-	BIN=$(BIN) bash results/make_models.sh reader
+	BIN=$(BIN) bash experiments/make_models.sh reader
 
 bench: $(STAMP)
 	$(BIN)/python benchmarks/attention.py

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Resident memory of the CPU reader's training (the recipe of `results/run_reading_experiments.sh reader-cpu`) under
+# Resident memory of the CPU reader's training (the recipe of `experiments/run_reading_experiments.sh reader-cpu`) under
 # glibc's default allocator settings and with MALLOC_MMAP_THRESHOLD_=1048576 (tensors of 1 MiB and more mapped and
 # unmapped whole instead of carved from the heap, which glibc's default moves up to 32 MiB as memory is freed).
 #

@@ -44,10 +44,9 @@ def texts() -> list[Path]:
     """The files whose words are checked (data files, predictions and tokenizers are not texts)."""
     files = [ROOT / "README.md", ROOT / "CHANGELOG.md", *sorted((ROOT / "docs").rglob("*.md"))]
     files += sorted((ROOT / "results").glob("*.md"))
-    files += [p for p in sorted((ROOT / "results").rglob("*")) if p.suffix in {".sh", ".py"}]
     files += [p for p in sorted((ROOT / "benchmarks").rglob("*")) if p.suffix in {".md", ".sh", ".py"}]
     files += [p for p in sorted((ROOT / "experiments").rglob("*")) if p.suffix in {".md", ".sh", ".py", ".toml",
-                                                                                      ".json", ".yaml", ".yml"}]
+                                                                                      ".json", ".yaml", ".yml", ".ini"}]
     files += [p for p in sorted((ROOT / "src").rglob("*")) if p.suffix in {".py", ".md", ".cpp"}]
     return [p for p in files if p.is_file()]
 

@@ -1,4 +1,4 @@
-"""results/record_nmt_run.py on a fabricated run folder: test and dev hypotheses copied and scored, a re-recorded
+"""experiments/record_nmt_run.py on a fabricated run folder: test and dev hypotheses copied and scored, a re-recorded
 run keeps its place in nmt.jsonl."""
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ from tasks_testutil import needs  # noqa: E402
 from structattn.tasks.bleu import corpus_bleu  # noqa: E402
 from structattn.tasks.multi30k import read_split  # noqa: E402
 
-SCRIPT = Path(__file__).resolve().parents[2] / "results" / "record_nmt_run.py"
+SCRIPT = Path(__file__).resolve().parents[2] / "experiments" / "record_nmt_run.py"
 
 
 def _load_recorder(results: Path):

@@ -34,7 +34,7 @@ def test_every_field_is_a_flag(capsys):
 def test_no_flags_give_the_laptop_preset_and_full_gives_the_class_defaults():
     laptop = command.parser_config_from_args(parse())
     assert laptop == ParserConfig(**PARSER_PRESETS["laptop"])
-    # the laptop preset is the shipped bna-minilm's configuration (results/make_models.sh)
+    # the laptop preset is the shipped bna-minilm's configuration (experiments/make_models.sh)
     assert (laptop.fine_tune_encoder, laptop.d_model, laptop.heads, laptop.d_ff, laptop.label_hidden, laptop.pos,
             laptop.epochs, laptop.patience) == (False, 128, 4, 256, 128, "spacy", 12, 4)
     assert command.parser_config_from_args(parse("--preset", "full")) == ParserConfig()

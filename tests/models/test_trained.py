@@ -165,3 +165,16 @@ def test_shipped_translator_by_name_gives_its_committed_test_translations(name):
     got = translator.translate([sources[j] for j in first], beam=decoding["beam"],
                                length_penalty=decoding["length_penalty"], max_tokens=decoding["max_tokens"])
     assert got == [committed[j] for j in first]
+
+
+@pytest.mark.parametrize("name", sorted(n for n, m in TRAINED.items() if (m.folder / "card.json").is_file()))
+def test_card_md_is_what_the_shipping_script_writes_from_card_json(name):
+    """CARD.md regenerates byte for byte from card.json with experiments/ship_model.py's writer."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("ship_model", REPO / "experiments" / "ship_model.py")
+    ship_model = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(ship_model)
+    folder = TRAINED[name].folder
+    card = json.loads((folder / "card.json").read_text(encoding="utf-8"))
+    assert ship_model.card_markdown(card) == (folder / "CARD.md").read_text(encoding="utf-8")

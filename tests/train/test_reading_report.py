@@ -194,3 +194,41 @@ def test_multiple_choice_runs_on_other_encoders_get_their_own_section(results):
     (results / "race.jsonl").write_text("".join(json.dumps(x) + "\n" for x in same))
     with pytest.raises(ValueError, match="both baseline seed 1 of the same training"):
         report_main(["--results-dir", str(results)])
+
+
+def test_a_repository_describes_its_own_readers(results):
+    """write_report with a repository's table: its reader's runs come first, under its words, after the intro."""
+    from structattn.analysis.reading_report import TASK_TRAINING, write_report
+
+    lines = [json.loads(x) for x in (results / "squad11.jsonl").read_text().splitlines()]
+    for line in lines:
+        line["config"] = ({"task": "squad11", "model_parts": "encoder", "model": "runs/reading/my-reader/best"}
+                          if line["seed"] == 2 else {"task": "squad11"})
+    (results / "squad11.jsonl").write_text("".join(json.dumps(x) + "\n" for x in lines))
+    table = {"squad11_on_my-reader": "the encoder of my reader", **TASK_TRAINING}
+    out = write_report(results, "Made by hand.", table)
+    text = out.read_text()
+    assert text.startswith("# SG-Net: reading comprehension\n\nMade by hand.\n\n")
+    mine, own = text.index("; the encoder of my reader"), text.index("; trained on SQuAD 1.1 train\n")
+    assert mine < own and "| baseline | 2 |" in text[mine:own]
+
+
+def test_this_repositorys_report_describes_every_reader_its_committed_runs_started_from():
+    """experiments/reading_report.py's table names the training of every committed reading line (none falls back
+    to the generic words) and keeps the library's words for the task names it shares with it."""
+    import importlib.util
+    from pathlib import Path
+
+    from structattn.analysis.reading_report import TASK_TRAINING, training_key
+
+    repo = Path(__file__).resolve().parents[2]
+    spec = importlib.util.spec_from_file_location("reading_report_here", repo / "experiments" / "reading_report.py")
+    here = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(here)
+    keys = {str(training_key(json.loads(x))).partition("@")[0]
+            for name in ("squad2", "squad11", "race", "mctest") if (repo / "results" / f"{name}.jsonl").is_file()
+            for x in (repo / "results" / f"{name}.jsonl").read_text(encoding="utf-8").splitlines() if x.strip()}
+    keys.discard("None")
+    assert keys and keys <= set(here.TRAINED_ON) | {k for k in keys if "_on_" not in k}
+    assert {k: here.TRAINED_ON[k] for k in ("squad2_plus11", "squad11")} == \
+        {k: TASK_TRAINING[k] for k in ("squad2_plus11", "squad11")}

@@ -260,7 +260,7 @@ def test_record_reading_run_scores_the_file_it_commits_and_keeps_the_dev_curve(e
 
     cfg = config(env, "squad11", "qa-recorded", max_steps=4, eval_every=2)
     trainer_for(cfg, show_progress=False).train()
-    script = Path(__file__).resolve().parents[2] / "results" / "record_reading_run.py"
+    script = Path(__file__).resolve().parents[2] / "experiments" / "record_reading_run.py"
     spec = importlib.util.spec_from_file_location("record_reading_run", script)
     recorder = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(recorder)
@@ -287,7 +287,7 @@ def test_a_stopped_runs_dev_curve_is_read_from_its_log():
     GPU run left them, carriage returns and all) -> history, best step, last update and planned total."""
     import importlib.util
 
-    script = Path(__file__).resolve().parents[2] / "results" / "record_reading_run.py"
+    script = Path(__file__).resolve().parents[2] / "experiments" / "record_reading_run.py"
     spec = importlib.util.spec_from_file_location("record_reading_run", script)
     recorder = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(recorder)

@@ -2,10 +2,12 @@
 
     python -m structattn.analysis.reading_report --results-dir results
 
-Reads ``results/squad2.jsonl`` (and ``squad11.jsonl``, ``race.jsonl``, ``mctest.jsonl`` when present), one line per run written by ``results/record_reading_run.py``; re-scores every committed prediction
-file with the project's scorer (SQuAD: the official evaluate-v2.0 rules on the test part of the article split;
-multiple choice: accuracy) and refuses to go on when a recorded figure differs from that score; writes
-``results/READING.md`` and ``fig_squad2_question_length.png`` (Figure 4: exact match by question length).
+Reads ``squad2.jsonl`` (and ``squad11.jsonl``, ``race.jsonl``, ``mctest.jsonl`` when present) of a results folder,
+one line per run; re-scores every committed prediction file with the project's scorer (SQuAD: the official
+evaluate-v2.0 rules on the test part of the article split; multiple choice: accuracy) and refuses to go on when a
+recorded figure differs from that score; writes ``READING.md`` and ``fig_<task>_question_length.png`` (Figure 4:
+exact match by question length) there. This repository's report, with its readers described, is made by
+``python experiments/reading_report.py``.
 
 Significance: for each variant against the baseline of the same seed (in a group of runs without a baseline: against
 the "+ vanilla attention only" row, the control with the SG layer's parameter count), a paired bootstrap over the test
@@ -17,6 +19,7 @@ from __future__ import annotations
 
 import argparse
 import json
+from collections.abc import Mapping
 from pathlib import Path
 
 import numpy as np
@@ -155,34 +158,14 @@ def comparison_lines(rows: list[dict], over: str, measure: str) -> list[str]:
                               f"p = {_fmt_p(r['p'])} / {_fmt_p(r['p_holm'])} (raw / Holm)" for r in rows]
 
 
-#: What the runs of a span-QA results file were trained on (:func:`training_key` of a line), in the order
-#: READING.md gives them; runs trained on one are compared only with each other. A key without an entry is
-#: described by :func:`describe_training`.
-TRAINED_ON = {
+#: What a training task is, in words, in the order a report gives its groups (larger training sets first); runs
+#: trained on one are compared only with each other. A repository passes its own table (its readers' names as
+#: ``<task>_on_<reader>`` keys) to :func:`write_report`; a key without an entry is described by
+#: :func:`describe_training`.
+TASK_TRAINING = {
     "squad2_plus11": "trained on SQuAD 1.1 train + the squad2 train part (93,904 questions; task squad2_plus11)",
-    "squad2_on_reader-cpu-s1": "the encoder of the squad2_plus11 reader trained on this CPU (runs/reading/"
-                               "reader-cpu-s1: SQuAD 1.1 train + the squad2 train part, 1 epoch), heads started fresh "
-                               "(--model-parts encoder) and trained on the squad2 train part (6,305 questions, "
-                               "1 epoch)",
-    "squad2_on_reader-cpu-s2-step1500": "the encoder of the squad2_plus11 reader trained on this CPU with seed 2, as "
-                                        "kept at update 1,500 of its 2,970 (runs/reading/reader-cpu-s2-step1500: "
-                                        "dev F1 60.27 then; the run was stopped there), heads started fresh "
-                                        "(--model-parts encoder) and trained on the squad2 train part (6,305 "
-                                        "questions, 1 epoch)",
-    "squad2_on_base-s1-gpu": "the encoder of the squad2_plus11 reader trained on an H100 (runs/reading/base-s1-gpu: "
-                             "SQuAD 1.1 train + the squad2 train part, 2 epochs), heads started fresh "
-                             "(--model-parts encoder) and trained on the squad2 train part (6,305 questions, 1 epoch)",
-    "race_m_on_reader-cpu-s2-step1500": "the encoder of reader-cpu-s2-step1500 (the squad2_plus11 reader trained on "
-                                        "a 2-core CPU with seed 2, kept at update 1,500), rounded to bfloat16; "
-                                        "heads started fresh, the whole RACE-M train split, 2 epochs",
-    "race_m_on_base-s1-gpu": "the encoder of the squad2_plus11 reader trained on an H100 (base-s1-gpu); heads "
-                             "started fresh, the first 10,000 RACE-M training questions, 1 epoch",
-    "mctest500_on_race_m-cpuenc2-baseline-s1": "the encoder of the RACE-M baseline race_m-cpuenc2-baseline-s1 "
-                                               "(trained on an H200, rounded to bfloat16 to come back); heads "
-                                               "started fresh",
     "squad11": "trained on SQuAD 1.1 train",
-    "squad2": "small-scale record: trained on at most the 6,305 questions of the squad2 train part (the first "
-              "3,000, 2 epochs, on 2 CPU cores); these readers did not learn to answer (see the answer-all table)",
+    "squad2": "trained on the squad2 train part (6,305 questions)",
 }
 
 
@@ -209,31 +192,34 @@ def training_key(run: dict) -> str | None:
     return f"{key}@{device[0].lower()}" if device else key
 
 
-def describe_training(key: str) -> str:
+def describe_training(key: str, descriptions: Mapping[str, str] = TASK_TRAINING) -> str:
     """The words READING.md gives a :func:`training_key` (its device suffix aside: the section names the lines'
-    ``train_device``)."""
+    ``train_device``): its entry in ``descriptions``, else words made from the key."""
     base = key.partition("@")[0]
-    if base in TRAINED_ON:
-        return TRAINED_ON[base]
+    if base in descriptions:
+        return descriptions[base]
     task, _, reader = base.partition("_on_")
     return (f"the encoder of the saved reader {reader}, heads started fresh (--model-parts encoder) and trained on "
             f"{task}") if reader else f"trained on {base}"
 
 
-def training_groups(runs: list[dict]) -> list[tuple[str | None, list[dict]]]:
-    """The runs grouped by :func:`training_key`, in :data:`TRAINED_ON`'s order (a device suffix after its base)."""
+def training_groups(runs: list[dict], descriptions: Mapping[str, str] = TASK_TRAINING
+                    ) -> list[tuple[str | None, list[dict]]]:
+    """The runs grouped by :func:`training_key`, in the order of ``descriptions`` (a device suffix after its base;
+    keys without an entry after those with one, by name)."""
     groups: dict[str | None, list[dict]] = {}
     for run in runs:
         groups.setdefault(training_key(run), []).append(run)
-    rank = {t: i for i, t in enumerate(TRAINED_ON)}
+    rank = {t: i for i, t in enumerate(descriptions)}
     return sorted(groups.items(), key=lambda kv: (kv[0] is None, rank.get(str(kv[0]).partition("@")[0], len(rank)),
                                                   str(kv[0])))
 
 
-def span_section(task: str, runs: list[dict], dataset: dict, results_dir: Path, trained_on: str | None = None) -> str:
+def span_section(task: str, runs: list[dict], dataset: dict, results_dir: Path, trained_on: str | None = None,
+                 descriptions: Mapping[str, str] = TASK_TRAINING) -> str:
     by = _by_variant(runs)
     title = _training_title(f"## {task}: {SPLIT_WORDS.get(task, 'test split')}, exact match and F1 (official "
-                            "evaluate-v2.0 rules)", task, runs, trained_on)
+                            "evaluate-v2.0 rules)", task, runs, trained_on, descriptions)
     lines = [title, "",
              "| variant | seeds | EM per seed | F1 per seed | EM | F1 | HasAns F1 | NoAns F1 |",
              "|---|---|---|---|---|---|---|---|"]
@@ -363,10 +349,11 @@ def figure4(task: str, by: dict, dataset: dict, results_dir: Path) -> str:
                         + tables)
 
 
-def _training_title(title: str, task: str, runs: list[dict], trained_on: str | None) -> str:
+def _training_title(title: str, task: str, runs: list[dict], trained_on: str | None,
+                    descriptions: Mapping[str, str]) -> str:
     """``title`` with what the runs were trained on (unless their own task alone) and the devices that trained them."""
-    if trained_on is not None and (trained_on != task or trained_on in TRAINED_ON):
-        title += f"; {describe_training(trained_on)}"
+    if trained_on is not None and (trained_on != task or trained_on in descriptions):
+        title += f"; {describe_training(trained_on, descriptions)}"
     # train_device: trained on another machine (a GPU); else the line's device trained and recorded it
     for device in sorted({str(run.get("train_device") or run["device"]) for run in runs
                           if run.get("train_device") or run.get("device")}):
@@ -374,11 +361,12 @@ def _training_title(title: str, task: str, runs: list[dict], trained_on: str | N
     return title
 
 
-def mc_section(task: str, runs: list[dict], trained_on: str | None = None) -> str:
+def mc_section(task: str, runs: list[dict], trained_on: str | None = None,
+               descriptions: Mapping[str, str] = TASK_TRAINING) -> str:
     by = _by_variant(runs)
     groups = sorted({k for r in runs for k in r if k.startswith("accuracy_")})
     head = "| variant | seeds | accuracy per seed | accuracy | " + " | ".join(groups) + " |"
-    lines = [_training_title(f"## {task}: test accuracy (%)", task, runs, trained_on), "", head,
+    lines = [_training_title(f"## {task}: test accuracy (%)", task, runs, trained_on, descriptions), "", head,
              "|" + "---|" * (4 + len(groups))]
     for variant, seeds in sorted(by.items(), key=lambda kv: kv[0] != "baseline"):
         ss = sorted(seeds)
@@ -393,30 +381,42 @@ def mc_section(task: str, runs: list[dict], trained_on: str | None = None) -> st
                      + comparison_lines(comparisons(by, "_correct"), "the test questions", "accuracy"))
 
 
+def report_sections(results_dir: Path, descriptions: Mapping[str, str] = TASK_TRAINING) -> list[str]:
+    """The Markdown sections of every reading results file in ``results_dir`` (span QA first, then multiple choice;
+    one section per task and training), each figure re-scored from its committed prediction file; writes the
+    Figure 4 images beside them."""
+    sections = []
+    for task in SPAN_TASKS:
+        if (results_dir / f"{task}.jsonl").is_file():
+            runs, dataset = load_span_runs(results_dir, task)
+            for trained_on, group in training_groups(runs, descriptions):
+                sections.append(span_section(task, group, dataset, results_dir, trained_on, descriptions))
+    for name in MC_FILES:
+        if (results_dir / f"{name}.jsonl").is_file():
+            for task, runs in sorted(load_mc_runs(results_dir, name).items()):
+                for trained_on, group in training_groups(runs, descriptions):
+                    sections.append(mc_section(task, group, trained_on, descriptions))
+    if not sections:
+        raise SystemExit(f"no reading results in {results_dir} (squad2.jsonl, race.jsonl, mctest.jsonl ...)")
+    return sections
+
+
+def write_report(results_dir: Path, intro: str, descriptions: Mapping[str, str] = TASK_TRAINING) -> Path:
+    """``results_dir/READING.md``: a title, ``intro`` (how it was made) and :func:`report_sections`."""
+    sections = report_sections(results_dir, descriptions)
+    text = "# SG-Net: reading comprehension\n\n" + intro + "\n\n" + "\n\n".join(sections) + "\n"
+    out = results_dir / "READING.md"
+    out.write_text(text, encoding="utf-8")
+    return out
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--results-dir", type=Path, default=Path("results"))
     args = ap.parse_args(argv)
-    sections = []
-    for task in SPAN_TASKS:
-        if (args.results_dir / f"{task}.jsonl").is_file():
-            runs, dataset = load_span_runs(args.results_dir, task)
-            for trained_on, group in training_groups(runs):
-                sections.append(span_section(task, group, dataset, args.results_dir, trained_on))
-    for name in MC_FILES:
-        if (args.results_dir / f"{name}.jsonl").is_file():
-            for task, runs in sorted(load_mc_runs(args.results_dir, name).items()):
-                for trained_on, group in training_groups(runs):
-                    sections.append(mc_section(task, group, trained_on))
-    if not sections:
-        raise SystemExit(f"no reading results in {args.results_dir} (squad2.jsonl, race.jsonl, mctest.jsonl ...)")
-    text = ("# SG-Net: reading comprehension\n\nGenerated by `python -m structattn.analysis.reading_report "
-            f"--results-dir {args.results_dir}` from the committed runs (settings and commands: "
-            "`results/run_reading_experiments.sh`, results/README.md). Every figure is re-scored from the committed "
-            "prediction files.\n\n" + "\n\n".join(sections) + "\n")
-    out = args.results_dir / "READING.md"
-    out.write_text(text, encoding="utf-8")
-    print(f"wrote {out}")
+    intro = (f"Generated by `python -m structattn.analysis.reading_report --results-dir {args.results_dir}`. Every "
+             "figure is re-scored from the committed prediction files.")
+    print(f"wrote {write_report(args.results_dir, intro)}")
     return 0
 
 

@@ -165,8 +165,8 @@ def resume_settings(config) -> dict:
 
 
 def run_facts(engine: "Engine", model: torch.nn.Module | None = None) -> dict:
-    """Where and how a run ran, for its summary: wall time of every start of the run (resumes included), device,
-    torch threads, processes, package version and git commit (and the attention kernel(s) that ran when ``model`` is given)."""
+    """Where and how a run ran, for its summary: wall time of every start summed, device, torch threads, processes,
+    package version and git commit (and the attention kernel(s) that ran when ``model`` is given)."""
     from .provenance import provenance
 
     return {"wall_seconds": round(engine.elapsed(), 1), "device": device_description(engine.device),

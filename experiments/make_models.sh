@@ -1,19 +1,19 @@
 #!/usr/bin/env bash
 # Build the trained models that load by name (structattn.models.trained) into src/structattn/trained/:
-# train each with the settings of its results file, then results/ship_model.py saves it into the package, parses /
+# train each with the settings of its results file, then experiments/ship_model.py saves it into the package, parses /
 # translates its test set with the shipped weights and writes its card (a reader: `structattn pack-reader` packs it,
 # measures its F1 cost and writes its card). `make models` runs `parsers` (the parsers
 # are committed: rerunning rebuilds them); `make models-nmt` runs `nmt` (committed too: about 2 h on one
 # CPU thread). A finished run in runs/ is not trained again (train-parsing / train-translation resume), only shipped.
-#   bash results/make_models.sh parsers | nmt | reader | all
+#   bash experiments/make_models.sh parsers | nmt | reader | all
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export OMP_NUM_THREADS=1 MKL_NUM_THREADS=1
 BIN=${BIN:-.venv/bin}
 
-# results/run_parsing_experiments.sh's CPU configuration; POS tags from spaCy (the best BNA rows of PARSING.md)
+# experiments/run_parsing_experiments.sh's CPU configuration; POS tags from spaCy (the best BNA rows of PARSING.md)
 PARSING="--preset full --d-model 128 --heads 4 --d-head 32 --d-ff 256 --label-hidden 128 --epochs 12 --patience 4 --no-progress"
-# results/run_nmt_experiments.sh's recipe
+# experiments/run_nmt_experiments.sh's recipe
 NMT="--preset full --max-updates 4000 --warmup-steps 2000 --learning-rate 5e-3 --eval-every 500 --patience 4 --average-last 5
      --max-tokens 4096 --beam 5 --length-penalty 1.0 --threads 1 --no-progress"
 
@@ -32,27 +32,27 @@ parsers() {
   # PARSING.md: BiMSA + NSA + POS on frozen MiniLM (the best full-BNA row, 83.21) and without an encoder (81.80)
   train runs/parsing/plm-bna-posspacy-s1 train-parsing $PARSING --fine-tune-encoder false --variant bna \
     --pos spacy --seed 1
-  $BIN/python results/ship_model.py runs/parsing/plm-bna-posspacy-s1 bna-minilm
+  $BIN/python experiments/ship_model.py runs/parsing/plm-bna-posspacy-s1 bna-minilm
   train runs/parsing/none-bna-posspacy-s1 train-parsing $PARSING --model none --variant bna --pos spacy --seed 1
-  $BIN/python results/ship_model.py runs/parsing/none-bna-posspacy-s1 bna-scratch
+  $BIN/python experiments/ship_model.py runs/parsing/none-bna-posspacy-s1 bna-scratch
 }
 
 nmt() {
   # NMT.md: + HYBRID (Gate), seed 1 (the run the gate figures and probing of NMT.md use)
   train runs/nmt/multi30k-hybrid_gate-s1 train-translation $NMT --variant hybrid_gate --seed 1
-  $BIN/python results/ship_model.py runs/nmt/multi30k-hybrid_gate-s1 hybrid-gate-en-de
+  $BIN/python experiments/ship_model.py runs/nmt/multi30k-hybrid_gate-s1 hybrid-gate-en-de
 }
 
-# results/run_reading_experiments.sh's SQUAD_ENC (SG-Net on a trained reader's encoder, one epoch of the squad2 train
+# experiments/run_reading_experiments.sh's SQUAD_ENC (SG-Net on a trained reader's encoder, one epoch of the squad2 train
 # part), seed 1
 SQUAD_ENC="--task squad2 --model-parts encoder --epochs 1 --max-length 256 --stride 128 --batch-size 16
            --eval-batch-size 64 --learning-rate 5e-5 --warmup-ratio 0.1 --group-by-length true --eval-every 200
            --precision bf16"
 
 reader() {
-  # docs/reader.md: the CPU reader (results/run_reading_experiments.sh reader-cpu: 4.2 h on 2 threads), SG-Net (dual)
+  # docs/reader.md: the CPU reader (experiments/run_reading_experiments.sh reader-cpu: 4.2 h on 2 threads), SG-Net (dual)
   # on its encoder (25-55 min on one thread), then the packed form (int8 per row) with its F1 cost against float32
-  BIN=$BIN bash results/run_reading_experiments.sh reader-cpu 1
+  BIN=$BIN bash experiments/run_reading_experiments.sh reader-cpu 1
   train runs/reading/sgnet-squad2 train $SQUAD_ENC --model runs/reading/reader-cpu-s1/best --sgnet dual --seed 1
   $BIN/structattn pack-reader runs/reading/sgnet-squad2/best src/structattn/trained/sgnet-squad2 \
     --measure squad2:test --measure squad11:dev

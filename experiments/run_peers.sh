@@ -4,17 +4,17 @@
 # $PEERS (default /work/peers), outside the repository; only the scores, predictions and timings are committed.
 # One thread for every training and evaluation (OMP/MKL and the tools' own options).
 #
-#   bash results/run_peers.sh venvs            # the two virtual environments (python3.11, torch 2.13.0 CPU first)
-#   bash results/run_peers.sh data             # SuPar's tree files and Joey's BPE files, written by OUR readers
-#   bash results/run_peers.sh supar [EPOCHS]   # train (default 12 epochs: the CPU budget, as our BNA's), predict
+#   bash experiments/run_peers.sh venvs            # the two virtual environments (python3.11, torch 2.13.0 CPU first)
+#   bash experiments/run_peers.sh data             # SuPar's tree files and Joey's BPE files, written by OUR readers
+#   bash experiments/run_peers.sh supar [EPOCHS]   # train (default 12 epochs: the CPU budget, as our BNA's), predict
 #                                              #   test, score; run again to resume an interrupted training
-#   bash results/run_peers.sh supar-speed      # test parse sentences/s, SuPar vs BNA, 1 thread, one after the other
+#   bash experiments/run_peers.sh supar-speed      # test parse sentences/s, SuPar vs BNA, 1 thread, one after the other
 #                                              #   (trains a 1-epoch BNA model for it first if none is there)
-#   bash results/run_peers.sh joeynmt-smoke    # 100 updates of Joey and of ours (transformer, hybrid_gate) at once
-#   bash results/run_peers.sh joeynmt          # the full Joey run (4,000 updates; hours on 1 CPU thread),
+#   bash experiments/run_peers.sh joeynmt-smoke    # 100 updates of Joey and of ours (transformer, hybrid_gate) at once
+#   bash experiments/run_peers.sh joeynmt          # the full Joey run (4,000 updates; hours on 1 CPU thread),
 #                                              #   resumed from its latest checkpoint when run again
-#   bash results/run_peers.sh joeynmt-test     # Joey's test2016 hypotheses (beam 5) -> text -> our BLEU
-#   bash results/run_peers.sh joeynmt-laptop   # Joey cut as our --preset laptop (800 updates, all warm-up), then
+#   bash experiments/run_peers.sh joeynmt-test     # Joey's test2016 hypotheses (beam 5) -> text -> our BLEU
+#   bash experiments/run_peers.sh joeynmt-laptop   # Joey cut as our --preset laptop (800 updates, all warm-up), then
 #                                              #   its test2016 BLEU (results/peers/joeynmt-laptop.test2016.de)
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -41,8 +41,8 @@ venvs() {
 }
 
 data() {
-  $PY results/peers/prepare_peer_data.py ptb "$PEERS/data"
-  $PY results/peers/prepare_peer_data.py multi30k "$PEERS/data/multi30k"
+  $PY experiments/peers/prepare_peer_data.py ptb "$PEERS/data"
+  $PY experiments/peers/prepare_peer_data.py multi30k "$PEERS/data/multi30k"
 }
 
 supar() {  # supar [EPOCHS]: SuPar's own training command; an interrupted run resumes (--checkpoint) from its last
@@ -50,7 +50,7 @@ supar() {  # supar [EPOCHS]: SuPar's own training command; an interrupted run re
   local epochs=${1:-12} run=$PEERS/supar-run/crf-char resume=""
   [ -f "$run/model" ] && resume=--checkpoint
   mkdir -p "$run"
-  /usr/bin/time -v $SUPAR_PY -m supar.cmds.crf_con --mbr -d=-1 -t 1 -s 1 -c results/peers/supar_crf_con.ini \
+  /usr/bin/time -v $SUPAR_PY -m supar.cmds.crf_con --mbr -d=-1 -t 1 -s 1 -c experiments/peers/supar_crf_con.ini \
     -p "$run/model" train ${resume:--b} -f char --embed= --train "$PEERS/data/ptb.train.trees" --dev "$PEERS/data/ptb.dev.trees" \
     --test "$PEERS/data/ptb.test.trees" --epochs=$epochs --patience=100 >> "$run/train.out" 2>&1 || { echo "SuPar training failed: $run/train.out"; return 1; }
   supar_predict
@@ -74,13 +74,13 @@ bna_model() {  # a BNA parser for the speed comparison only: run_parsing_experim
 
 supar_speed() {  # both parsers on the 518 test sentences, 1 thread, alternating, 3 rounds
   [ -d "$PEERS/bna-run/none-bna-posnone-s1-e1/best" ] || bna_model
-  $PY results/peers/parse_speed.py --peers "$PEERS" --bna "$PEERS/bna-run/none-bna-posnone-s1-e1/best" --rounds 3 \
+  $PY experiments/peers/parse_speed.py --peers "$PEERS" --bna "$PEERS/bna-run/none-bna-posnone-s1-e1/best" --rounds 3 \
     | tee "$PEERS/supar-run/speed.out"
 }
 
 joey_config() {  # joey_config OUT [sed expressions...]: the committed config with $PEERS filled in
   local out=$1; shift
-  sed -e "s#\$PEERS#$PEERS#g" "$@" results/peers/joeynmt_multi30k.yaml > "$out"
+  sed -e "s#\$PEERS#$PEERS#g" "$@" experiments/peers/joeynmt_multi30k.yaml > "$out"
 }
 
 joeynmt_smoke() {
@@ -101,9 +101,9 @@ joeynmt_smoke() {
       --threads 1 --no-progress --output-dir "$PEERS/ours-run/$v" > "$PEERS/ours-run/$v.out" 2>&1 &
     pids=$pids,$!
   done
-  $PY results/peers/cpu_monitor.py "$PEERS/smoke-cpu.jsonl" ${pids//,/ } &
+  $PY experiments/peers/cpu_monitor.py "$PEERS/smoke-cpu.jsonl" ${pids//,/ } &
   wait
-  $PY results/peers/nmt_throughput.py "$PEERS/joey-run/smoke/train.log" "$PEERS"/ours-run/{transformer,hybrid_gate} \
+  $PY experiments/peers/nmt_throughput.py "$PEERS/joey-run/smoke/train.log" "$PEERS"/ours-run/{transformer,hybrid_gate} \
     --cpu "$PEERS/smoke-cpu.jsonl" --pids "$pids" | tee "$PEERS/smoke-throughput.jsonl"
 }
 
@@ -135,7 +135,7 @@ joeynmt_test() {  # joeynmt_test [MODEL_DIR [NAME]]: test2016 with the best chec
   local dir=${1:-$(ls -d "$PEERS"/joey-run/multi30k* | tail -1)} name=${2:-joeynmt}
   "$JOEY/python" -m joeynmt test "$dir/config.yaml" --output-path "$dir/hyp" > "$dir/test.out" 2>&1 \
     || { echo "Joey NMT test failed: $dir/test.out"; return 1; }
-  $PY results/peers/prepare_peer_data.py detok "$PEERS/data/multi30k" "$dir/hyp.test" results/peers/$name.test2016.de
+  $PY experiments/peers/prepare_peer_data.py detok "$PEERS/data/multi30k" "$dir/hyp.test" results/peers/$name.test2016.de
   $PY -m structattn.cli score bleu --split test2016 --hypotheses results/peers/$name.test2016.de
 }
 

@@ -1,6 +1,6 @@
-"""Record one timed README training command of results/run_laptop_defaults.sh in results/laptop_defaults.jsonl.
+"""Record one timed README training command of experiments/run_laptop_defaults.sh in results/laptop_defaults.jsonl.
 
-    python results/record_laptop_run.py NAME RUN_DIR OUTPUT_FILE --seconds S --threads N --load-before L
+    python experiments/record_laptop_run.py NAME RUN_DIR OUTPUT_FILE --seconds S --threads N --load-before L
                                         --load-after L --command "structattn ..."
 
 Copies RUN_DIR/OUTPUT_FILE (the test parse or the test2016 translations) to results/laptop/, scores that committed
@@ -15,7 +15,7 @@ import shutil
 import sys
 from pathlib import Path
 
-RESULTS = Path(__file__).resolve().parent
+RESULTS = Path(__file__).resolve().parent.parent / "results"
 sys.path.insert(0, str(RESULTS.parent / "benchmarks"))
 from machine import cpu_flags, cpu_name  # noqa: E402
 

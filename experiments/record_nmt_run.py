@@ -1,6 +1,6 @@
 """Record one finished translation run (`structattn train-translation ...`) in results/nmt.jsonl.
 
-    python results/record_nmt_run.py RUN_DIR NAME [--note TEXT]
+    python experiments/record_nmt_run.py RUN_DIR NAME [--note TEXT]
 
 Copies RUN_DIR/hypotheses/<split>.de to results/nmt/NAME.<split>.de, scores each committed file against the
 Multi30k references with sacreBLEU (the figure `structattn score bleu --split <split> --hypotheses FILE` and
@@ -21,7 +21,7 @@ from structattn.tasks.bleu import corpus_bleu
 from structattn.tasks.multi30k import read_split
 from structattn.io import upsert_jsonl
 
-RESULTS = Path(__file__).resolve().parent
+RESULTS = Path(__file__).resolve().parent.parent / "results"
 
 
 def record(run_dir: Path, name: str, note: str | None = None) -> dict:

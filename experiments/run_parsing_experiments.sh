@@ -14,17 +14,17 @@ set -uo pipefail
 cd "$(dirname "$0")/.."
 export OMP_NUM_THREADS=1 MKL_NUM_THREADS=1
 BIN=.venv/bin
+. experiments/recipe.sh
 COMMON="--preset full --d-model 128 --heads 4 --d-head 32 --d-ff 256 --label-hidden 128 --epochs 12 --patience 4 --no-progress"
 PLM="--fine-tune-encoder false"
 NONE="--encoder none"
 
 run() {  # run NAME FLAGS...
   local name=$1; shift
-  if grep -q "\"run\": \"$name\"" results/parsing.jsonl 2>/dev/null; then echo "skip $name (recorded)"; return; fi
-  echo "== $name: $*"
-  $BIN/structattn train-parsing $COMMON "$@" --output-dir runs/parsing/$name > runs/parsing/$name.log 2>&1 \
-    || { echo "FAILED $name (runs/parsing/$name.log)"; return; }
-  flock results/.parsing.lock $BIN/python results/record_parsing_run.py runs/parsing/$name $name
+  recorded results/parsing.jsonl "$name" && return
+  trained runs/parsing/$name.log "$name" $BIN/structattn train-parsing $COMMON "$@" --output-dir runs/parsing/$name \
+    || return
+  flock results/.parsing.lock $BIN/python experiments/record_parsing_run.py runs/parsing/$name $name
 }
 
 lane_plm() {

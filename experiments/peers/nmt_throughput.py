@@ -1,6 +1,6 @@
 """Training throughput (target tokens per second) of the NMT smoke runs: Joey NMT's log and our summary.json.
 
-    python results/peers/nmt_throughput.py JOEY_TRAIN_LOG OUR_RUN_DIR... [--cpu MONITOR.jsonl --pids JOEY,OURS...]
+    python experiments/peers/nmt_throughput.py JOEY_TRAIN_LOG OUR_RUN_DIR... [--cpu MONITOR.jsonl --pids JOEY,OURS...]
 
 Joey: its own "Tokens per Sec" lines (every logging_freq updates; wall time of the training steps, validation
 excluded), summed over the windows: tokens = rate x window, the window being the time since the previous line

@@ -1,11 +1,11 @@
 """Write the peers' input files from OUR readers, into a folder outside the repository.
 
-  python results/peers/prepare_peer_data.py ptb OUT        # SuPar: OUT/ptb.{train,dev,test}.trees, (TOP ...) per line,
+  python experiments/peers/prepare_peer_data.py ptb OUT        # SuPar: OUT/ptb.{train,dev,test}.trees, (TOP ...) per line,
                                                           #   and OUT/ptb.test.gold (the gold our evalb scores against)
-  python results/peers/prepare_peer_data.py multi30k OUT   # Joey NMT: our joint BPE (8,000) learned exactly as
+  python experiments/peers/prepare_peer_data.py multi30k OUT   # Joey NMT: our joint BPE (8,000) learned exactly as
                                                           #   `structattn train-translation` learns it; OUT/bpe/<split>.{en,de}
                                                           #   = space-separated BPE pieces, OUT/bpe/vocab.txt
-  python results/peers/prepare_peer_data.py detok OUT HYP DETOK  # Joey's piece output -> text, with our tokenizer
+  python experiments/peers/prepare_peer_data.py detok OUT HYP DETOK  # Joey's piece output -> text, with our tokenizer
 
 Run with the library importable (PYTHONPATH=src, or the project venv).
 """

@@ -1,6 +1,6 @@
 """Record one finished reading-comprehension run (`structattn train --task squad2|race_m|mctest500 ...`).
 
-    python results/record_reading_run.py RUN_DIR NAME [--task TASK] [--note TEXT]
+    python experiments/record_reading_run.py RUN_DIR NAME [--task TASK] [--note TEXT]
 
 Span QA (squad2, squad11): predicts the test split with RUN_DIR/best at the no-answer threshold saved with it
 (tuned on the dev split during training), writes the predictions to results/<task>/NAME.json (the na-prob and
@@ -25,7 +25,7 @@ question kind) and appends a line (its "task" names the task) to results/<file>.
 test predictions were made elsewhere (`structattn predict RUN/best --split test --output PRED.json`, e.g. on a GPU
 machine whose model did not come back): they are copied and scored, and RUN_DIR needs only trainer_state.json and
 train_config.json. With --stopped-log TRAIN_LOG (and --predictions) the run was stopped before its end by a wall-clock limit
-(results/run_reading_gpu.sh's TRAIN_SECONDS) and left no trainer_state.json: its dev evaluations are read from the
+(experiments/run_reading_gpu.sh's TRAIN_SECONDS) and left no trainer_state.json: its dev evaluations are read from the
 trainer's own lines in TRAIN_LOG, and the line says so ("finished": false, "steps" = the last update the log shows,
 "planned_steps"). A line for NAME already there is replaced.
 """
@@ -43,7 +43,7 @@ from structattn.tasks.multiple_choice import results_file
 from structattn.train.trainers import load_trained
 from structattn.train.trainers import task_family
 
-RESULTS = Path(__file__).resolve().parent
+RESULTS = Path(__file__).resolve().parent.parent / "results"
 
 
 def _variant(cfg) -> str:

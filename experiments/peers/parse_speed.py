@@ -1,6 +1,6 @@
 """Parse speed on the 518 test sentences, SuPar's CRF parser vs our BNA parser, one thread each, alternating.
 
-    python results/peers/parse_speed.py --peers /work/peers --bna MODEL_DIR [--rounds 3]
+    python experiments/peers/parse_speed.py --peers /work/peers --bna MODEL_DIR [--rounds 3]
 
 Each round times, after the model is loaded, one parse of all 518 test sentences (gold words, no tags):
 ours with ``ChartParser.parse(words, batch_size=32)`` (what ``structattn parse`` runs), SuPar with

@@ -1,12 +1,12 @@
 #!/usr/bin/env bash
 # One short training run per trainer family in fp32 and in bf16 autocast, same seed and data: the time
-# per update and the final score of each, recorded by results/record_precision_runs.py into
+# per update and the final score of each, recorded by experiments/record_precision_runs.py into
 # results/precision_runs.jsonl and results/PRECISION.md. One CPU thread per run; the pairs run one after the other,
 # fp32 then bf16 of the same workload, so both see about the same machine load. A finished run is not trained
 # again (each trainer resumes or reports), so the script can be restarted after a kill.
-#   bash results/run_precision_experiments.sh [sentence|qa|parsing|translation|all]
-# The qa pair starts from the reader of results/run_reading_gpu.sh (READER, default runs/reading/base-s1-gpu/best),
-# as the long reading runs of results/run_reading_experiments.sh do.
+#   bash experiments/run_precision_experiments.sh [sentence|qa|parsing|translation|all]
+# The qa pair starts from the reader of experiments/run_reading_gpu.sh (READER, default runs/reading/base-s1-gpu/best),
+# as the long reading runs of experiments/run_reading_experiments.sh do.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export OMP_NUM_THREADS=1 MKL_NUM_THREADS=1
@@ -37,7 +37,7 @@ qa() {  # the long reading runs' recipe (reader's encoder, span head from scratc
   done
 }
 
-parsing() {  # BNA on frozen MiniLM at results/run_parsing_experiments.sh's CPU size, 4 epochs
+parsing() {  # BNA on frozen MiniLM at experiments/run_parsing_experiments.sh's CPU size, 4 epochs
   for p in fp32 bf16; do
     run parsing-$p train-parsing --fine-tune-encoder false --variant bna --d-model 128 --heads 4 --d-head 32 \
       --d-ff 256 --label-hidden 128 --pos none --epochs 4 --patience 4 --seed 1 --no-progress --precision $p

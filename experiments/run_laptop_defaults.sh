@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The README's training commands with the laptop presets, timed end to end (data preparation, spaCy
 # tagging, training, evaluation, test parse / translation): results/laptop_defaults.jsonl and results/laptop/.
-#   THREADS=2 bash results/run_laptop_defaults.sh [parsing|translation|transformer|all]
+#   THREADS=2 bash experiments/run_laptop_defaults.sh [parsing|translation|transformer|all]
 # Each run starts in a fresh folder under runs/laptop/ (an earlier one is removed: a resumed run would not time
 # the whole command). The load average before and after is recorded: on a shared machine the time is an upper
 # bound for an idle one.
@@ -22,7 +22,7 @@ timed() {  # timed NAME OUTPUT_FILE COMMAND...: run the README command in a fres
   echo "== $name: $*"
   "$@" > "runs/laptop/$name.log" 2>&1 || { echo "FAILED $name (see runs/laptop/$name.log)"; return 1; }
   end=$(date +%s.%N)
-  $BIN/python results/record_laptop_run.py "$name" "runs/laptop/$name" "$output" \
+  $BIN/python experiments/record_laptop_run.py "$name" "runs/laptop/$name" "$output" \
     --seconds "$(echo "$end - $start" | bc)" --threads "$THREADS" --load-before "$load_before" \
     --load-after "$(cut -d' ' -f1-3 /proc/loadavg)" --command "$*"
 }

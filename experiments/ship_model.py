@@ -1,6 +1,6 @@
 """Ship one finished training run as a trained model that loads by name (``make models``).
 
-    python results/ship_model.py RUN_DIR NAME
+    python experiments/ship_model.py RUN_DIR NAME
 
 NAME is an entry of ``structattn.models.trained.TRAINED``; its kind says what RUN_DIR is:
 
@@ -19,7 +19,7 @@ NAME is an entry of ``structattn.models.trained.TRAINED``; its kind says what RU
 Either way the script says whether the shipped model's test predictions equal the run's own
 (``RUN_DIR/test.trees`` or ``RUN_DIR/hypotheses/<split>.de``), and writes ``card.json`` and ``CARD.md`` beside the
 weights: data, split, exact command, commit, test score, size, time to train. The commit is the one recorded in
-``RUN_DIR/started_at_commit.txt`` (written by ``results/make_models.sh`` before training) when present, else
+``RUN_DIR/started_at_commit.txt`` (written by ``experiments/make_models.sh`` before training) when present, else
 the run's own provenance.
 """
 from __future__ import annotations
@@ -35,7 +35,7 @@ from pathlib import Path
 from structattn.io import atomic_write_text
 from structattn.models.trained import TRAINED, TrainedModel
 
-RESULTS = Path(__file__).resolve().parent
+RESULTS = Path(__file__).resolve().parent.parent / "results"
 REPO = RESULTS.parent
 SHIPPED = RESULTS / "shipped"
 MAX_TOKENS = 4096  # translation batches (padded source tokens x beam), structattn translate's default
@@ -243,7 +243,7 @@ def card_markdown(card: dict) -> str:
     lines += [f"- weights: {card['precision']}; size {card['size_bytes'] / 1e6:.2f} MB (this folder)",
               f"- time to train: {card['train']['wall_seconds']} s on {card['train']['device']}"
               + (f", {card['train']['torch_threads']} thread(s)" if card["train"].get("torch_threads") else ""),
-              f"- rebuild: `{card['build']}` (results/make_models.sh)", ""]
+              f"- rebuild: `{card['build']}` (experiments/make_models.sh)", ""]
     return "\n".join(lines)
 
 

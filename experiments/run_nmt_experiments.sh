@@ -10,25 +10,24 @@
 # 1e-9) at 5e-3 with 2,000 warm-up updates then inverse square root, at most 4,000 updates (about 27 epochs), dev
 # BLEU (greedy) every 500 updates, early stopping after 4 evaluations without a better one, final model = the better on dev BLEU (beam 5) of the best checkpoint and the average of the last 5,
 # beam 5 and length penalty 1.0 on the test sets. Mechanisms in the lowest 2 encoder layers, window m = 1 (k).
-#   bash results/run_nmt_experiments.sh lane-a | lane-b | extra | window | layers | one NAME FLAGS...
+#   bash experiments/run_nmt_experiments.sh lane-a | lane-b | extra | window | layers | one NAME FLAGS...
 set -uo pipefail
 cd "$(dirname "$0")/.."
 export OMP_NUM_THREADS=1 MKL_NUM_THREADS=1
 BIN=${BIN:-.venv/bin}
+. experiments/recipe.sh
 NMT="--preset full --max-updates 4000 --warmup-steps 2000 --learning-rate 5e-3 --eval-every 500 --patience 4 --average-last 5
      --max-tokens 4096 --beam 5 --length-penalty 1.0 --threads 1 --no-progress"
 
 run() {  # run NAME FLAGS...
   local name=$1; shift
-  if grep -q "\"run\": \"$name\"" results/nmt.jsonl 2>/dev/null; then echo "skip $name (recorded)"; return; fi
-  echo "== $name: $*"
-  $BIN/structattn train-translation $NMT "$@" --output-dir runs/nmt/$name > runs/nmt/$name.log 2>&1 \
-    || { echo "FAILED $name (runs/nmt/$name.log)"; return; }
+  recorded results/nmt.jsonl "$name" && return
+  trained runs/nmt/$name.log "$name" $BIN/structattn train-translation $NMT "$@" --output-dir runs/nmt/$name || return
   # dev hypotheses of the final model (Figure 2's dev BLEU is re-scored from them), same decoding as the tests
   $BIN/structattn translate --model runs/nmt/$name/final --beam 5 --length-penalty 1.0 \
     --input "$DEV_SOURCE" --output runs/nmt/$name/hypotheses/dev.de \
     >> runs/nmt/$name.log 2>&1 || echo "DEV TRANSLATION FAILED $name"
-  flock results/.nmt.lock $BIN/python results/record_nmt_run.py runs/nmt/$name $name \
+  flock results/.nmt.lock $BIN/python experiments/record_nmt_run.py runs/nmt/$name $name \
     >> runs/nmt/$name.log 2>&1 || echo "RECORD FAILED $name"
   case $name in  # Figures 2-4: gate statistics of the gated runs on the dev sources
     *hybrid_gate*|*sla*) $BIN/python -m structattn.analysis.translation_gates runs/nmt/$name/final --split dev \

@@ -17,22 +17,21 @@
 # Sentence tasks (the sentence runner's sgnet variant beside baseline rows of the same settings): CoLA (2 epochs)
 # and SST-2 (first 10,000 training sentences, 1 epoch), max length 64, batch 32, 5e-5, 3 seeds; 2 threads unless
 # SWEEP_THREADS says otherwise (1 when it shares the machine with another lane).
-#   bash results/run_reading_experiments.sh squad-a | squad-b | squad-encoder | squad-encoder-a|b [SEED...] | encoder-ablation [ROW...] | mc-option-a|b [SEED...] | mc-race-a|b [SEED...] | reader-cpu [SEED] | ablation | ablation-a | ablation-b | mc-a | mc-b | sentence | both
+#   bash experiments/run_reading_experiments.sh squad-a | squad-b | squad-encoder | squad-encoder-a|b [SEED...] | encoder-ablation [ROW...] | mc-option-a|b [SEED...] | mc-race-a|b [SEED...] | reader-cpu [SEED] | ablation | ablation-a | ablation-b | mc-a | mc-b | sentence | both
 # (ablation-a and ablation-b split the four Table 3 rows over two lanes)
 set -uo pipefail
 cd "$(dirname "$0")/.."
 export OMP_NUM_THREADS=1 MKL_NUM_THREADS=1
 BIN=${BIN:-.venv/bin}
+. experiments/recipe.sh
 SQUAD="--task squad2 --max-train-examples 3000 --epochs 2 --max-length 256 --stride 128 --batch-size 16
        --eval-batch-size 64 --learning-rate 1e-4 --warmup-ratio 0.1 --group-by-length true --eval-every 0"
 
 run() {  # run RESULTS_FILE NAME FLAGS... (RESULTS_FILE: squad2, race, mctest)
   local file=$1 name=$2; shift 2
-  if grep -q "\"run\": \"$name\"" results/$file.jsonl 2>/dev/null; then echo "skip $name (recorded)"; return; fi
-  echo "== $name: $*"
-  $BIN/structattn train "$@" --output-dir runs/reading/$name > runs/reading/$name.log 2>&1 \
-    || { echo "FAILED $name (runs/reading/$name.log)"; return; }
-  flock results/.reading.lock $BIN/python results/record_reading_run.py runs/reading/$name $name \
+  recorded results/$file.jsonl "$name" && return
+  trained runs/reading/$name.log "$name" $BIN/structattn train "$@" --output-dir runs/reading/$name || return
+  flock results/.reading.lock $BIN/python experiments/record_reading_run.py runs/reading/$name $name \
     >> runs/reading/$name.log 2>&1 || echo "RECORD FAILED $name"
 }
 
@@ -50,15 +49,15 @@ ablation() {  # the paper's Table 3 rows, seed 1: ablation AGGREGATION... (defau
 MC="--max-length 256 --batch-size 4 --eval-batch-size 64 --learning-rate 5e-5 --warmup-ratio 0.1 --epochs 2
     --eval-every 0 --pool mean"
 # At scale: SG-Net against the baseline on the SQuAD-trained reader's encoder (the H100 run of
-# results/run_reading_gpu.sh, runs/reading/base-s1-gpu/best: SQuAD 1.1 train + the squad2 train part). Both variants
+# experiments/run_reading_gpu.sh, runs/reading/base-s1-gpu/best: SQuAD 1.1 train + the squad2 train part). Both variants
 # keep that encoder and start their heads fresh (--model-parts encoder): the baseline a new span head, SG-Net a new
 # SG layer + span head, as the paper adds SG-Net to a pretrained encoder. One epoch of the whole squad2 train part
 # (6,305 questions), bf16 autocast, model selection and the no-answer threshold on the dev part every 200 updates.
 # READER names the reader and ENC the runs' infix: the CPU reader's runs (squad2-cpuenc-*) are
-#   READER=runs/reading/reader-cpu-s1/best ENC=cpuenc bash results/run_reading_experiments.sh squad-encoder
+#   READER=runs/reading/reader-cpu-s1/best ENC=cpuenc bash experiments/run_reading_experiments.sh squad-encoder
 # and on two lanes (baselines on one, SG-Net on the other, seeds 1-3; then the rows with encoder-ablation):
-#   READER=runs/reading/reader-cpu-s2-step1500 ENC=cpuenc2 bash results/run_reading_experiments.sh squad-encoder-a
-#   READER=runs/reading/reader-cpu-s2-step1500 ENC=cpuenc2 bash results/run_reading_experiments.sh squad-encoder-b
+#   READER=runs/reading/reader-cpu-s2-step1500 ENC=cpuenc2 bash experiments/run_reading_experiments.sh squad-encoder-a
+#   READER=runs/reading/reader-cpu-s2-step1500 ENC=cpuenc2 bash experiments/run_reading_experiments.sh squad-encoder-b
 # (reader-cpu-s2-step1500: a copy of runs/reading/reader-cpu-s2/best when that run, seed 2 of reader-cpu, was
 # stopped after update 1,500 of 2,970, its best dev F1 60.27 at that update; `cp -r runs/reading/reader-cpu-s2/best
 # runs/reading/reader-cpu-s2-step1500`)
@@ -100,7 +99,7 @@ mc_option_lane() {  # mc_option_lane VARIANT SGNET SEED...
   local variant=$1 sgnet=$2; shift 2
   for s in "${@:-1}"; do run mctest mctest500-option-$variant-s$s $MC_OPTION --sgnet $sgnet --seed $s; done
 }
-# MCTest MC500 from the RACE-trained encoder: the RACE-M baseline of results/run_reading_gpu.sh's
+# MCTest MC500 from the RACE-trained encoder: the RACE-M baseline of experiments/run_reading_gpu.sh's
 # `race` (race_m-cpuenc2-baseline-s1: trained on an H200 from reader-cpu-s2-step1500's encoder, its best/ shipped back
 # rounded to bfloat16 and rebuilt here with `unpack_best`). Both variants keep that encoder (--model-parts encoder) and
 # start the multiple-choice head (and SG-Net its SG layer) fresh; otherwise the MC_OPTION runs above.
@@ -112,7 +111,7 @@ mc_race_lane() {  # mc_race_lane VARIANT SGNET SEED...
       --seed $s
   done
 }
-# The reader on this CPU: the recipe of results/run_reading_gpu.sh's reader (squad2_plus11 =
+# The reader on this CPU: the recipe of experiments/run_reading_gpu.sh's reader (squad2_plus11 =
 # SQuAD 1.1 train + the squad2 train part, windows of 384 tokens sharing at most 128, batch 32, AdamW 1e-4, 10 %
 # warm-up, bf16 autocast over float32 weights) for ONE epoch (2,970 updates; the H100 reader's dev curve was flat
 # after 3,000), batches of similar length (measured here on 8 updates of 32 windows, 2 threads: about 5.3 s an
@@ -130,7 +129,7 @@ reader_cpu() {  # reader_cpu SEED
   fi
   for task in squad11 squad2; do
     if grep -q "\"run\": \"$task-reader-cpu-s$s\"" results/$task.jsonl 2>/dev/null; then continue; fi
-    OMP_NUM_THREADS=${READER_THREADS:-2} flock results/.reading.lock $BIN/python results/record_reading_run.py $dir \
+    OMP_NUM_THREADS=${READER_THREADS:-2} flock results/.reading.lock $BIN/python experiments/record_reading_run.py $dir \
       $task-reader-cpu-s$s --task $task >> $dir.log 2>&1 || echo "RECORD FAILED $task-reader-cpu-s$s"
   done
 }

@@ -1,6 +1,6 @@
 """Record one finished `structattn train-parsing` run in results/parsing.jsonl.
 
-    python results/record_parsing_run.py RUN_DIR NAME [--variant V] [--note TEXT]
+    python experiments/record_parsing_run.py RUN_DIR NAME [--variant V] [--note TEXT]
 
 Copies RUN_DIR/test.trees to results/parsing/NAME.test.trees, scores that committed file with the project's own
 EVALB scorer against the test split's files as found in the treebank (the same figures
@@ -18,7 +18,7 @@ from structattn.io import upsert_jsonl
 from structattn.tasks.evalb import evalb_files
 from structattn.tasks.ptb import split_files
 
-RESULTS = Path(__file__).resolve().parent
+RESULTS = Path(__file__).resolve().parent.parent / "results"
 
 
 def main() -> None:

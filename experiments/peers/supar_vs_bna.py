@@ -1,6 +1,6 @@
 """SuPar's test trees against our BNA runs: our evalb, paired bootstrap over the 518 test sentences (10,000 resamples).
 
-    python results/peers/supar_vs_bna.py   (from the repository root, the library importable)
+    python experiments/peers/supar_vs_bna.py   (from the repository root, the library importable)
 """
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from structattn.tasks.evalb import evalb_files
 from structattn.tasks.ptb import split_files
 from structattn.train.significance import paired_bootstrap_f1
 
-RESULTS = Path(__file__).resolve().parent.parent
+RESULTS = Path(__file__).resolve().parents[2] / "results"
 gold = split_files("test")
 
 
