@@ -64,62 +64,63 @@ def add_parser(sub) -> None:
     _add_evalb(scorers)
     _add_squad(scorers)
     _add_bleu(scorers)
-    _add_race(scorers)
-    _add_mctest(scorers)
+    for name in OPTION_SCORERS:
+        _add_option_scorer(scorers, name)
 
 
-def _add_race(scorers) -> None:
-    r = scorers.add_parser("race", help="RACE accuracy (overall, RACE-M, RACE-H) of predicted option letters",
-                           description="Accuracy of PRED on a RACE split as the RACE papers count it: correct / all "
-                                       "questions, overall and per level, in percent. A question without a "
-                                       "prediction counts as wrong (counted on stderr); an unknown id or a value "
-                                       "that is not an option letter is an error.")
-    r.add_argument("--predictions", required=True, metavar="PRED.json",
-                   help='JSON object: question id (e.g. "middle1.txt:0") -> option letter "A".."D"')
-    r.add_argument("--split", default="test", help="train | dev | test (default test)")
-    r.add_argument("--task", default="race", choices=("race", "race_m", "race_h"),
-                   help="race = both levels (default), race_m = middle only, race_h = high only")
-    r.add_argument("--output", metavar="eval.json", help="also write the JSON to this file (default: none)")
-    add_retired_flags(r, "--out")
-    r.set_defaults(func=run_race)
+#: the multiple-choice scorers: name -> (help, description, an example question id, the tasks and their help)
+OPTION_SCORERS = {
+    "race": ("RACE accuracy (overall, RACE-M, RACE-H) of predicted option letters",
+             "Accuracy of PRED on a RACE split as the RACE papers count it: correct / all questions, overall and per "
+             "level, in percent. A question without a prediction counts as wrong (counted on stderr); an unknown id "
+             "or a value that is not an option letter is an error.",
+             "middle1.txt:0", ("race", "race_m", "race_h"),
+             "race = both levels (default), race_m = middle only, race_h = high only"),
+    "mctest": ("MCTest accuracy (overall, one / multiple) of predicted option letters",
+               "Accuracy of PRED on an MCTest split: correct / all questions, overall and per question kind, in "
+               "percent. Every question needs a prediction; an unknown id or a value that is not an option letter "
+               "is an error.",
+               "mc500.test.0:0", ("mctest500", "mctest160"), "mctest500 = MC500 (default), mctest160 = MC160"),
+}
+
+
+def _add_option_scorer(scorers, name: str) -> None:
+    """``score race`` / ``score mctest``: accuracy of predicted option letters (:data:`OPTION_SCORERS`)."""
+    help_text, description, example_id, tasks, task_help = OPTION_SCORERS[name]
+    p = scorers.add_parser(name, help=help_text, description=description)
+    p.add_argument("--predictions", required=True, metavar="PRED.json",
+                   help=f'JSON object: question id (e.g. "{example_id}") -> option letter "A".."D" '
+                        "(what `structattn predict --output PRED.json` writes)")
+    p.add_argument("--split", default="test", help="train | dev | test (default test)")
+    p.add_argument("--task", default=tasks[0], choices=tasks, help=task_help)
+    p.add_argument("--output", metavar="eval.json", help="also write the JSON to this file (default: none)")
+    add_retired_flags(p, "--out")
+    p.set_defaults(func=run_race if name == "race" else run_mctest)
 
 
 def run_race(args) -> int:
-    from ..tasks.multiple_choice import get_mc_task
     from ..tasks.race import score_race
 
-    _check_files(args, predictions="--predictions", output="--output")
+    questions, predictions = _option_predictions(args)
     source = f"{args.task}/{args.split}"
-    questions = get_mc_task(args.task).read(args.split)
-    predictions = _json_object(args.predictions, "option letter")
     result = score_race(questions, predictions, source)
     _note_missing([q.qid for q in questions if q.qid not in predictions], source)
     return _report(result, args.output)
 
 
-def _add_mctest(scorers) -> None:
-    m = scorers.add_parser("mctest", help="MCTest accuracy (overall, one / multiple) of predicted option letters",
-                           description="Accuracy of PRED on an MCTest split: correct / all questions, overall and per "
-                                       "question kind, in percent. Every question needs a prediction; an unknown id "
-                                       "or a value that is not an option letter is an error.")
-    m.add_argument("--predictions", required=True, metavar="PRED.json",
-                   help='JSON object: question id (e.g. "mc500.test.0:0") -> option letter "A".."D" '
-                        "(what `structattn predict --output PRED.json` writes)")
-    m.add_argument("--split", default="test", help="train | dev | test (default test)")
-    m.add_argument("--task", default="mctest500", choices=("mctest160", "mctest500"),
-                   help="mctest500 = MC500 (default), mctest160 = MC160")
-    m.add_argument("--output", metavar="eval.json", help="also write the JSON to this file (default: none)")
-    add_retired_flags(m, "--out")
-    m.set_defaults(func=run_mctest)
-
-
 def run_mctest(args) -> int:
-    from ..tasks.multiple_choice import get_mc_task, score_option_letters
+    from ..tasks.multiple_choice import score_option_letters
+
+    questions, predictions = _option_predictions(args)
+    return _report(score_option_letters(args.task, questions, predictions, args.split), args.output)
+
+
+def _option_predictions(args) -> tuple[list, dict]:
+    """The questions of ``--task``'s ``--split`` and the ``--predictions`` file's option letters (paths checked)."""
+    from ..tasks.multiple_choice import get_mc_task
 
     _check_files(args, predictions="--predictions", output="--output")
-    questions = get_mc_task(args.task).read(args.split)
-    predictions = _json_object(args.predictions, "option letter")
-    return _report(score_option_letters(args.task, questions, predictions, args.split), args.output)
+    return get_mc_task(args.task).read(args.split), _json_object(args.predictions, "option letter")
 
 
 def _check_files(args, output: str | None = None, **inputs: str) -> None:
