@@ -17,7 +17,7 @@ BIN=.venv/bin
 . experiments/recipe.sh
 COMMON="--preset full --d-model 128 --heads 4 --d-head 32 --d-ff 256 --label-hidden 128 --epochs 12 --patience 4 --no-progress"
 PLM="--fine-tune-encoder false"
-NONE="--encoder none"
+NONE="--model none"
 
 run() {  # run NAME FLAGS...
   local name=$1; shift
