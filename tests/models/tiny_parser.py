@@ -17,26 +17,22 @@ GOLD = """
 """
 
 
-def _installed() -> bool:
+def _loads(load) -> bool:
+    """Whether ``load()`` finds what it loads (a UserError says it is not installed)."""
     try:
-        SpacyParser(DEFAULT_SPACY_MODEL)
+        load()
         return True
     except UserError:
         return False
-
-
-needs_pipeline = pytest.mark.skipif(not _installed(), reason=f"spaCy pipeline {DEFAULT_SPACY_MODEL} not installed")
 
 
 def has_minilm() -> bool:
     """Whether the default encoder's package (all-MiniLM-L6-v2) is installed."""
-    try:
-        packaged_encoder_folder(DEFAULT_ENCODER_PACKAGE)
-        return True
-    except UserError:
-        return False
+    return _loads(lambda: packaged_encoder_folder(DEFAULT_ENCODER_PACKAGE))
 
 
+needs_pipeline = pytest.mark.skipif(not _loads(lambda: SpacyParser(DEFAULT_SPACY_MODEL)),
+                                    reason=f"spaCy pipeline {DEFAULT_SPACY_MODEL} not installed")
 needs_minilm = pytest.mark.skipif(not has_minilm(), reason=f"{DEFAULT_ENCODER_PACKAGE} is not installed")
 
 
