@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import difflib
+import re
 import sys
 from collections.abc import Iterator
 
@@ -142,6 +143,11 @@ class CommandLineParser(argparse.ArgumentParser):
         return namespace
 
     def error(self, message: str):
+        subs = subparser_actions(self)
+        given = re.search(r"invalid choice: '([^']*)'", message)
+        if subs and given:  # a misspelled (sub)command: the closest name, not a flag
+            close = difflib.get_close_matches(given[1], list(subs[0].choices), n=1)
+            super().error(message + (f"; did you mean {close[0]}?" if close else ""))
         guesses = [(flag, closest_flag(self, flag)) for flag in unknown_flags(self, CommandLineParser._words)]
         hints = [f"{flag} -> {guess}" for flag, guess in guesses if guess]
         if hints:

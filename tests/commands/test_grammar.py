@@ -118,6 +118,16 @@ def test_a_misspelled_flag_gets_the_subcommands_usage_and_the_closest_flag(capsy
     assert exc.value.code == 2 and err.startswith(usage) and f"did you mean {guess}?" in err
 
 
+@pytest.mark.parametrize("argv, guess", [(["pars", "--model", "bna-scratch"], "parse"),
+                                         (["score", "evlab", "gold", "pred"], "evalb")])
+def test_a_misspelled_command_gets_the_closest_command_not_a_flag(capsys, argv, guess):
+    with pytest.raises(SystemExit) as exc:
+        cli.main(argv)
+    err = capsys.readouterr().err
+    last = err.strip().splitlines()[-1]
+    assert exc.value.code == 2 and "invalid choice" in last and last.endswith(f"; did you mean {guess}?")
+
+
 def _help(parser, *command: str) -> str:
     for p in walk_parsers(parser):
         if p.prog == " ".join(("structattn", *command)):
