@@ -187,6 +187,13 @@ class _Step:
         self.entries[key] = (sources, tuple(tensor_version(t) for t in sources), value)
         return value
 
+    def first(self, key: tuple, sources: tuple) -> bool:
+        """True for the first call of this step with ``key`` and these source tensors (inside a compiled graph:
+        always)."""
+        built = []
+        self.cached(key, sources, lambda: built.append(True))
+        return bool(built)
+
 
 def _same_tensors(held: tuple, versions: tuple, sources: tuple) -> bool:
     """Whether ``sources`` are the ``held`` objects, unchanged since (same in-place versions)."""
@@ -369,10 +376,8 @@ def _dispatch(rt: _Runtime, module: nn.Module, stock_attend: Callable[[], Callab
         mixed = two_pass_mixed_attention(query, key, value, local, gate, base_bool, scale=scale, dropout_p=dropout,
                                          attend=stock_attend())
     elif kernel in UNCHECKED_KERNELS:
-        first = []
         signature = ("checked", kernel, query.shape, key.shape, gate.shape, query.dtype, key.dtype, query.device)
-        rt.step.cached(signature, (local, base_bool), lambda: first.append(True))
-        fn = KERNELS[kernel] if first else UNCHECKED_KERNELS[kernel]
+        fn = KERNELS[kernel] if rt.step.first(signature, (local, base_bool)) else UNCHECKED_KERNELS[kernel]
         seed = _dropout_seed(rt, module) if dropout > 0.0 else None
         mixed = fn(query, key, value, local, gate, base_bool, scale=scale, dropout_p=dropout, seed=seed)
     else:

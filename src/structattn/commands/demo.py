@@ -10,6 +10,7 @@
 from __future__ import annotations
 
 import time
+from contextlib import contextmanager
 from pathlib import Path
 
 SAMPLE = "the film is a breath of fresh air that allows us to see the world anew ."
@@ -85,17 +86,13 @@ def run(args) -> int:
     return 0
 
 
+@contextmanager
 def _timed(title: str):
-    """Print ``title`` now and the seconds the step took when it ends (a context manager)."""
-    from contextlib import contextmanager
-
-    @contextmanager
-    def step():
-        print(f"== {title} ==")
-        start = time.time()
-        yield
-        print(f"({time.time() - start:.1f} s)\n")
-    return step()
+    """Print ``title`` now and the seconds the step took when it ends."""
+    print(f"== {title} ==")
+    start = time.time()
+    yield
+    print(f"({time.time() - start:.1f} s)\n")
 
 
 def _show_parse(sentences: list[list[str]]) -> None:
