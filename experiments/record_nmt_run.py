@@ -1,6 +1,9 @@
 """Record one finished translation run (`structattn train-translation ...`) in results/nmt.jsonl.
 
-    python experiments/record_nmt_run.py RUN_DIR NAME [--note TEXT]
+    python experiments/record_nmt_run.py RUN_DIR NAME [--note TEXT] [--results FILE.jsonl --outputs DIR]
+
+(``--results`` / ``--outputs``: another results file and folder for the translations, e.g. the recipe ablation's
+results/peers/nmt_recipe_ablation.jsonl and results/peers/ablation.)
 
 Copies RUN_DIR/hypotheses/<split>.de to results/nmt/NAME.<split>.de, scores each committed file against the
 Multi30k references with sacreBLEU (the figure `structattn score bleu --split <split> --hypotheses FILE` and
@@ -24,19 +27,20 @@ from structattn.io import upsert_jsonl
 RESULTS = Path(__file__).resolve().parent.parent / "results"
 
 
-def record(run_dir: Path, name: str, note: str | None = None) -> dict:
+def record(run_dir: Path, name: str, note: str | None = None, results: Path = RESULTS / "nmt.jsonl",
+           outputs: Path = RESULTS / "nmt") -> dict:
     summary = json.loads((run_dir / "summary.json").read_text(encoding="utf-8"))
     cfg = summary["config"]
     line = {"task": "multi30k", "variant": summary["variant"], "seed": summary["seed"], "run": name}
     dev = ["dev"] if (run_dir / "hypotheses" / "dev.de").is_file() else []
     for split in [*summary["tests"], *dev]:
-        target = RESULTS / "nmt" / f"{name}.{split}.de"
+        target = outputs / f"{name}.{split}.de"
         target.parent.mkdir(parents=True, exist_ok=True)
         shutil.copyfile(run_dir / "hypotheses" / f"{split}.de", target)
         hyps = target.read_text(encoding="utf-8").split("\n")[:-1]
         scored = corpus_bleu(hyps, read_split(split).targets)
         line[f"bleu_{split}"] = round(scored["bleu"], 2)
-        line[f"hypotheses_{split}"] = str(target.relative_to(RESULTS.parent))
+        line[f"hypotheses_{split}"] = str(target.resolve().relative_to(RESULTS.parent))
         line["bleu_signature"] = scored["signature"]
     keep = ("final_model", "dev_bleu_beam", "best_step", "best_dev_bleu_greedy", "updates", "epochs", "history",
             "train_seconds", "target_tokens_per_second", "wall_seconds", "device", "torch_threads", "model",
@@ -48,7 +52,7 @@ def record(run_dir: Path, name: str, note: str | None = None) -> dict:
         line["mechanism_options"] = mech
     if note:
         line["note"] = note
-    upsert_jsonl(RESULTS / "nmt.jsonl", line, key="run")
+    upsert_jsonl(results, line, key="run")
     return line
 
 
@@ -57,8 +61,12 @@ def main() -> None:
     ap.add_argument("run_dir", type=Path)
     ap.add_argument("name")
     ap.add_argument("--note")
+    ap.add_argument("--results", type=Path, default=RESULTS / "nmt.jsonl",
+                    help="the JSONL file (default results/nmt.jsonl)")
+    ap.add_argument("--outputs", type=Path, default=RESULTS / "nmt",
+                    help="where the translations go (default results/nmt)")
     args = ap.parse_args()
-    line = record(args.run_dir, args.name, args.note)
+    line = record(args.run_dir, args.name, args.note, args.results, args.outputs)
     print(json.dumps({k: v for k, v in line.items() if k.startswith("bleu_") or k in ("run", "variant", "seed")}))
 
 

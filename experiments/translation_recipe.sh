@@ -2,7 +2,7 @@
 # Why our translation recipe learns more slowly than Joey NMT's at the laptop budget: one run per difference
 # between the two recipes, each from our laptop preset (800 updates, all warm-up, dev BLEU every 200), the
 # transformer variant, seed 1, one thread. Results: results/peers/nmt_recipe_ablation.jsonl and the committed
-# test2016 translations in results/peers/ablation/.
+# test translations in results/peers/ablation/ (recorded by experiments/record_nmt_run.py).
 #   bash experiments/translation_recipe.sh NAME [SEED] [VARIANT]    NAME: one of the keys of FLAGS below, or "list"
 # A run resumes from its checkpoint when started again; a finished run is only recorded again.
 set -euo pipefail
@@ -32,9 +32,6 @@ mkdir -p runs/recipe
 cmd=("$BIN/structattn" train-translation --variant "$variant" --seed "$seed" --threads "$THREADS" --no-progress
      --output-dir "$out" ${FLAGS[$name]})
 echo "== $run: ${cmd[*]}"
-start=$(date +%s.%N)
 "${cmd[@]}" > "runs/recipe/$run.log" 2>&1 || { echo "FAILED $run (see runs/recipe/$run.log)"; exit 1; }
-end=$(date +%s.%N)
-"$BIN/python" experiments/record_translation_run.py "$run" "$out" results/peers/nmt_recipe_ablation.jsonl \
-  results/peers/ablation --seconds "$(echo "$end - $start" | bc)" --threads "$THREADS" \
-  --load "$(cut -d' ' -f1-3 /proc/loadavg)" --command "${cmd[*]}" --ablation "$name"
+"$BIN/python" experiments/record_nmt_run.py "$out" "$run" --results results/peers/nmt_recipe_ablation.jsonl \
+  --outputs results/peers/ablation --note "recipe ablation '$name': ${FLAGS[$name]:-our laptop recipe}"
