@@ -28,7 +28,8 @@ RESULTS = Path(__file__).resolve().parent.parent / "results"
 
 
 def record(run_dir: Path, name: str, note: str | None = None, results: Path = RESULTS / "nmt.jsonl",
-           outputs: Path = RESULTS / "nmt") -> dict:
+           outputs: Path = RESULTS / "nmt", root: Path = RESULTS.parent) -> dict:
+    """Copy, score and record the run; ``hypotheses_<split>`` paths are written relative to ``root``."""
     summary = json.loads((run_dir / "summary.json").read_text(encoding="utf-8"))
     cfg = summary["config"]
     line = {"task": "multi30k", "variant": summary["variant"], "seed": summary["seed"], "run": name}
@@ -40,7 +41,7 @@ def record(run_dir: Path, name: str, note: str | None = None, results: Path = RE
         hyps = target.read_text(encoding="utf-8").split("\n")[:-1]
         scored = corpus_bleu(hyps, read_split(split).targets)
         line[f"bleu_{split}"] = round(scored["bleu"], 2)
-        line[f"hypotheses_{split}"] = str(target.resolve().relative_to(RESULTS.parent))
+        line[f"hypotheses_{split}"] = str(target.resolve().relative_to(root.resolve()))
         line["bleu_signature"] = scored["signature"]
     keep = ("final_model", "dev_bleu_beam", "best_step", "best_dev_bleu_greedy", "updates", "epochs", "history",
             "train_seconds", "target_tokens_per_second", "wall_seconds", "device", "torch_threads", "model",

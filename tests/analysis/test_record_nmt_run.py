@@ -16,12 +16,16 @@ from structattn.tasks.multi30k import read_split  # noqa: E402
 SCRIPT = Path(__file__).resolve().parents[2] / "experiments" / "record_nmt_run.py"
 
 
-def _load_recorder(results: Path):
+def _load_recorder():
     spec = importlib.util.spec_from_file_location("record_nmt_run", SCRIPT)
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
-    module.RESULTS = results  # write into the temporary results folder, not the repository's
     return module
+
+
+def _record(recorder, run: Path, name: str, results: Path) -> None:
+    """Record into the temporary results folder (every path given, so nothing reaches the repository's)."""
+    recorder.record(run, name, results=results / "nmt.jsonl", outputs=results / "nmt", root=results.parent)
 
 
 def _run_dir(tmp: Path, splits: list[str], tests: list[str]) -> Path:
@@ -42,10 +46,10 @@ def _run_dir(tmp: Path, splits: list[str], tests: list[str]) -> Path:
 def test_records_dev_and_replaces_in_place(tmp_path):
     results = tmp_path / "results"
     results.mkdir()
-    recorder = _load_recorder(results)
+    recorder = _load_recorder()
     (results / "nmt.jsonl").write_text('{"run": "a"}\n{"run": "b"}\n{"run": "c"}\n', encoding="utf-8")
     run = _run_dir(tmp_path, ["test2016", "dev"], ["test2016"])
-    recorder.record(run, "b")
+    _record(recorder, run, "b", results)
     lines = [json.loads(ln) for ln in (results / "nmt.jsonl").read_text(encoding="utf-8").splitlines()]
     assert [ln["run"] for ln in lines] == ["a", "b", "c"]  # replaced where it was
     line = lines[1]
@@ -55,6 +59,6 @@ def test_records_dev_and_replaces_in_place(tmp_path):
         hyps = path.read_text(encoding="utf-8").split("\n")[:-1]
         assert line[f"bleu_{split}"] == round(corpus_bleu(hyps, read_split(split).targets)["bleu"], 2)
     assert line["bleu_dev"] < 100 and line["mechanism_options"] == {"k": 2} and "output_dir" not in line["config"]
-    recorder.record(_run_dir(tmp_path / "again", ["test2016"], ["test2016"]), "d")  # no dev file: no dev fields
+    _record(recorder, _run_dir(tmp_path / "again", ["test2016"], ["test2016"]), "d", results)  # no dev file: no dev fields
     last = json.loads((results / "nmt.jsonl").read_text(encoding="utf-8").splitlines()[-1])
     assert last["run"] == "d" and "bleu_dev" not in last and "hypotheses_dev" not in last
