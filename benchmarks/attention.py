@@ -226,8 +226,8 @@ def squad_batch(batch: int, seq: int, encoder: str):
     import torch
     from transformers import AutoTokenizer
 
-    from structattn.parsing.cache import parse_cached
-    from structattn.parsing.spacy_backend import SpacyParser
+    from structattn.dependency.cache import parse_cached
+    from structattn.dependency.spacy_backend import SpacyParser
     from structattn.settings import data_dir
     from structattn.structure.align import encode_words
     from structattn.structure.example import build_word_structures

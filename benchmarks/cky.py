@@ -1,4 +1,4 @@
-"""Batched CKY (heads.chart.cky_decode) against the plain Python CKY (heads.chart.reference_cky).
+"""Batched CKY (bna.chart.cky_decode) against the plain Python CKY (bna.chart.reference_cky).
 
 For each sentence length L, a batch of random label scores [b, L + 1, L + 1, C] (default b = 32, C = 30)
 is decoded once by ``cky_decode`` (the whole batch in one call) and once by ``reference_cky`` (a loop over
@@ -25,7 +25,7 @@ import torch
 sys.path.insert(0, str(Path(__file__).parent))
 from machine import cpu_flags, cpu_name  # noqa: E402
 
-from structattn.heads.chart import cky_decode, reference_cky  # noqa: E402
+from structattn.bna.chart import cky_decode, reference_cky  # noqa: E402
 
 
 def timed(fn) -> float:

@@ -34,7 +34,7 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
 
     from structattn.train.config import TrainConfig
-    from structattn.train.loop import EpochPermutationSampler, LengthGroupedSampler, Trainer
+    from structattn.finetuning.trainer import EpochPermutationSampler, LengthGroupedSampler, Trainer
 
     rows = ["| task | train features | real tokens | padded, shuffled | padded, grouped | shuffled / grouped |",
             "|---|---:|---:|---:|---:|---:|"]

@@ -37,8 +37,8 @@ def main() -> None:
 
     from structattn.settings import default_encoder
     from structattn.tasks.multiple_choice import get_mc_task
-    from structattn.train.multiple_choice_data import MultipleChoiceCollator, build_mc_features
-    from structattn.train.sgnet_loading import SGMaskCollator, sg_structure_spec
+    from structattn.sgnet.multiple_choice_features import MultipleChoiceCollator, build_mc_features
+    from structattn.sgnet.loading import SGMaskCollator, sg_structure_spec
 
     tokenizer = AutoTokenizer.from_pretrained(args.model or default_encoder())
     questions = get_mc_task("race_m").read("train")[:args.questions]

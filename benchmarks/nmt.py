@@ -24,11 +24,11 @@ import torch
 sys.path.insert(0, str(Path(__file__).parent))
 from machine import cpu_description  # noqa: E402
 
-from structattn.models.translation import VARIANTS, build_model  # noqa: E402
+from structattn.translation.model import VARIANTS, build_model  # noqa: E402
 from structattn.tasks.multi30k import read_split  # noqa: E402
-from structattn.heads.translation import (TranslationCollator, build_source_structure, encode_texts,  # noqa: E402
+from structattn.translation.data import (TranslationCollator, build_source_structure, encode_texts,  # noqa: E402
                                           token_batches, train_bpe_tokenizer)
-from structattn.train.translation import _decoder_inputs, _label_smoothed_loss  # noqa: E402
+from structattn.translation.trainer import _decoder_inputs, _label_smoothed_loss  # noqa: E402
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -1,6 +1,6 @@
 """Cost of one n-gram span attention (NSA) layer against n, next to plain self-attention and BiMSA layers, on CPU.
 
-Each variant is one post-LN encoder layer (``structattn.layers.transformer_block.build_layer``) in train mode with
+Each variant is one post-LN encoder layer (``structattn.bna.transformer_block.build_layer``) in train mode with
 the paper's PTB dropouts (0.2), d_model 256, 8 heads of 32, d_ff 512, batch 32, every sentence L = 40 words
 (T = 42 positions). Measured per variant:
 
@@ -37,8 +37,8 @@ class Variant:
     """One layer and its input; ``step()`` = forward + backward."""
 
     def __init__(self, label: str, kind: str, n: int, args, torch):
-        from structattn.layers.fenceposts import ngram_spans
-        from structattn.layers.transformer_block import build_layer
+        from structattn.bna.fenceposts import ngram_spans
+        from structattn.bna.transformer_block import build_layer
 
         self.label, self.kind, self.n = label, kind, n
         torch.manual_seed(0)

@@ -8,7 +8,7 @@ import sys
 import tempfile
 import time
 
-from structattn.parsing import Parse, ParseCache
+from structattn.dependency import Parse, ParseCache
 
 
 def chain_parse(chunk, indices):

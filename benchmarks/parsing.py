@@ -23,7 +23,7 @@ import torch
 sys.path.insert(0, str(Path(__file__).parent))
 from machine import cpu_description  # noqa: E402
 
-from structattn.models.parser import ChartParser, ParserConfig  # noqa: E402
+from structattn.bna.model import ChartParser, ParserConfig  # noqa: E402
 from structattn.tasks.ptb import read_split  # noqa: E402
 
 CPU_CONFIG = dict(d_model=128, heads=4, d_head=32, d_ff=256, label_hidden=128)

@@ -33,15 +33,15 @@ import torch
 sys.path.insert(0, str(Path(__file__).parent))
 from machine import cpu_description  # noqa: E402
 
-from structattn.heads.translation import (TranslationCollator, encode_texts, token_batches,  # noqa: E402
+from structattn.translation.data import (TranslationCollator, encode_texts, token_batches,  # noqa: E402
                                           train_bpe_tokenizer)
-from structattn.models.parser import ChartParser, ParserConfig  # noqa: E402
-from structattn.models.translation import build_model  # noqa: E402
+from structattn.bna.model import ChartParser, ParserConfig  # noqa: E402
+from structattn.translation.model import build_model  # noqa: E402
 from structattn.tasks import ptb  # noqa: E402
 from structattn.tasks.multi30k import read_split  # noqa: E402
-from structattn.train.parsing import epoch_batches, make_optimizer, warmup_factor  # noqa: E402
+from structattn.bna.trainer import epoch_batches, make_optimizer, warmup_factor  # noqa: E402
 from structattn.train.engine import Engine  # noqa: E402
-from structattn.train.translation import _decoder_inputs, _label_smoothed_loss  # noqa: E402
+from structattn.translation.trainer import _decoder_inputs, _label_smoothed_loss  # noqa: E402
 
 PRECISIONS = ("fp32", "bf16")
 

@@ -38,10 +38,10 @@ PASSAGES = [
 
 def build_run(folder: Path) -> Path:
     """A run-shaped folder holding a fresh SG-Net (dual) span-QA model on the packaged MiniLM."""
-    from structattn.models.sgnet import SGNetConfig, SGNetModel
+    from structattn.sgnet.model import SGNetConfig, SGNetModel
     from structattn.settings import DEFAULT_ENCODER_PACKAGE, packaged_encoder_folder
     from structattn.train.config import TrainConfig
-    from structattn.train.model_loading import load_tokenizer
+    from structattn.finetuning.model_loading import load_tokenizer
 
     encoder = str(packaged_encoder_folder(DEFAULT_ENCODER_PACKAGE))
     model = SGNetModel.from_encoder(encoder, SGNetConfig(aggregation="dual", head="span_qa"))
@@ -57,9 +57,9 @@ def logits(reader):
     """Start and end logits of the reader's model on PASSAGES, one flat float array."""
     import numpy as np
 
-    from structattn.train.reader import make_questions
-    from structattn.train.reading import span_logits, span_qa_collator
-    from structattn.train.reading_data import build_qa_features
+    from structattn.sgnet.reader import make_questions
+    from structattn.sgnet.reading import span_logits, span_qa_collator
+    from structattn.sgnet.reading_features import build_qa_features
 
     questions = make_questions((f"q{i}", q, c) for i, (q, c) in enumerate(PASSAGES))
     spec = reader.structure_spec
@@ -77,8 +77,8 @@ def main() -> int:
 
     from structattn.models.trained import folder_bytes
     from structattn.settings import DEFAULT_ENCODER_PACKAGE
-    from structattn.train.reader import Reader
-    from structattn.train.reader_packing import pack_reader
+    from structattn.sgnet.reader import Reader
+    from structattn.sgnet.reader_packing import pack_reader
 
     torch.set_num_threads(1)
     root = Path(tempfile.mkdtemp(prefix="reader_packing_"))

@@ -25,7 +25,7 @@ sys.path.insert(0, str(Path(__file__).parent))
 from machine import cpu_description, peak_bytes  # noqa: E402
 
 from structattn.settings import default_encoder  # noqa: E402
-from structattn.models.sgnet import SGNetConfig, SGNetModel  # noqa: E402
+from structattn.sgnet.model import SGNetConfig, SGNetModel  # noqa: E402
 from structattn.structure.relations import ancestor_matrices  # noqa: E402
 
 

@@ -43,9 +43,9 @@ def main(argv: list[str] | None = None) -> int:
     import numpy as np
     import spacy
 
-    from structattn.parsing.cache import ParseCache, parse_cached
-    from structattn.parsing.datasets import dataset_sentences
-    from structattn.parsing.spacy_backend import SpacyParser
+    from structattn.dependency.cache import ParseCache, parse_cached
+    from structattn.dependency.datasets import dataset_sentences
+    from structattn.dependency.spacy_backend import SpacyParser
     from structattn.settings import DEFAULT_SPACY_MODEL
     from structattn.structure.relations import batch_word_masks
 

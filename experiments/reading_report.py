@@ -2,7 +2,7 @@
 
     python experiments/reading_report.py [--results-dir results]
 
-The tables, significance tests and figures are the library's (:mod:`structattn.analysis.reading_report`); this file
+The tables, significance tests and figures are the library's (:mod:`structattn.sgnet.report`); this file
 adds the words for the readers this repository trained, whose encoders later runs started from.
 """
 from __future__ import annotations
@@ -10,7 +10,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from structattn.analysis.reading_report import TASK_TRAINING, write_report
+from structattn.sgnet.report import TASK_TRAINING, write_report
 
 RESULTS = Path(__file__).resolve().parent.parent / "results"
 

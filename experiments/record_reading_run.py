@@ -40,8 +40,8 @@ from pathlib import Path
 
 from structattn.io import upsert_jsonl
 from structattn.tasks.multiple_choice import results_file
-from structattn.train.trainers import load_trained
-from structattn.train.trainers import task_family
+from structattn.trainers import load_trained
+from structattn.trainers import task_family
 
 RESULTS = Path(__file__).resolve().parent.parent / "results"
 
@@ -97,7 +97,7 @@ def state_from_log(text: str) -> dict:
 
 def _record_span_qa(trainer, run_dir: Path, name: str, reuse: bool = False, other_task: bool = False) -> dict:
     from structattn.commands.predict import side_files
-    from structattn.heads.span_qa import na_probabilities
+    from structattn.sgnet.span_qa import na_probabilities
     from structattn.tasks.squad_eval import evaluate
     from structattn.io import atomic_write_json
 

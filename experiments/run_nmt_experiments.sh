@@ -30,7 +30,7 @@ run() {  # run NAME FLAGS...
   flock results/.nmt.lock $BIN/python experiments/record_nmt_run.py runs/nmt/$name $name \
     >> runs/nmt/$name.log 2>&1 || echo "RECORD FAILED $name"
   case $name in  # Figures 2-4: gate statistics of the gated runs on the dev sources
-    *hybrid_gate*|*sla*) $BIN/python -m structattn.analysis.translation_gates runs/nmt/$name/final --split dev \
+    *hybrid_gate*|*sla*) $BIN/python -m structattn.translation.gates runs/nmt/$name/final --split dev \
       --out results/nmt_gates/$name.json >> runs/nmt/$name.log 2>&1 || echo "GATES FAILED $name" ;;
   esac
   case $name in  # Tables 3-4: probing of the paper's three models, seed 1

@@ -34,8 +34,8 @@ from structattn.settings import default_encoder
 from structattn.tasks.multiple_choice import get_mc_task
 from structattn.tasks.squad import get_qa_task
 from structattn.tasks.text_words import words_with_offsets_many
-from structattn.train.multiple_choice_data import build_mc_features
-from structattn.train.sgnet_loading import sg_structure_spec
+from structattn.sgnet.multiple_choice_features import build_mc_features
+from structattn.sgnet.loading import sg_structure_spec
 for task, split in [("squad2_plus11", "train"), ("squad2", "dev"), ("squad2", "test"), ("squad11", "dev")]:
     qs = get_qa_task(task).read(split).questions
     words_with_offsets_many(list(dict.fromkeys([q.context for q in qs] + [q.question for q in qs])))

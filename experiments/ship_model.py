@@ -71,11 +71,11 @@ def _move_into_place(tmp: Path, entry: TrainedModel) -> None:
 def ship_parser(run_dir: Path, entry: TrainedModel) -> dict:
     import torch
 
-    from structattn.models.parser import ChartParser
+    from structattn.bna.model import ChartParser
     from structattn.settings import DEFAULT_ENCODER_PACKAGE
     from structattn.tasks.evalb import evalb_files
     from structattn.tasks.ptb import read_split, split_files
-    from structattn.train.parsing import tags_for
+    from structattn.bna.trainer import tags_for
 
     summary = json.loads((run_dir / "summary.json").read_text(encoding="utf-8"))
     best = ChartParser.from_pretrained(run_dir / "best")
@@ -145,7 +145,7 @@ def ship_parser(run_dir: Path, entry: TrainedModel) -> dict:
 
 
 def ship_translator(run_dir: Path, entry: TrainedModel) -> dict:
-    from structattn.models.translator import Translator
+    from structattn.translation.translator import Translator
     from structattn.tasks.bleu import corpus_bleu
     from structattn.tasks.multi30k import read_split
 

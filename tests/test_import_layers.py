@@ -15,16 +15,24 @@ LAYERS: list[tuple[str, ...]] = [
      "structattn.textcheck", "structattn.paths", "structattn.cli_grammar", "structattn.verbosity"),
     ("structattn.structure",),
     ("structattn.tasks",),
-    ("structattn.parsing",),
-    ("structattn.layers",),
+    ("structattn.dependency",),
     ("structattn.attention",),
-    ("structattn.heads",),
     ("structattn.models",),
-    ("structattn.integrations",),
     ("structattn.train",),
+    ("structattn.finetuning", "structattn.translation", "structattn.bna"),
+    ("structattn.sgnet",),
+    ("structattn.trainers", "structattn.sweep"),
     ("structattn.analysis",),
     ("structattn.commands", "structattn.cli"),
 ]
+
+# the systems (one folder each) and the other systems each may build on; any other import between two is sideways
+SYSTEMS: dict[str, tuple[str, ...]] = {
+    "structattn.finetuning": (),
+    "structattn.translation": (),
+    "structattn.bna": (),
+    "structattn.sgnet": ("structattn.finetuning",),
+}
 
 
 def module_name(path: Path) -> str:
@@ -110,6 +118,16 @@ def test_no_upward_imports():
     assert not upward, "imports from a higher layer:\n" + "\n".join(upward)
 
 
+def system_of(name: str) -> str | None:
+    return next((s for s in SYSTEMS if name == s or name.startswith(s + ".")), None)
+
+
+def test_systems_import_only_the_core_and_their_bases():
+    sideways = [f"{name} imports {dep}" for name, deps in sorted(import_graph().items()) for dep in sorted(deps)
+                if system_of(name) and system_of(dep) not in (None, system_of(name), *SYSTEMS[system_of(name)])]
+    assert not sideways, "a system imports another it does not build on:\n" + "\n".join(sideways)
+
+
 def test_no_import_cycles():
     cycle = find_cycle(import_graph())
     assert cycle is None, "import cycle: " + " -> ".join(cycle)
@@ -124,15 +142,15 @@ def test_find_cycle_finds_a_two_module_loop_and_a_long_one():
 
 def test_relative_and_lazy_imports_resolve_to_modules(tmp_path):
     f = tmp_path / "x.py"
-    f.write_text("from ..io import atomic_write_text\nfrom . import loop\nimport structattn.tasks.squad\n\n"
+    f.write_text("from ..io import atomic_write_text\nfrom . import engine\nimport structattn.tasks.squad\n\n"
                  "def g():\n    from ..models.encoder import apply_mechanism\n")
-    known = {"structattn.io", "structattn.train.loop", "structattn.models.encoder", "structattn.train",
+    known = {"structattn.io", "structattn.train.engine", "structattn.models.encoder", "structattn.train",
              "structattn.tasks.squad"}
     assert imported_modules("structattn.train.x", f, known) == {
-        "structattn.io", "structattn.train.loop", "structattn.models.encoder", "structattn.tasks.squad"}
+        "structattn.io", "structattn.train.engine", "structattn.models.encoder", "structattn.tasks.squad"}
 
 
 def test_layer_of_takes_the_longest_prefix():
     assert layer_of("structattn.io") == 0
-    assert layer_of("structattn.models.parser") == 7
+    assert layer_of("structattn.bna.model") == 7
     assert layer_of("structattn.cli") == layer_of("structattn.commands.parse") == len(LAYERS) - 1

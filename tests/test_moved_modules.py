@@ -38,7 +38,7 @@ def test_from_import_of_an_old_module_name_works():
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", ModuleMovedWarning)
         from structattn.sgnet import SGNetModel  # noqa: F401
-        from structattn.models.sgnet import SGNetModel as new
+        from structattn.sgnet.model import SGNetModel as new
     assert SGNetModel is new
 
 
@@ -47,4 +47,4 @@ def test_python_dash_m_on_an_old_path_runs_the_new_module():
                          capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr
     assert "--results-dir" in out.stdout
-    assert "structattn.analysis.translation_report" in out.stderr  # the warning names the new module
+    assert "structattn.translation.report" in out.stderr  # the warning names the new module

@@ -43,7 +43,7 @@ def main() -> int:
     import torch
 
     torch.set_num_threads(1)
-    from structattn.models.parser import ChartParser
+    from structattn.bna.model import ChartParser
     from structattn.tasks.ptb import read_split
 
     peers = Path(args.peers)

@@ -35,11 +35,11 @@ def _tokenizer(out: Path):
 
 
 def multi30k(out: Path) -> None:
-    from structattn.heads.translation import SPECIAL_TOKENS, normalise, train_bpe_tokenizer
+    from structattn.translation.data import SPECIAL_TOKENS, normalise, train_bpe_tokenizer
     from structattn.tasks.multi30k import SPLITS, read_split
 
     train = read_split("train")
-    texts = [t for t in train.sources + train.targets if t.strip()]  # as structattn.train.translation.load_tokenizer
+    texts = [t for t in train.sources + train.targets if t.strip()]  # as structattn.translation.trainer.load_tokenizer
     tokenizer = train_bpe_tokenizer(texts, vocab_size=8000)
     tokenizer.save_pretrained(str(out / "tokenizer"))
     bpe = out / "bpe"

@@ -6,8 +6,11 @@ encoders.
 
 The heavy modules (torch, transformers) are imported on first use of these names.
 
-Layers, bottom to top. A module imports only from its own layer or a lower one, and no two modules import each
-other, directly or around a loop (``tests/test_import_layers.py`` checks both with ``ast``):
+One folder per system over a shared core. A module imports only from its own layer or a lower one, a system only
+from the core and the systems it builds on, and no two modules import each other, directly or around a loop
+(``tests/test_import_layers.py`` checks all three with ``ast``).
+
+The core, bottom to top:
 
  1. ``errors``, ``settings``, ``io``, ``config_io``, ``textcheck``, ``paths``, ``cli_grammar``, ``verbosity``:
     user errors, data and cache locations, atomic file writing, typed JSON configuration, the control-character
@@ -15,24 +18,30 @@ other, directly or around a loop (``tests/test_import_layers.py`` checks both wi
     (anyone may use them).
  2. ``structure``: word-level relations (tree distance, ancestors, window, direction) and sub-word expansion.
  3. ``tasks``: readers for each benchmark and its official-equivalent metric (SQuAD, EVALB, BLEU, RACE, ...).
- 4. ``parsing``: the Parse record; spaCy, CoNLL-U and PTB backends; the parse cache; PTB text normalisation.
- 5. ``layers``: modules outside the encoder's own attention: the syntax-guided layer, BiMSA, NSA, Gaussian
-    biases, LISA, the chart parser's word encoders.
- 6. ``attention``: kernels (pure functions over q, k, v, masks), mechanisms and their registration in transformers.
- 7. ``heads``: task heads and set-up: span QA, chart (CKY), translation tokenizer and batches.
- 8. ``models``: the end-to-end models a user loads: encoder + mechanism (``models.encoder``), SG-Net
-    (``models.sgnet``), the BNA chart parser (``models.parser``), the translation model and its translator, the
+ 4. ``dependency``: the Parse record; spaCy, CoNLL-U and PTB dependency backends; the parse cache.
+ 5. ``attention``: kernels (pure functions over q, k, v, masks), mechanisms (with the Gaussian biases), their
+    registration in transformers, and a plain multi-head attention module.
+ 6. ``models``: an encoder with a mechanism (``models.encoder``), encoders by reference, int8 packing, the
     shipped trained models by name (``models.trained``; their files are package data in ``trained/``).
- 9. ``integrations``: other libraries' entry points (the spaCy component).
-10. ``train``: the Accelerate loop, checkpoints, sweeps, significance; one module per family: sentence tasks
-    (``loop``, ``data``), ``reading``, ``multiple_choice``, ``translation``, ``parsing``, ``probing``.
-11. ``analysis``: reports, tables and figures per family.
-12. ``commands`` and ``cli``: one module per command; ``cli`` dispatches.
+ 7. ``train``: the training engine (the ``Family`` interface), checkpoints, configuration, provenance,
+    significance.
 
-Old module paths (``structattn.modeling``, ``structattn.chart_parser``, ...) still import, with a
+The systems, each in one folder:
+
+ 8. ``finetuning`` (SLA, WLA, LISA: sentence and token tasks), ``translation`` (hybrid local/global attention),
+    ``bna`` (the BNA constituency parser); ``sgnet`` (SG-Net: reading and multiple choice) builds on
+    ``finetuning``'s trainer.
+
+Above them:
+
+ 9. ``trainers`` (which trainer runs a task) and ``sweep`` (grids of fine-tuning runs).
+10. ``analysis``: mask views, the sentence tasks' report tables and figures.
+11. ``commands`` and ``cli``: one module per command; ``cli`` dispatches.
+
+Old module paths (``structattn.modeling``, ``structattn.train.loop``, ``structattn.parsing``, ...) still import, with a
 :class:`~structattn._moved.ModuleMovedWarning` naming the new one (:data:`structattn._moved.MOVED`).
 """
-__version__ = "0.1.0"
+__version__ = "0.2.0"
 
 _LAZY = {
     "from_pretrained": "structattn.models.encoder",
@@ -41,8 +50,8 @@ _LAZY = {
     "mechanism_of": "structattn.models.encoder",
     "MECHANISMS": "structattn.attention.mechanisms",
     "MechanismConfig": "structattn.attention.mechanisms",
-    "Parse": "structattn.parsing.record",
-    "Reader": "structattn.train.reader",
+    "Parse": "structattn.dependency.record",
+    "Reader": "structattn.sgnet.reader",
     "UserError": "structattn.errors",
     "set_verbose": "structattn.verbosity",
 }

@@ -3,12 +3,12 @@ from __future__ import annotations
 
 import pytest
 
-from structattn.analysis.translation_gates import gate_statistics
+from structattn.translation.gates import gate_statistics
 from structattn.attention import force_gate
 from structattn.errors import UserError
-from structattn.heads.translation import train_bpe_tokenizer
-from structattn.models.translation import build_model
-from structattn.models.translator import Translator
+from structattn.translation.data import train_bpe_tokenizer
+from structattn.translation.model import build_model
+from structattn.translation.translator import Translator
 
 TEXTS = ["A dog runs here.", "Two young men sit on a bench in the park.", "", "Cats sleep."]
 

@@ -10,7 +10,7 @@ import pytest
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tasks"))
 from tasks_testutil import needs  # noqa: E402
 
-from structattn.analysis import translation_report  # noqa: E402
+from structattn.translation import report as translation_report  # noqa: E402
 from structattn.tasks.bleu import corpus_bleu  # noqa: E402
 from structattn.tasks.multi30k import TEST_SPLITS, read_split  # noqa: E402
 

@@ -5,7 +5,7 @@ import pytest
 
 from structattn import settings
 from structattn.cli import main
-from structattn.parsing import Parse, ParseCache
+from structattn.dependency import Parse, ParseCache
 
 
 def chain_parser(items, indices):

@@ -137,7 +137,7 @@ def _help(parser, *command: str) -> str:
 
 def test_help_names_the_choices_from_the_registries_and_what_defaults_mean(parser):
     from structattn.attention.mechanisms import MECHANISMS
-    from structattn.models.parser import VARIANTS
+    from structattn.bna.model import VARIANTS
     from structattn.train.config import task_names
 
     train = _help(parser, "train")

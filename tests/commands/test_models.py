@@ -11,7 +11,7 @@ import torch
 
 from structattn.cli import main
 from structattn.models import trained
-from structattn.models.parser import ChartParser
+from structattn.bna.model import ChartParser
 from structattn.models.trained import TRAINED, shipped_models
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "models"))

@@ -12,7 +12,7 @@ import torch
 import sys
 from pathlib import Path
 
-from structattn.models.parser import ChartParser
+from structattn.bna.model import ChartParser
 from structattn.commands import parse as parse_command
 from structattn.errors import UserError
 from structattn.tasks.ptb import parse_trees

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from structattn.models.parser import PARSER_PRESETS, ParserConfig
+from structattn.bna.model import PARSER_PRESETS, ParserConfig
 from structattn.commands import train_parsing as command
 from structattn.errors import UserError
 

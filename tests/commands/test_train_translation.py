@@ -9,7 +9,7 @@ import pytest
 
 from structattn.commands import train_translation as command
 from structattn.config_io import dataclass_from_args
-from structattn.train.translation import NMT_PRESETS, NMTConfig
+from structattn.translation.trainer import NMT_PRESETS, NMTConfig
 
 
 def config(*argv: str) -> NMTConfig:

@@ -7,8 +7,8 @@ import sys
 import pytest
 
 from structattn import cli
-from structattn.heads.translation import train_bpe_tokenizer
-from structattn.models.translation import build_model
+from structattn.translation.data import train_bpe_tokenizer
+from structattn.translation.model import build_model
 
 LINES = ["A dog runs here.", "Two cats sleep now.", "A big dog and a small cat."] * 20
 GERMAN = ["Ein Hund läuft hier.", "Zwei Katzen schlafen jetzt.", "Ein großer Hund und eine kleine Katze."] * 20

@@ -1,6 +1,6 @@
 """Brute-force oracle for the chart decoder: score every binary bracketing of a sentence.
 
-Independent of structattn.heads.chart (never import it here). Sizes up to 7 words: 132 bracketings.
+Independent of structattn.bna.chart (never import it here). Sizes up to 7 words: 132 bracketings.
 """
 from __future__ import annotations
 

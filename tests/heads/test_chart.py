@@ -9,8 +9,8 @@ import numpy as np
 import pytest
 import torch
 
-from structattn.heads.chart import SpanLabelScorer, cky_decode, gold_label_table, margin_loss, reference_cky
-from structattn.layers.fenceposts import all_span_vectors
+from structattn.bna.chart import SpanLabelScorer, cky_decode, gold_label_table, margin_loss, reference_cky
+from structattn.bna.fenceposts import all_span_vectors
 
 _spec = importlib.util.spec_from_file_location("brute_cky", Path(__file__).with_name("brute_cky.py"))
 brute_cky = importlib.util.module_from_spec(_spec)

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from structattn.errors import UserError
-from structattn.heads.span_qa import (NA_PROB_FILE, NBEST_FILE, PREDICTIONS_FILE, QAContext, na_probabilities,
+from structattn.sgnet.span_qa import (NA_PROB_FILE, NBEST_FILE, PREDICTIONS_FILE, QAContext, na_probabilities,
                                       predict_answers, tune_threshold, window_candidates, write_predictions)
 
 S = -1  # special token

@@ -8,9 +8,9 @@ import pytest
 import torch
 
 from structattn.structure.example import WordStructure
-from structattn.heads.translation import (SourceStructure, TranslationCollator, align_pieces_to_words,
+from structattn.translation.data import (SourceStructure, TranslationCollator, align_pieces_to_words,
                                          shuffled_token_batches, token_batches, word_char_spans)
-from structattn.train.translation import warmup_inverse_sqrt
+from structattn.translation.trainer import warmup_inverse_sqrt
 
 
 def test_word_spans_follow_the_text_left_to_right():

@@ -5,14 +5,14 @@ from __future__ import annotations
 import pytest
 import torch
 
-import structattn.integrations.spacy_component  # noqa: F401  (registers the factory)
+import structattn.bna.spacy_component  # noqa: F401  (registers the factory)
 import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "models"))
 from tiny_parser import needs_pipeline, save_tiny  # noqa: E402
 
-from structattn.models.parser import ChartParser  # noqa: E402
+from structattn.bna.model import ChartParser  # noqa: E402
 from structattn.errors import UserError  # noqa: E402
 from structattn.settings import DEFAULT_SPACY_MODEL  # noqa: E402
 from structattn.tasks.ptb import parse_trees  # noqa: E402
@@ -125,7 +125,7 @@ def test_straight_quotes_are_written_as_structattn_parse_writes_them(model_dir):
     """The component and ``structattn parse`` (text_sentences) give the same treebank tokens for ``"``."""
     import spacy
 
-    from structattn.parsing.ptb_text import text_sentences
+    from structattn.bna.ptb_text import text_sentences
 
     text = 'She said "yes (twice)" to me.'
     nlp = spacy.load(DEFAULT_SPACY_MODEL)

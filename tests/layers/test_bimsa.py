@@ -4,7 +4,7 @@ import pytest
 import torch
 
 from layer_refs import compare_with_grads, pad_batch, ref_bimsa
-from structattn.layers.bimsa import BiMSA, directional_masks
+from structattn.bna.bimsa import BiMSA, directional_masks
 from structattn.structure import relations
 
 D, HEADS, E = 8, 2, 4

@@ -1,8 +1,8 @@
-"""layers/fenceposts.py against brute force: explicit indexing of V_ij and enumeration of n-gram spans."""
+"""bna/fenceposts.py against brute force: explicit indexing of V_ij and enumeration of n-gram spans."""
 import pytest
 import torch
 
-from structattn.layers.fenceposts import all_span_vectors, fencepost_halves, ngram_spans, span_vectors
+from structattn.bna.fenceposts import all_span_vectors, fencepost_halves, ngram_spans, span_vectors
 
 
 def brute_span(h_s, i, j):

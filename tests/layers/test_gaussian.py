@@ -6,7 +6,7 @@ import math
 import pytest
 import torch
 
-from structattn.layers.gaussian import MIN_VARIANCE, GaussianLocality
+from structattn.attention.gaussian import MIN_VARIANCE, GaussianLocality
 
 
 def _oracle(module: GaussianLocality, query: torch.Tensor, lengths: torch.Tensor, m: int) -> torch.Tensor:

@@ -3,7 +3,7 @@ import pytest
 import torch
 
 from layer_refs import compare_with_grads, pad_batch, ref_nsa, ref_span_list
-from structattn.layers.nsa import NgramSpanAttention
+from structattn.bna.nsa import NgramSpanAttention
 
 D, HEADS, E = 8, 2, 4
 
@@ -82,7 +82,7 @@ def test_rejects_empty_sentence_odd_size_and_bad_order():
 def test_attention_grows_with_n_times_L_squared(monkeypatch):
     """The span matrix is linear in L, the attention is not: every one of the T = L + 2 words attends over all
     S ~ n * L spans, so the score matrix is [b, H, T, S] (the docstring's cost statement)."""
-    import structattn.layers.nsa as nsa_module
+    import structattn.bna.nsa as nsa_module
 
     seen = []
     real = nsa_module.attend

@@ -5,10 +5,10 @@ import torch.nn.functional as F
 
 from layer_refs import compare_with_grads, pad_batch, ref_self_attention
 from structattn.errors import UserError
-from structattn.layers.bimsa import BiMSA
-from structattn.layers.nsa import NgramSpanAttention
-from structattn.layers.multihead import check_lengths, self_attention_mask
-from structattn.layers.transformer_block import LAYER_KINDS, FeedForward, SelfAttention, TransformerBlock, build_layer
+from structattn.bna.bimsa import BiMSA
+from structattn.bna.nsa import NgramSpanAttention
+from structattn.attention.multihead import check_lengths, self_attention_mask
+from structattn.bna.transformer_block import LAYER_KINDS, FeedForward, SelfAttention, TransformerBlock, build_layer
 
 D, HEADS, E = 8, 2, 4
 

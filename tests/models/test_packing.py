@@ -12,7 +12,7 @@ import torch
 from structattn.errors import UserError
 from structattn.models.packing import (PACKING_KEY, SCALE_SUFFIX, dequantize_rows, pack_state_dict, quantizable,
                                        quantize_rows, unpack_state_dict)
-from structattn.models.sgnet import SGNetConfig, SGNetModel
+from structattn.sgnet.model import SGNetConfig, SGNetModel
 from structattn.settings import DEFAULT_ENCODER_PACKAGE, packaged_encoder_folder
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))

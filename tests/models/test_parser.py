@@ -11,9 +11,9 @@ import json
 import pytest
 import torch
 
-from structattn.models.parser import VARIANTS, ChartParser, ParserConfig, label_vocabulary, layer_kinds
+from structattn.bna.model import VARIANTS, ChartParser, ParserConfig, label_vocabulary, layer_kinds
 from structattn.errors import UserError
-from structattn.layers.word_encoders import CharWordEncoder, PretrainedWordEncoder, build_vocabularies
+from structattn.bna.word_encoders import CharWordEncoder, PretrainedWordEncoder, build_vocabularies
 from structattn.tasks.ptb import parse_trees
 
 torch.set_num_threads(1)
@@ -325,7 +325,7 @@ def test_sentence_over_the_encoder_limit_is_named(trees, tiny_bert):
 # ------------------------------------------------------------------------------------------- spaCy tags
 def _have_spacy_model() -> bool:
     from structattn.errors import UserError as Err
-    from structattn.parsing.spacy_backend import SpacyParser
+    from structattn.dependency.spacy_backend import SpacyParser
     try:
         SpacyParser()
         return True
@@ -335,7 +335,7 @@ def _have_spacy_model() -> bool:
 
 @pytest.mark.skipif(not _have_spacy_model(), reason="the default spaCy pipeline is not installed")
 def test_spacy_tags_feed_and_label_the_parse(trees):
-    from structattn.parsing.ptb_text import spacy_tags
+    from structattn.bna.ptb_text import spacy_tags
 
     assert spacy_tags([["-LRB-", "The", "cat", "-RRB-", "sat", "."], []]) == \
         [["-LRB-", "DT", "NN", "-RRB-", "VBD", "."], []]

@@ -9,7 +9,7 @@ import pytest
 import torch
 
 from structattn.errors import UserError
-from structattn.models.parser import ENCODER_WEIGHTS_PREFIX, ChartParser, ParserConfig
+from structattn.bna.model import ENCODER_WEIGHTS_PREFIX, ChartParser, ParserConfig
 from structattn.settings import DEFAULT_ENCODER_PACKAGE, packaged_encoder_folder
 from structattn.tasks.ptb import parse_trees
 

@@ -9,7 +9,7 @@ import torch
 import transformers as T
 
 from structattn.errors import UserError
-from structattn.models.sgnet import SGNetConfig, SGNetModel
+from structattn.sgnet.model import SGNetConfig, SGNetModel
 
 B, L = 2, 8
 COMMON = dict(vocab_size=100, hidden_size=32, num_hidden_layers=2, num_attention_heads=4, intermediate_size=64,

@@ -12,7 +12,7 @@ import torch
 
 from structattn.errors import UserError
 from structattn.models import trained
-from structattn.models.parser import ENCODER_WEIGHTS_PREFIX, ChartParser
+from structattn.bna.model import ENCODER_WEIGHTS_PREFIX, ChartParser
 from structattn.models.trained import TRAINED, resolve, shipped_models
 from structattn.tasks.ptb import parse_trees
 
@@ -112,7 +112,7 @@ def test_the_minilm_parser_stores_its_encoder_by_reference():
 def test_shipped_parser_by_name_gives_its_committed_test_predictions(name):
     """The first SLICE test sentences, parsed as the card's run parsed them (spaCy tags in when the parser
     reads them, the gold tags on the preterminals), equal the committed predictions line for line."""
-    from structattn.parsing.ptb_text import spacy_tags
+    from structattn.bna.ptb_text import spacy_tags
     from structattn.settings import DEFAULT_SPACY_MODEL
 
     if name == "bna-minilm" and not has_minilm():
@@ -150,8 +150,8 @@ def test_shipped_translator_by_name_gives_its_committed_test_translations(name):
     """The first batch of the card's test set (the batch the full translation made: a line's output length limit
     and its padding depend on its batch), translated by name with the card's decoding, equals the committed
     translations of the shipped weights line for line (run only where a translator is shipped)."""
-    from structattn.heads.translation import normalise, token_batches
-    from structattn.models.translator import Translator
+    from structattn.translation.data import normalise, token_batches
+    from structattn.translation.translator import Translator
     from structattn.tasks.multi30k import read_split
 
     card = TRAINED[name].card()

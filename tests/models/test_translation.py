@@ -6,8 +6,8 @@ import torch
 
 pytest.importorskip("tokenizers")
 
-from structattn.heads.translation import train_bpe_tokenizer  # noqa: E402
-from structattn.models.translation import ModelSize, build_model  # noqa: E402
+from structattn.translation.data import train_bpe_tokenizer  # noqa: E402
+from structattn.translation.model import ModelSize, build_model  # noqa: E402
 
 TEXTS = ["A dog runs on the beach.", "Ein Hund läuft am Strand.", "Two men play chess in a park.",
          "Zwei Männer spielen Schach in einem Park."] * 20
@@ -59,7 +59,7 @@ def test_same_seed_same_weights():
 @pytest.mark.parametrize("variant", ["transformer", "hybrid_gate"])
 def test_untrained_like_draws_the_weights_build_model_draws(variant):
     """The probing control: a trained model's architecture and mechanism with the weights of a fresh build."""
-    from structattn.models.translation import untrained_like
+    from structattn.translation.model import untrained_like
     from structattn.models.encoder import mechanism_of
 
     tok = train_bpe_tokenizer(TEXTS, vocab_size=300)
@@ -102,7 +102,7 @@ def test_dropout_placement_options_reach_the_marian_modules():
 
 
 def test_recipe_fields_at_their_earlier_value_stay_out_of_the_resume_settings():
-    from structattn.train.translation import NMT_LATER_FIELDS, NMTConfig, TranslationFamily
+    from structattn.translation.trainer import NMT_LATER_FIELDS, NMTConfig, TranslationFamily
 
     assert not set(NMT_LATER_FIELDS) & set(TranslationFamily(NMTConfig()).settings())
     assert TranslationFamily(NMTConfig(batching="shuffled")).settings()["batching"] == "shuffled"

@@ -5,9 +5,9 @@ from __future__ import annotations
 import pytest
 import torch
 
-from structattn.models.parser import ChartParser, ParserConfig
+from structattn.bna.model import ChartParser, ParserConfig
 from structattn.errors import UserError
-from structattn.parsing.spacy_backend import SpacyParser
+from structattn.dependency.spacy_backend import SpacyParser
 from structattn.settings import DEFAULT_ENCODER_PACKAGE, DEFAULT_SPACY_MODEL, packaged_encoder_folder
 from structattn.tasks.ptb import parse_trees
 

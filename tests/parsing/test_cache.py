@@ -13,9 +13,9 @@ from pathlib import Path
 
 import pytest
 
-from structattn.parsing import Parse, ParseCache, parse_cached
-from structattn.parsing import cache as cache_mod
-from structattn.parsing.cache import cache_info, prune
+from structattn.dependency import Parse, ParseCache, parse_cached
+from structattn.dependency import cache as cache_mod
+from structattn.dependency.cache import cache_info, prune
 
 FP = "fake-parser v1"
 
@@ -147,7 +147,7 @@ def test_damaged_entry_is_parsed_again_with_a_warning(cache, caplog):
     first = cache.get_or_parse(ITEMS, FakeParser(), FP, "words")
     sql(cache, "UPDATE entries SET payload = ? WHERE key = ?", b'[[1,"",["w3"', cache.key(ITEMS[3], FP, "words"))
     parser = FakeParser()
-    with caplog.at_level(logging.WARNING, logger="structattn.parsing.cache"):
+    with caplog.at_level(logging.WARNING, logger="structattn.dependency.cache"):
         again = cache.get_or_parse(ITEMS, parser, FP, "words")
     assert again == first and parser.parsed == [3]  # only the damaged item
     assert cache.last_stats.rebuilt == 1 and cache.last_stats.hits == 9
@@ -163,7 +163,7 @@ def test_damaged_entry_among_many_costs_only_that_item(tmp_path, caplog):
     sql(cache, "UPDATE entries SET payload = CAST(REPLACE(CAST(payload AS TEXT), '\"X\"', '\"X') AS BLOB) "
                "WHERE key = ?", cache.key(items[1], FP, "words"))
     parser = FakeParser()
-    with caplog.at_level(logging.WARNING, logger="structattn.parsing.cache"):
+    with caplog.at_level(logging.WARNING, logger="structattn.dependency.cache"):
         out = cache.get_or_parse(items, parser, FP, "words")
     assert parser.parsed == [1] and out == fresh(items)
 
@@ -173,7 +173,7 @@ def test_entry_with_valid_json_but_malformed_content_is_parsed_again(cache, capl
     payload = b'[[1,"",["w3"],[0,0],["root"],["X"]]]'  # two heads for one word
     sql(cache, "UPDATE entries SET payload = ? WHERE key = ?", payload, cache.key(ITEMS[3], FP, "words"))
     parser = FakeParser()
-    with caplog.at_level(logging.WARNING, logger="structattn.parsing.cache"):
+    with caplog.at_level(logging.WARNING, logger="structattn.dependency.cache"):
         assert cache.get_or_parse(ITEMS, parser, FP, "words") == first
     assert parser.parsed == [3] and cache.last_stats.rebuilt == 1 and "malformed" in caplog.text
 
@@ -182,7 +182,7 @@ def test_unreadable_database_is_set_aside_and_everything_parsed_again(cache, cap
     first = cache.get_or_parse(ITEMS, FakeParser(), FP, "words")
     cache.path.write_bytes(b"\x00\xff not a database" * 100)
     parser = FakeParser()
-    with caplog.at_level(logging.WARNING, logger="structattn.parsing.cache"):
+    with caplog.at_level(logging.WARNING, logger="structattn.dependency.cache"):
         assert cache.get_or_parse(ITEMS, parser, FP, "words") == first
     assert parser.parsed == list(range(10)) and "is unusable" in caplog.text
     aside = [p.name for p in cache.directory.iterdir() if ".corrupt-" in p.name]
@@ -249,13 +249,13 @@ def test_format_2_is_migrated_once_with_the_same_keys(tmp_path, caplog):
                for i, (item, passage) in enumerate(zip(ITEMS, fresh(ITEMS)))}
     _write_format_2(directory, FP, "words", entries, damaged=ns.key(ITEMS[4]))
     cache, parser = ParseCache(directory), FakeParser()
-    with caplog.at_level(logging.WARNING, logger="structattn.parsing.cache"):
+    with caplog.at_level(logging.WARNING, logger="structattn.dependency.cache"):
         out = cache.get_or_parse(ITEMS, parser, FP, "words")
     assert out == fresh(ITEMS) and parser.parsed == [4]  # 9 entries found under their old keys; 1 failed its check
     assert "moved 9 entries of 1 parser namespaces" in caplog.text and "1 damaged entries skipped" in caplog.text
     assert not (directory / "v2").exists() and (directory / "v2.migrated").is_dir()
     caplog.clear()
-    with caplog.at_level(logging.WARNING, logger="structattn.parsing.cache"):
+    with caplog.at_level(logging.WARNING, logger="structattn.dependency.cache"):
         cache.get_or_parse(ITEMS, FakeParser(), FP, "words")
     assert cache.last_stats.hits == 10 and "moved" not in caplog.text  # once
     assert [o.path.name for o in cache_info(directory).others] == ["v2.migrated"]
@@ -275,7 +275,7 @@ def test_crash_mid_parse_keeps_written_entries_and_resumes(cache):
 def test_unwritable_cache_still_returns_results(tmp_path, caplog):
     (tmp_path / "cache").write_text("a file where the cache folder should be")
     cache = ParseCache(tmp_path / "cache")
-    with caplog.at_level(logging.WARNING, logger="structattn.parsing.cache"):
+    with caplog.at_level(logging.WARNING, logger="structattn.dependency.cache"):
         out = cache.get_or_parse(ITEMS, FakeParser(), FP, "words")
     assert out == fresh(ITEMS) and cache.last_stats.write_errors > 0
     assert "parsing without the cache" in caplog.text
@@ -302,7 +302,7 @@ def test_parse_cached_protocol_and_progress(tmp_path):
 
 
 def test_parse_cached_rejects_bad_items_before_parsing(tmp_path):
-    from structattn.parsing import ParseError
+    from structattn.dependency import ParseError
 
     parser = FakeParser()
     with pytest.raises(ParseError, match="item 1"):
@@ -368,7 +368,7 @@ def test_use_refreshes_the_last_used_time(cache):
 
 
 def test_spacy_parser_cached_rerun_does_not_load_the_model(tmp_path, spacy_parser):
-    from structattn.parsing.spacy_backend import SpacyParser
+    from structattn.dependency.spacy_backend import SpacyParser
 
     items = [["The", "film", "works", "."], ["do", "n't", "miss", "it", "!"]]
     cache = ParseCache(tmp_path)

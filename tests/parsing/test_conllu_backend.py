@@ -5,7 +5,7 @@ import pytest
 
 from structattn import settings
 from structattn.errors import UserError
-from structattn.parsing import ParseError, parse_conllu_string, read_conllu
+from structattn.dependency import ParseError, parse_conllu_string, read_conllu
 
 EWT_DEV = settings.data_dir_candidate() / "ud_english_ewt" / "en_ewt-ud-dev.conllu"
 

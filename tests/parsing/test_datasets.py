@@ -5,7 +5,7 @@ import pytest
 
 from structattn import settings
 from structattn.errors import UserError
-from structattn.parsing.datasets import dataset_names, dataset_parses, dataset_segments, dataset_sentences, is_gold, split_path
+from structattn.dependency.datasets import dataset_names, dataset_parses, dataset_segments, dataset_sentences, is_gold, split_path
 
 DATA = settings.data_dir_candidate()  # may not exist: the tests that need it skip
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 import pytest
 
 from structattn import settings
-from structattn.parsing import ParseError, read_ptb_dependency
-from structattn.parsing.ptb_dependency import PTB_TO_UPOS, ptb_to_upos
+from structattn.dependency import ParseError, read_ptb_dependency
+from structattn.dependency.ptb_dependency import PTB_TO_UPOS, ptb_to_upos
 
 DEP_DIR = settings.data_dir_candidate() / "ptb_sample_nltk" / "dependency_treebank"
 

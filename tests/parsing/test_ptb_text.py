@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from structattn.parsing.ptb_text import treebank_words
+from structattn.bna.ptb_text import treebank_words
 
 
 def test_quotes_follow_their_tags_and_brackets_are_escaped():

@@ -4,7 +4,7 @@ from __future__ import annotations
 import pytest
 from hypothesis import given, settings, strategies as st
 
-from structattn.parsing import Parse, ParseError, validate_tree
+from structattn.dependency import Parse, ParseError, validate_tree
 
 
 def brute_force_is_tree(heads: list[int]) -> bool:

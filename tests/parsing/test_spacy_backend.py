@@ -6,8 +6,8 @@ from pathlib import Path
 import pytest
 
 from structattn.errors import UserError
-from structattn.parsing import Parse, ParseError
-from structattn.parsing.spacy_backend import SpacyParser, repair_text, repair_word, split_long_text
+from structattn.dependency import Parse, ParseError
+from structattn.dependency.spacy_backend import SpacyParser, repair_text, repair_word, split_long_text
 
 
 
@@ -200,7 +200,7 @@ def _hide_spacy(monkeypatch):
     """As on a machine where neither spaCy nor the pipeline is installed."""
     import importlib.metadata
 
-    from structattn.parsing import spacy_backend
+    from structattn.dependency import spacy_backend
 
     def not_installed(model):
         raise UserError(f"spaCy pipeline {model!r} is not installed")
@@ -217,7 +217,7 @@ def _hide_spacy(monkeypatch):
 
 @needs_model
 def test_without_spacy_cached_parses_are_read_and_a_miss_says_what_to_do(tmp_path, monkeypatch, spacy_parser):
-    from structattn.parsing import parse_cached
+    from structattn.dependency import parse_cached
 
     monkeypatch.setenv("STRUCTATTN_CACHE", str(tmp_path))
     words = [["The", "dog", "barks", "."], ["Cats", "sleep", "."]]
@@ -243,7 +243,7 @@ def test_without_spacy_and_without_a_cache_the_install_message_stays(tmp_path, m
 def test_without_spacy_two_cached_versions_are_refused(tmp_path, monkeypatch):
     import json
 
-    from structattn.parsing.spacy_backend import DEFAULT_MAX_CHUNK_CHARS
+    from structattn.dependency.spacy_backend import DEFAULT_MAX_CHUNK_CHARS
 
     monkeypatch.setenv("STRUCTATTN_CACHE", str(tmp_path))
     for n, version in enumerate(["3.7.0", "3.8.0"]):

@@ -3,7 +3,7 @@ import pytest
 import torch
 
 from tokenizers_fixture import ALL
-from structattn.parsing import Parse
+from structattn.dependency import Parse
 from structattn.structure import (ExpansionRules, StructureCollator, build_word_structures, encode_words,
                                   example_word_mask, expand_to_tokens)
 

@@ -5,7 +5,7 @@ from hypothesis import strategies as st
 
 from brute import brute_ancestors, brute_sla
 from strategies import random_trees
-from structattn.parsing import Parse
+from structattn.dependency import Parse
 from structattn.structure import ExpansionRules, build_word_structures, example_word_mask, expand_to_tokens
 
 # token_word's documented codes (structattn.structure.expand), spelled out so the oracle stays independent

@@ -5,7 +5,7 @@ from hypothesis import strategies as st
 
 from brute import bfs_distances, brute_ancestors, brute_sla
 from strategies import random_trees
-from structattn.parsing import Parse
+from structattn.dependency import Parse
 from structattn.structure import relations as R
 
 

@@ -53,8 +53,8 @@ def test_treebank_and_parallel_text_refuse_them(tmp_path):
 
 
 def test_dependency_readers_refuse_them(tmp_path):
-    from structattn.parsing.conllu_backend import read_conllu
-    from structattn.parsing.ptb_dependency import read_ptb_dependency
+    from structattn.dependency.conllu_backend import read_conllu
+    from structattn.dependency.ptb_dependency import read_ptb_dependency
 
     conllu = write(tmp_path, "x.conllu",
                    "# text\n1\tHi\thi\tINTJ\tUH\t_\t0\troot\t_\t_\n2\t\x1b\t_\tX\tX\t_\t1\tdep\t_\t_\n")

@@ -15,7 +15,7 @@ from structattn.train.engine import Engine
 
 
 def parser_case(work: Path):
-    from structattn.models.parser import ChartParser, ParserConfig
+    from structattn.bna.model import ChartParser, ParserConfig
     from structattn.tasks.ptb import read_treebank
 
     trees = read_treebank(str(work / "trees.mrg"))
@@ -26,9 +26,9 @@ def parser_case(work: Path):
 
 
 def translation_case(work: Path):
-    from structattn.heads.translation import TranslationCollator, encode_texts, train_bpe_tokenizer
-    from structattn.models.translation import build_model
-    from structattn.train.translation import _decoder_inputs, _label_smoothed_loss
+    from structattn.translation.data import TranslationCollator, encode_texts, train_bpe_tokenizer
+    from structattn.translation.model import build_model
+    from structattn.translation.trainer import _decoder_inputs, _label_smoothed_loss
 
     src = (work / "train.en").read_text(encoding="utf-8").splitlines()
     tgt = (work / "train.de").read_text(encoding="utf-8").splitlines()

@@ -1,7 +1,7 @@
 import numpy as np
 
 from structattn.tasks.base import Example, TaskSpec
-from structattn.train.data import aggregate_predictions, parent_targets
+from structattn.finetuning.features import aggregate_predictions, parent_targets
 
 
 def _spec(kind, labels):

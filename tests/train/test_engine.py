@@ -43,10 +43,10 @@ def test_resume_settings_leave_out_each_familys_result_neutral_fields():
     before stays what it records (a run resumes under the new code)."""
     import dataclasses
 
-    from structattn.models.parser import ParserConfig
+    from structattn.bna.model import ParserConfig
     from structattn.train.config import TrainConfig
     from structattn.train.engine import resume_settings
-    from structattn.train.translation import NMTConfig
+    from structattn.translation.trainer import NMTConfig
 
     def left_out(config):
         return set(dataclasses.asdict(config)) - set(resume_settings(config))

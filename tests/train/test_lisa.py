@@ -6,7 +6,7 @@ import torch
 import torch.nn.functional as F
 
 from structattn.errors import UserError
-from structattn.layers.lisa import LisaSupervision
+from structattn.finetuning.lisa import LisaSupervision
 
 
 @pytest.fixture(scope="module")

@@ -10,14 +10,14 @@ import torch
 from transformers import AutoTokenizer
 
 from structattn.errors import UserError
-from structattn.parsing import Parse
+from structattn.dependency import Parse
 from structattn.settings import DEFAULT_SPACY_MODEL, data_dir_candidate, default_encoder
 from structattn.structure import ExpansionRules, build_word_structures, encode_words, token_mask
 from structattn.structure.expand import PAD
 from structattn.tasks.multiple_choice import MCQuestion, get_mc_task
 from structattn.tasks.text_words import words_of
-from structattn.train.data import StructureSpec
-from structattn.train.multiple_choice_data import (MultipleChoiceCollator, build_mc_features, encode_option, encode_pairs,
+from structattn.finetuning.features import StructureSpec
+from structattn.sgnet.multiple_choice_features import (MultipleChoiceCollator, build_mc_features, encode_option, encode_pairs,
                                       join_structures, question_option_words, repair_words, token_counts,
                                       truncation_summary)
 
@@ -27,7 +27,7 @@ DATA = data_dir_candidate()
 
 def _pipeline_installed() -> bool:
     try:
-        from structattn.parsing.spacy_backend import SpacyParser
+        from structattn.dependency.spacy_backend import SpacyParser
 
         SpacyParser(DEFAULT_SPACY_MODEL)
         return True
@@ -160,7 +160,7 @@ def test_too_long_question_or_first_word_raises(tok):
 
 
 def test_features_without_structure_and_summary(tok, caplog):
-    with caplog.at_level(logging.INFO, logger="structattn.train.multiple_choice_data"):
+    with caplog.at_level(logging.INFO, logger="structattn.sgnet.multiple_choice_features"):
         feats = build_mc_features(QUESTIONS, tok, None, max_length=64, split="dev", show_progress=False)
     assert [f["qid"] for f in feats] == ["long:0", "long:1", "short:0"]
     assert [f["example_index"] for f in feats] == [0, 1, 2] and [f["label"] for f in feats] == [0, 0, 0]
@@ -258,7 +258,7 @@ def test_features_build_without_spacy_once_the_caches_hold_them(tok, cache, monk
     cache) builds the very same features."""
     import importlib.metadata
 
-    from structattn.parsing import spacy_backend
+    from structattn.dependency import spacy_backend
 
     with_spacy = build_mc_features(QUESTIONS, tok, SDOI, max_length=64, show_progress=False)
 
@@ -272,7 +272,7 @@ def test_features_build_without_spacy_once_the_caches_hold_them(tok, cache, monk
     monkeypatch.setattr(spacy_backend, "_resolve_model", not_installed)
     monkeypatch.setattr("structattn.tasks.text_words._tokenize",
                         lambda text: pytest.fail(f"spaCy was asked to split {text!r}"))
-    from structattn.train import multiple_choice_data
+    from structattn.sgnet import multiple_choice_features as multiple_choice_data
 
     multiple_choice_data._parser.cache_clear()  # the parser object made above knew spaCy
     without = build_mc_features(QUESTIONS, tok, SDOI, max_length=64, show_progress=False)
@@ -328,13 +328,13 @@ MANY = [mcq(f"p{p}:{j}", text, f"Question {j} about passage {p}?", ["one", "two 
 
 @pytest.mark.parametrize("spec", [None, pytest.param(SDOI, marks=needs_pipeline)])
 def test_worker_processes_build_the_same_features_as_one(tok, cache, spec, caplog):
-    from structattn.train.multiple_choice_data import build_mc_features_parallel, passage_chunks
+    from structattn.sgnet.multiple_choice_features import build_mc_features_parallel, passage_chunks
 
     bounds = passage_chunks(MANY, 8)
     assert bounds[0][0] == 0 and bounds[-1][1] == len(MANY) and len(bounds) == len(PASSAGES)
     assert all(MANY[start].passage != MANY[start - 1].passage for start, _ in bounds[1:])   # whole passages
     one = build_mc_features(MANY, tok, spec, max_length=64, show_progress=False)
-    with caplog.at_level(logging.INFO, logger="structattn.train.multiple_choice_data"):
+    with caplog.at_level(logging.INFO, logger="structattn.sgnet.multiple_choice_features"):
         many = build_mc_features_parallel(MANY, tok, spec, workers=2, max_length=64, split="many",
                                           show_progress=False)
     _same_features(one, many)
@@ -342,3 +342,21 @@ def test_worker_processes_build_the_same_features_as_one(tok, cache, spec, caplo
     assert any(d > 0 for f in many for d in f["passage_words_dropped"])   # the cut inputs are counted once, here
     assert [r.getMessage() for r in caplog.records if "longer than 64 tokens" in r.getMessage()] == \
         [truncation_summary(one, "many", 64)]
+
+
+
+@needs_pipeline
+def test_one_build_gives_the_structures_of_two(tok, cache):
+    """SG-Net beside a mechanism: ``sg_structure`` in the same build equals the structure of a build of its own."""
+    sla = StructureSpec("sla", {"m": 2}, ExpansionRules.for_relation("sla"))
+    both = build_mc_features(QUESTIONS, tok, sla, sg_structure=SDOI, max_length=64, show_progress=False)
+    alone = {spec.relation: build_mc_features(QUESTIONS, tok, spec, max_length=64, show_progress=False)
+             for spec in (sla, SDOI)}
+    for b, feature in enumerate(both):
+        for c, option in enumerate(feature["options"]):
+            assert np.array_equal(option["input_ids"], alone["sla"][b]["options"][c]["input_ids"])
+            assert "sg_structure" not in alone["sla"][b]["options"][c]
+            tw = np.asarray(option["token_word"])
+            for key, spec in (("structure", sla), ("sg_structure", SDOI)):
+                expected = alone[spec.relation][b]["options"][c]["structure"]
+                assert np.array_equal(token_mask(option[key], tw, spec.rules), token_mask(expected, tw, spec.rules))

@@ -8,9 +8,9 @@ from transformers import AutoTokenizer
 
 from structattn.errors import UserError
 from structattn.settings import default_encoder
-from structattn.models.sgnet import SGNetConfig, SGNetModel
+from structattn.sgnet.model import SGNetConfig, SGNetModel
 from structattn.tasks.multiple_choice import MCQuestion
-from structattn.train.multiple_choice_data import MultipleChoiceCollator, build_mc_features, question_option_span
+from structattn.sgnet.multiple_choice_features import MultipleChoiceCollator, build_mc_features, question_option_span
 
 
 @pytest.fixture(scope="module")

@@ -17,10 +17,10 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tasks"))
 from tasks_testutil import needs  # noqa: E402
 
-from structattn.models.parser import ParserConfig  # noqa: E402
+from structattn.bna.model import ParserConfig  # noqa: E402
 from structattn.errors import UserError  # noqa: E402
 from structattn.train import engine as engine_module  # noqa: E402
-from structattn.train.parsing import (  # noqa: E402
+from structattn.bna.trainer import (  # noqa: E402
     TreebankFiles, cached_spacy_tags, epoch_batches, make_optimizer, train_parser, warmup_factor)
 
 TEMPLATES = [
@@ -249,7 +249,7 @@ def test_a_checkpoint_of_the_earlier_layout_is_rewritten_and_resumes_exactly(tre
 def test_bf16_trains_in_bfloat16_gives_finite_scores_and_a_resume_must_match_it(treebank, tmp_path, monkeypatch):
     import math
 
-    from structattn.heads.chart import SpanLabelScorer
+    from structattn.bna.chart import SpanLabelScorer
 
     torch.set_num_threads(1)
     dtypes, forward = set(), SpanLabelScorer.forward
@@ -341,7 +341,7 @@ def test_optimizer_groups_and_warmup_follow_the_config():
 
 
 def test_real_parser_has_one_group_without_pretrained_encoder(treebank):
-    from structattn.models.parser import ChartParser
+    from structattn.bna.model import ChartParser
     from structattn.tasks.ptb import read_split
 
     model = ChartParser.build(tiny("unused"), read_split("train")[:5])
@@ -374,7 +374,7 @@ def test_spacy_tags_are_cached_and_a_corrupt_cache_is_recomputed(tmp_path, monke
 
 
 def test_gold_tags_reach_the_model(treebank, tmp_path, monkeypatch):
-    from structattn.models.parser import ChartParser
+    from structattn.bna.model import ChartParser
 
     seen = []
     real_loss = ChartParser.loss
@@ -420,7 +420,7 @@ def own(**overrides) -> dict:
 
 
 def test_own_treebank_files_are_the_ones_trained_parsed_and_scored(own_files, tmp_path, capsys):
-    from structattn.models.parser import ChartParser
+    from structattn.bna.model import ChartParser
     from structattn.tasks.evalb import evalb_files
 
     torch.set_num_threads(1)

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from structattn.train.probing import train_probe
+from structattn.translation.probing import train_probe
 
 
 def _data(n, seed, informative=True):

@@ -1,4 +1,4 @@
-"""The reader a user loads (structattn.train.reader), its packed form (structattn.train.reader_packing) and the
+"""The reader a user loads (structattn.sgnet.reader), its packed form (structattn.sgnet.reader_packing) and the
 commands `structattn answer` and `structattn pack-reader`, on a tiny SG-Net reader trained here through the real
 trainer (tiny random BERT, hidden 32, 2 layers; windows of 64 tokens sharing at most 16). Parses are real (spaCy,
 offline), cached in tmp."""
@@ -20,10 +20,10 @@ from structattn.errors import UserError
 from structattn.models import trained
 from structattn.tasks.squad import read_squad
 from structattn.train.config import TrainConfig
-from structattn.train.reader import Reader
-from structattn.train.reader_packing import pack_reader, packing_cost
-from structattn.train.reading import span_logits, span_qa_collator
-from structattn.train.trainers import trainer_for
+from structattn.sgnet.reader import Reader
+from structattn.sgnet.reader_packing import pack_reader, packing_cost
+from structattn.sgnet.reading import span_logits, span_qa_collator
+from structattn.trainers import trainer_for
 
 LONG = " ".join(f"In year {1900 + i} the  river\tflowed past the city of Town{i} , built by Romans ."
                for i in range(12))  # a passage of several windows, with irregular spacing
@@ -156,7 +156,7 @@ def test_a_question_longer_than_its_passage_is_read_with_a_warning_when_tokens_a
 
 # ------------------------------------------------------------------------------------------------ packing
 def _logits(reader, questions):
-    from structattn.train.reading_data import build_qa_features
+    from structattn.sgnet.reading_features import build_qa_features
 
     structure = reader.structure_spec if reader.structure_spec.relation is not None else None
     built = build_qa_features(questions, reader.tokenizer, structure, sg_structure=reader.sg_structure,

@@ -11,14 +11,14 @@ import pytest
 import torch
 
 from fixtures import label_logits
-from structattn.heads.span_qa import predict_answers
-from structattn.parsing import Parse
+from structattn.sgnet.span_qa import predict_answers
+from structattn.dependency import Parse
 from structattn.settings import DEFAULT_SPACY_MODEL, data_dir_candidate
 from structattn.structure import ExpansionRules, build_word_structures, token_mask
 from structattn.tasks.squad import SQUAD2_FILE, SquadQuestion
 from structattn.tasks.text_words import words_with_offsets
-from structattn.train.data import StructureSpec
-from structattn.train.reading_data import (QAParses, SpanQACollator, build_qa_features, cut_ancestor_links,
+from structattn.finetuning.features import StructureSpec
+from structattn.sgnet.reading_features import (QAParses, SpanQACollator, build_qa_features, cut_ancestor_links,
                                       parse_questions)
 
 SDOI = StructureSpec(relation="sdoi", options={}, rules=ExpansionRules.for_relation("sdoi"))
@@ -277,7 +277,7 @@ def test_squad2_first_questions_decode_from_gold_labels():
 
 # ------------------------------------------------------------------------------------------ worker processes
 def test_worker_processes_build_the_same_features_as_one(tmp_path, monkeypatch):
-    from structattn.train.reading_data import _chunks, build_qa_features_parallel
+    from structattn.sgnet.reading_features import _chunks, build_qa_features_parallel
 
     monkeypatch.setenv("STRUCTATTN_CACHE", str(tmp_path))
     rng = random.Random(3)

@@ -14,7 +14,7 @@ from fixtures import make_tiny_model
 from structattn.tasks.multiple_choice import MCQuestion
 from structattn.tasks.squad import read_squad
 from structattn.train.config import TrainConfig
-from structattn.train.trainers import trainer_for
+from structattn.trainers import trainer_for
 
 WORDS = ["the", "river", "flows", "north", "past", "a", "city", "built", "by", "Romans", "in", "century",
          "merchants", "traded", "salt", "and", "wine", "there", "king", "castle", "bridge", "old"]

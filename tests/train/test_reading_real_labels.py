@@ -12,12 +12,12 @@ import numpy as np
 import pytest
 
 from fixtures import label_logits
-from structattn.heads.span_qa import predict_answers
+from structattn.sgnet.span_qa import predict_answers
 from structattn.settings import data_dir_candidate
 from structattn.tasks.squad import SQUAD2_FILE, SQUAD11_TRAIN_FILE, answer_word_span, get_qa_task, read_squad
 from structattn.tasks.squad_eval import evaluate
-from structattn.train.reading_data import build_qa_features
-from structattn.train.reading import restrict_dataset
+from structattn.sgnet.reading_features import build_qa_features
+from structattn.sgnet.reading import restrict_dataset
 
 N_QUESTIONS = 300
 DATA = data_dir_candidate()

@@ -7,7 +7,7 @@ import json
 import pytest
 
 from fixtures import tiny_race, tiny_squad11
-from structattn.analysis.reading_report import main as report_main
+from structattn.sgnet.report import main as report_main
 from structattn.tasks.multiple_choice import get_mc_task
 from structattn.tasks.race import score_race
 from structattn.tasks.squad import get_qa_task
@@ -78,7 +78,7 @@ def test_committed_squad2_results_are_what_their_files_score():
     """Every committed SQuAD 2.0 line re-scores from its prediction files (the report refuses a mismatch)."""
     from pathlib import Path
 
-    from structattn.analysis.reading_report import load_span_runs
+    from structattn.sgnet.report import load_span_runs
     from structattn.settings import data_dir_candidate
 
     results = Path(__file__).resolve().parents[2] / "results"
@@ -95,7 +95,7 @@ def test_committed_multiple_choice_results_are_what_their_files_score(name, data
     """Every committed RACE / MCTest line re-scores from its option letters (the report refuses a mismatch)."""
     from pathlib import Path
 
-    from structattn.analysis.reading_report import load_mc_runs
+    from structattn.sgnet.report import load_mc_runs
     from structattn.settings import data_dir_candidate
 
     results = Path(__file__).resolve().parents[2] / "results"
@@ -122,7 +122,7 @@ def test_runs_trained_on_other_data_get_their_own_section(results):
 
 
 def test_runs_on_a_readers_encoder_are_their_own_group():
-    from structattn.analysis.reading_report import describe_training, training_groups, training_key
+    from structattn.sgnet.report import describe_training, training_groups, training_key
 
     runs = [{"run": "a", "config": {"task": "squad2"}},
             {"run": "b", "config": {"task": "squad2", "model_parts": "encoder", "model": "runs/reading/r-gpu/best"}},
@@ -198,7 +198,7 @@ def test_multiple_choice_runs_on_other_encoders_get_their_own_section(results):
 
 def test_a_repository_describes_its_own_readers(results):
     """write_report with a repository's table: its reader's runs come first, under its words, after the intro."""
-    from structattn.analysis.reading_report import TASK_TRAINING, write_report
+    from structattn.sgnet.report import TASK_TRAINING, write_report
 
     lines = [json.loads(x) for x in (results / "squad11.jsonl").read_text().splitlines()]
     for line in lines:
@@ -219,7 +219,7 @@ def test_this_repositorys_report_describes_every_reader_its_committed_runs_start
     import importlib.util
     from pathlib import Path
 
-    from structattn.analysis.reading_report import TASK_TRAINING, training_key
+    from structattn.sgnet.report import TASK_TRAINING, training_key
 
     repo = Path(__file__).resolve().parents[2]
     spec = importlib.util.spec_from_file_location("reading_report_here", repo / "experiments" / "reading_report.py")

@@ -11,11 +11,11 @@ import pytest
 
 from fixtures import make_tiny_model, tiny_race, tiny_squad11
 from structattn.cli import main as cli_main
-from structattn.train.trainers import load_trained
+from structattn.trainers import load_trained
 from structattn.commands.predict import side_files
 from structattn.tasks.squad_eval import evaluate
 from structattn.train.config import TrainConfig
-from structattn.train.trainers import task_family, trainer_for
+from structattn.trainers import task_family, trainer_for
 
 @pytest.fixture(scope="module")
 def tiny(tmp_path_factory):
@@ -123,8 +123,8 @@ def test_sgnet_multiple_choice_features_are_one_build_equal_to_two(env):
     equal a build without structures plus a separate SDOI build."""
     import numpy as np
 
-    from structattn.train.multiple_choice_data import build_mc_features
-    from structattn.train.sgnet_loading import sg_structure_spec
+    from structattn.sgnet.multiple_choice_features import build_mc_features
+    from structattn.sgnet.loading import sg_structure_spec
 
     trainer = trainer_for(config(env, "race_m", "mc-one-build", sgnet="dual", pool="option", max_length=96),
                           show_progress=False)

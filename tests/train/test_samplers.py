@@ -2,7 +2,7 @@
 import numpy as np
 import pytest
 
-from structattn.train.loop import EpochPermutationSampler, LengthGroupedSampler
+from structattn.finetuning.trainer import EpochPermutationSampler, LengthGroupedSampler
 
 
 def _padding(order, lengths, batch_size):

@@ -8,7 +8,7 @@ import pytest
 
 from fixtures import make_tiny_model, make_tiny_sst2
 from structattn.train.config import TrainConfig
-from structattn.train.loop import Trainer
+from structattn.finetuning.trainer import Trainer
 
 pytestmark = pytest.mark.slow
 REPO = Path(__file__).resolve().parents[2]

@@ -10,9 +10,9 @@ from fixtures import make_tiny_model, make_tiny_sst2
 from structattn.analysis.report import best_configs, load_runs, markdown_table, runner_result_files
 from structattn.errors import UserError
 from structattn.train.config import RESULT_NEUTRAL_FIELDS, TrainConfig, config_key
-from structattn.train.loop import Trainer
+from structattn.finetuning.trainer import Trainer
 from structattn.train.significance import holm, mean_std, welch_p
-from structattn.train.sweep import parse_variant, record_config, run_grid, variant_label
+from structattn.sweep import parse_variant, record_config, run_grid, variant_label
 
 RESULTS = Path(__file__).resolve().parents[2] / "results"
 

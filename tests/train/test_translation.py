@@ -7,7 +7,7 @@ import random
 import pytest
 
 from structattn.errors import UserError
-from structattn.train.translation import NMTConfig, train_translation
+from structattn.translation.trainer import NMTConfig, train_translation
 
 WORDS = {"a": "ein", "dog": "Hund", "cat": "Katze", "runs": "läuft", "sleeps": "schläft", "big": "großer",
          "small": "kleiner", "here": "hier", "now": "jetzt"}
@@ -176,7 +176,7 @@ def test_bf16_trains_in_bfloat16_gives_finite_scores_and_a_resume_must_match_it(
 
     import torch
 
-    from structattn.models import translation as models
+    from structattn.translation import model as models
 
     dtypes, build = set(), models.build_model
 

@@ -3,9 +3,9 @@ from __future__ import annotations
 
 import pytest
 
-from structattn.parsing import Parse
+from structattn.dependency import Parse
 from structattn.tasks.base import Example
-from structattn.train.data import _check_word_counts
+from structattn.finetuning.features import _check_word_counts
 
 
 def chain(words):

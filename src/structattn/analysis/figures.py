@@ -124,9 +124,9 @@ def sentence_attention(model_dir: str, words: list[str]) -> np.ndarray:
     import torch
 
     from ..attention.integration import record
-    from ..train.trainers import load_trained
+    from ..trainers import load_trained
     from ..tasks.base import Example
-    from ..train.data import build_features
+    from ..finetuning.features import build_features
 
     trainer = load_trained(model_dir)
     ex = Example(words, None, None, "figure3")  # unlabelled: only the attention is needed

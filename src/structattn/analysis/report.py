@@ -1,7 +1,7 @@
 """Result tables in the layout of the SLA paper's Tables 1 and 2.
 
 Reads ``results/<task>.jsonl`` (one line per finished run, written by ``structattn sweep``). Runs are
-grouped by their whole configuration (:func:`~structattn.train.sweep.record_config`): a cell holds the
+grouped by their whole configuration (:func:`~structattn.sweep.record_config`): a cell holds the
 seeds of one configuration, never runs that differ in anything else. A column is a task and its training
 data, split further where its runs differ in another setting (max length, batch size, model, ...; the
 column name says which); a row is a variant (mechanism and its options, LISA weight). Per cell, the
@@ -18,7 +18,7 @@ from pathlib import Path
 
 from ..train.config import TrainConfig, config_key, result_fields
 from ..train.significance import holm, mean_std, welch_p
-from ..train.sweep import record_config, variant_label
+from ..sweep import record_config, variant_label
 
 TASK_ORDER = ["cola", "sst2", "mrpc", "stsb", "rte", "qnli", "conll2003", "fce", "ud_pos"]
 TASK_NAMES = {"cola": "CoLA", "sst2": "SST-2", "mrpc": "MRPC", "stsb": "STS-B", "rte": "RTE", "qnli": "QNLI",
@@ -79,7 +79,7 @@ def _row_order(label: str, baseline: str) -> tuple:
 
 def _config_of(run: dict) -> TrainConfig:
     """A results line's configuration: the one :func:`load_runs` stored under ``_config``, else rebuilt
-    (:func:`~structattn.train.sweep.record_config` reads the line's command with argparse: once per run)."""
+    (:func:`~structattn.sweep.record_config` reads the line's command with argparse: once per run)."""
     config = run.get("_config")
     return config if config is not None else record_config(run, source=run.get("_source", "results line"))
 

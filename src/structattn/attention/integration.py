@@ -53,7 +53,7 @@ from transformers.models.roberta.modeling_roberta import RobertaSelfAttention
 from transformers.models.xlm_roberta.modeling_xlm_roberta import XLMRobertaSelfAttention
 
 from ..errors import UserError
-from ..layers.gaussian import GaussianLocality
+from .gaussian import GaussianLocality
 from ..structure.relations import band
 from .biased import biased_attention, reference_biased_attention
 from .gate import StructureGate
@@ -257,7 +257,7 @@ class _Runtime:
 
 def runtime_of(model: nn.Module) -> Optional[_Runtime]:
     """The structattn state of a model (None when no mechanism is installed); for a wrapper around an encoder
-    (:class:`~structattn.models.sgnet.SGNetModel`) the state of its ``base_model``."""
+    (:class:`~structattn.sgnet.model.SGNetModel`) the state of its ``base_model``."""
     rt = getattr(model, "_structattn_rt", None)
     if rt is None:
         inner = getattr(model, "base_model", None)

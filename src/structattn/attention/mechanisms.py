@@ -33,7 +33,7 @@ from ..errors import UserError
 
 GATE_KINDS = ("token", "head")
 MIX_KINDS = ("gate", "local", "concat", "gaussian")
-from ..layers.gaussian import GAUSSIAN_KINDS  # noqa: E402 - one list of the Gaussian biases
+from .gaussian import GAUSSIAN_KINDS  # noqa: E402 - one list of the Gaussian biases
 from .kernels import KERNEL_NAMES  # noqa: E402 - the public kernel registry, one list
 BASE_NAMES = ("sdpa", "eager")
 WINDOW_UNITS = ("word", "token")
@@ -73,7 +73,7 @@ class MechanismConfig:
             (Eq. 3, LOCAL_PATTERN), ``concat`` = both outputs concatenated and projected back to the hidden
             size (HYBRID (Concate)), ``gaussian`` = global attention with an additive Gaussian locality bias
             on the scores (no local mask; :attr:`gaussian` names which one).
-        gaussian: the Gaussian bias of ``mix="gaussian"`` (:mod:`structattn.layers.gaussian`): ``luong``
+        gaussian: the Gaussian bias of ``mix="gaussian"`` (:mod:`structattn.attention.gaussian`): ``luong``
             (predicted centre, fixed width), ``sperber`` (centred on the query, predicted width), ``yang``
             (both predicted).
         gaussian_window: D of the ``luong`` bias (sigma = D / 2; Luong et al. 2015 chose D = 10).
@@ -267,7 +267,7 @@ MECHANISMS: dict[str, MechanismConfig] = {
     "global": MechanismConfig(name="global", relation=None, m=None),
     # Xu et al. 2019's comparisons (Table 1), all in the lowest 2 layers over sub-word positions:
     # LOCAL_PATTERN (the band alone, Eq. 3), HYBRID (Concate), and the Gaussian biases NEIGHBOR (Sperber et al.
-    # 2018), LOCAL_H (Luong et al. 2015) and LOCAL_S (Yang et al. 2018) (structattn.layers.gaussian).
+    # 2018), LOCAL_H (Luong et al. 2015) and LOCAL_S (Yang et al. 2018) (structattn.attention.gaussian).
     "local": MechanismConfig(name="local", relation="window", m=None, k=1, window_unit="token", layers=2,
                              mix="local"),
     "hybrid_concat": MechanismConfig(name="hybrid_concat", relation="window", m=None, k=1, window_unit="token",

@@ -1,4 +1,4 @@
-"""``structattn answer``: a trained reader answers questions about passages (:class:`structattn.train.reader.Reader`).
+"""``structattn answer``: a trained reader answers questions about passages (:class:`structattn.sgnet.reader.Reader`).
 
 Where the questions come from (one source per call):
 
@@ -11,7 +11,7 @@ Where the questions come from (one source per call):
 What it prints: for one question on standard output, the answer with its character offsets in the passage
 (``context[start:end]``) and its score (start + end logit), or "no answer" with the margin that decided it;
 ``--top-k N`` lists the N best spans. Several questions, ``--json``, or ``--output FILE`` give JSON lines, one per
-question (:meth:`~structattn.train.reader.Reading.to_dict`). A passage longer than the model's window is read in
+question (:meth:`~structattn.sgnet.reader.Reading.to_dict`). A passage longer than the model's window is read in
 windows as ``structattn predict`` does; nothing is cut silently.
 
     structattn answer --model runs/squad2/best --question "Who built it?" --context "Rome built it."
@@ -91,7 +91,7 @@ def json_lines(text: str, source: str) -> list[tuple[str, str, str]]:
 def _questions(args):
     """The questions to answer (``SquadQuestion`` records) and where they came from."""
     from ..tasks.squad import load_squad, read_squad
-    from ..train.reader import make_questions
+    from ..sgnet.reader import make_questions
 
     if args.input is not None:
         if args.question is not None:
@@ -136,7 +136,7 @@ def _describe(reading) -> list[str]:
 
 
 def run(args) -> int:
-    from ..train.reader import Reader
+    from ..sgnet.reader import Reader
     from .predict import parse_na_threshold
 
     if args.top_k < 1:

@@ -38,7 +38,7 @@ def add_parser(sub) -> None:
 
 
 def _directory(args) -> Path:
-    from ..parsing.cache import ParseCache
+    from ..dependency.cache import ParseCache
 
     return ParseCache(args.cache_dir).directory
 
@@ -48,7 +48,7 @@ def _mb(n: int) -> str:
 
 
 def run_info(args) -> int:
-    from ..parsing.cache import FORMAT_VERSION, cache_info
+    from ..dependency.cache import FORMAT_VERSION, cache_info
 
     info = cache_info(_directory(args))
     print(f"cache: {info.directory}")
@@ -69,14 +69,14 @@ def run_info(args) -> int:
 
 
 def _kept_fingerprints(pipelines: list[str]) -> set[str]:
-    from ..parsing.spacy_backend import SpacyParser
+    from ..dependency.spacy_backend import SpacyParser
 
     return {SpacyParser(model=name, split_sentences=split).fingerprint()
             for name in pipelines for split in (True, False)}
 
 
 def run_prune(args) -> int:
-    from ..parsing.cache import prune
+    from ..dependency.cache import prune
 
     if args.days is not None and args.days < 0:
         raise UserError(f"--days must be >= 0, got {args.days}")

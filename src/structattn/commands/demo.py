@@ -40,7 +40,7 @@ def add_parser(sub) -> None:
 
 def run(args) -> int:
     from ..analysis.mask_view import mask_grid, parse_table
-    from ..parsing.spacy_backend import SpacyParser
+    from ..dependency.spacy_backend import SpacyParser
     from ..structure.relations import batch_word_masks
 
     from ..paths import check_output_folder
@@ -60,7 +60,7 @@ def run(args) -> int:
         return 0
 
     from ..train.config import TrainConfig
-    from ..train.loop import Trainer
+    from ..finetuning.trainer import Trainer
 
     results = {}
     for mechanism in ("global", "sla"):
@@ -96,7 +96,7 @@ def _timed(title: str):
 
 
 def _show_parse(sentences: list[list[str]]) -> None:
-    from ..models.parser import ChartParser
+    from ..bna.model import ChartParser
 
     with _timed("2. BNA: constituency tree by the shipped parser bna-scratch"):
         for tree in ChartParser.from_pretrained("bna-scratch").parse(sentences):
@@ -104,7 +104,7 @@ def _show_parse(sentences: list[list[str]]) -> None:
 
 
 def _show_translation() -> None:
-    from ..models.translator import Translator
+    from ..translation.translator import Translator
 
     with _timed("3. hybrid local/global gate: English -> German by the shipped hybrid-gate-en-de"):
         for source, target in zip(CAPTIONS, Translator.load("hybrid-gate-en-de").translate(CAPTIONS)):
@@ -120,7 +120,7 @@ def _show_reading() -> None:
             print("no reader ships with this install yet (docs/reader.md: train one with `structattn train "
                   "--task squad2 --sgnet dual`, then `structattn answer --model RUN_DIR`)")
             return
-        from ..train.reader import Reader
+        from ..sgnet.reader import Reader
 
         question, context = QUESTION
         best = Reader.from_pretrained(readers[0].name)(question=question, context=context).answer

@@ -36,7 +36,7 @@ def model_folder(args) -> str:
 
 
 def run(args) -> int:
-    from ..train.trainers import load_trained
+    from ..trainers import load_trained
 
     trainer = load_trained(model_folder(args), args.task)
     examples, feats = trainer.features(args.split, args.limit)

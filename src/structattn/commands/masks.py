@@ -39,13 +39,13 @@ def _load(args):
     if args.text is not None:
         if not args.text.strip():
             raise UserError("--text is empty; give a sentence to parse")
-        from ..parsing.spacy_backend import SpacyParser
+        from ..dependency.spacy_backend import SpacyParser
         (passage,) = SpacyParser(model=args.parser).parse_texts([args.text])
         return passage
     if args.conllu is not None:
-        from ..parsing.conllu_backend import read_conllu
+        from ..dependency.conllu_backend import read_conllu
         return read_conllu(args.conllu)
-    from ..parsing.ptb_dependency import read_ptb_dependency
+    from ..dependency.ptb_dependency import read_ptb_dependency
     return read_ptb_dependency(args.ptb_dep)
 
 

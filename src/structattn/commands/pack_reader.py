@@ -1,6 +1,6 @@
 """``structattn pack-reader``: the shipped form of a trained reader, and its cost in F1.
 
-Writes OUT_DIR from a span-QA run's ``best/`` (:func:`structattn.train.reader_packing.pack_reader`: int8 matrices
+Writes OUT_DIR from a span-QA run's ``best/`` (:func:`structattn.sgnet.reader_packing.pack_reader`: int8 matrices
 with a float scale per row; ``--encoder-package`` leaves out the tensors that package ships unchanged), then,
 with ``--measure TASK:SPLIT`` (repeatable) or ``--measure-data FILE``, scores the float32 run and the packed form
 on the same questions with the project's scorer and prints one JSON object per measurement (also stored in
@@ -50,7 +50,7 @@ def _measurements(args) -> list[dict]:
 
 
 def run(args) -> int:
-    from ..train.reader_packing import pack_reader, packing_cost, write_card
+    from ..sgnet.reader_packing import pack_reader, packing_cost, write_card
 
     measurements = _measurements(args)  # checked before the packing
     card = pack_reader(args.run_dir, args.out_dir, quantize=args.quantize, encoder_package=args.encoder_package,

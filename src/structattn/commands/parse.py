@@ -60,7 +60,7 @@ def read_sentences(lines: list[str], source: str, pretokenized: bool, spacy_mode
     """Input lines -> (sentences of treebank tokens, their spaCy tags or None, a name per sentence, the index of
     each sentence's input line). A blank line gives no sentence. ``need_tags``: run spaCy's tagger on
     pre-tokenised input."""
-    from ..parsing.ptb_text import spacy_tags, text_sentences
+    from ..bna.ptb_text import spacy_tags, text_sentences
     from ..settings import DEFAULT_SPACY_MODEL
 
     model = spacy_model or DEFAULT_SPACY_MODEL
@@ -81,7 +81,7 @@ def read_sentences(lines: list[str], source: str, pretokenized: bool, spacy_mode
 
 def run(args) -> int:
     from ..io import atomic_write_text, read_input_lines
-    from ..models.parser import UNKNOWN_TAG, ChartParser
+    from ..bna.model import UNKNOWN_TAG, ChartParser
     from ..paths import check_input_file, check_output_file
 
     if args.batch_size < 1:

@@ -51,7 +51,7 @@ def add_parser(sub) -> None:
 
 def run(args) -> int:
     from ..paths import check_input_file, check_output_file
-    from ..train.trainers import load_trained, task_family
+    from ..trainers import load_trained, task_family
     from .evaluate import model_folder
 
     folder = model_folder(args)
@@ -74,7 +74,7 @@ def _open(output: str):
 
 
 def _predict_sentences(trainer, args) -> int:
-    from ..train.data import aggregate_predictions
+    from ..finetuning.features import aggregate_predictions
 
     examples, feats = trainer.features(args.split, args.limit)
     logits = trainer.predict_logits(feats)
@@ -102,7 +102,7 @@ def side_files(output: Path) -> tuple[Path, Path]:
 
 
 def _predict_span_qa(trainer, args) -> int:
-    from ..heads.span_qa import na_probabilities
+    from ..sgnet.span_qa import na_probabilities
     from ..tasks.squad import load_squad, read_squad
     from ..io import atomic_write_json
 
@@ -129,7 +129,7 @@ def _predict_span_qa(trainer, args) -> int:
 
 def _na_threshold(args, trainer) -> float:
     """The no-answer threshold of a span-QA prediction: ``--na-threshold``, else the model's on this task
-    (:func:`~structattn.train.reading.answering_threshold`, set by ``load_trained``)."""
+    (:func:`~structattn.sgnet.reading.answering_threshold`, set by ``load_trained``)."""
     if args.na_threshold is not None:
         return parse_na_threshold(args.na_threshold)
     if not trainer.task.no_answer:

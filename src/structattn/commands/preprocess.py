@@ -54,8 +54,8 @@ def read_words_file(path: str) -> tuple[list[list[str]], int]:
 
 
 def run(args) -> int:
-    from ..parsing.datasets import dataset_parses, dataset_segments, is_gold
-    from ..parsing.record import ParseError
+    from ..dependency.datasets import dataset_parses, dataset_segments, is_gold
+    from ..dependency.record import ParseError
 
     if args.limit is not None and args.limit < 0:
         raise UserError(f"--limit must be >= 0, got {args.limit}")
@@ -90,8 +90,8 @@ def run(args) -> int:
 
     from tqdm.auto import tqdm
 
-    from ..parsing.cache import ParseCache, parse_cached
-    from ..parsing.spacy_backend import SpacyParser
+    from ..dependency.cache import ParseCache, parse_cached
+    from ..dependency.spacy_backend import SpacyParser
 
     parser = SpacyParser(model=args.parser, batch_size=args.batch_size, n_process=args.n_process,
                          split_sentences=not args.no_sentence_split)

@@ -2,7 +2,7 @@
 
 Builds the tasks of :mod:`structattn.tasks.probing` (SeLn, WC, TrDep, ToCo, BShif, Tense, SubjNum, ObjNum,
 CoIn), encodes their sentences with the frozen encoder (mean of the last layer) and trains the MLP probe of
-:mod:`structattn.train.probing` per task. ``--untrained`` probes the same architecture with fresh random
+:mod:`structattn.translation.probing` per task. ``--untrained`` probes the same architecture with fresh random
 weights instead (the control row of Conneau et al. 2018). Prints one line per task and writes the JSON
 (``--output``; ``--out`` is its retired spelling).
 """
@@ -34,8 +34,8 @@ def add_parser(sub) -> None:
 def run(args) -> int:
     from ..tasks.probing import TASKS, build_task, read_ud
     from ..io import atomic_write_json
-    from ..train.probing import probe_model
-    from ..models.translator import Translator
+    from ..translation.probing import probe_model
+    from ..translation.translator import Translator
     from ..errors import UserError
     from ..paths import check_output_file
 
@@ -45,7 +45,7 @@ def run(args) -> int:
     check_output_file(args.output, "--output")
     translator = Translator.load(args.model)
     if args.untrained:
-        from ..models.translation import untrained_like
+        from ..translation.model import untrained_like
 
         translator = Translator(untrained_like(translator.model, args.seed), translator.tokenizer,
                                 translator.parser_name)

@@ -31,7 +31,7 @@ def add_parser(sub) -> None:
 
 def run(args) -> int:
     from ..train.config import config_from_args
-    from ..train.sweep import run_grid
+    from ..sweep import run_grid
 
     from ..paths import check_output_folder
 

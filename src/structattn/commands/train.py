@@ -18,9 +18,9 @@ def train_field_choices() -> dict:
         return names
 
     return {"task": task_names, "mechanism": lambda: sorted(registry("attention.mechanisms", "MECHANISMS")()),
-            "pool": registry("models.sgnet", "POOLS"), "long_inputs": registry("structure.align", "LONG_INPUTS"),
-            "model_parts": registry("train.sgnet_loading", "MODEL_PARTS"), "precision": PRECISIONS,
-            "sgnet": registry("train.sweep", "SGNET_AGGREGATIONS", ("none",)), "sgnet_init": ("fresh", "copy")}
+            "pool": registry("sgnet.model", "POOLS"), "long_inputs": registry("structure.align", "LONG_INPUTS"),
+            "model_parts": registry("sgnet.loading", "MODEL_PARTS"), "precision": PRECISIONS,
+            "sgnet": registry("sweep", "SGNET_AGGREGATIONS", ("none",)), "sgnet_init": ("fresh", "copy")}
 
 
 def add_parser(sub) -> None:
@@ -37,7 +37,7 @@ def add_parser(sub) -> None:
 def run(args) -> int:
     from ..paths import check_output_folder
     from ..train.config import config_from_args
-    from ..train.trainers import trainer_for
+    from ..trainers import trainer_for
 
     cfg = config_from_args(args)
     check_output_folder(cfg.output_dir)  # before any model or data loads

@@ -1,6 +1,6 @@
 """``structattn train-parsing``: train one BNA chart parser configuration (flags or --config JSON).
 
-Every :class:`~structattn.models.parser.ParserConfig` field is a flag (``--d-model 256``, ``--layers bimsa,nsa``,
+Every :class:`~structattn.bna.model.ParserConfig` field is a flag (``--d-model 256``, ``--layers bimsa,nsa``,
 ``--fine-tune-encoder false``) over ``--preset laptop`` (the default: the shipped bna-minilm's CPU settings) or
 ``--preset full`` (ParserConfig's own, larger defaults); ``--config FILE.json`` is read next and the flags given
 override it. Rerunning with the same settings in the same ``--output-dir`` resumes; the summary JSON is printed at
@@ -28,8 +28,8 @@ PARSER_FLAG_NAMES = {"encoder": "model", "max_train_trees": "max_train_examples"
 def add_parser_config_arguments(parser: argparse.ArgumentParser) -> None:
     """``--preset laptop|full``, ``--config FILE`` and one flag per ParserConfig field (all default to None = not
     given), named by :data:`PARSER_FLAG_NAMES` where the field's own name differs from the command line's."""
-    from ..layers.word_encoders import POOLINGS
-    from ..models.parser import PARSER_PRESETS, POS_MODES, VARIANTS, ParserConfig
+    from ..bna.word_encoders import POOLINGS
+    from ..bna.model import PARSER_PRESETS, POS_MODES, VARIANTS, ParserConfig
     from ..train.config import PRECISIONS
 
     add_dataclass_arguments(parser, ParserConfig, PARSER_PRESETS, flag_names=PARSER_FLAG_NAMES,
@@ -42,7 +42,7 @@ def add_parser_config_arguments(parser: argparse.ArgumentParser) -> None:
 
 def parser_config_from_args(args: argparse.Namespace):
     """A ParserConfig: ``--preset``'s values (default laptop), then ``--config`` (if given), then every flag given."""
-    from ..models.parser import PARSER_PRESETS, ParserConfig
+    from ..bna.model import PARSER_PRESETS, ParserConfig
 
     return dataclass_from_args(args, ParserConfig, PARSER_PRESETS)
 
@@ -69,7 +69,7 @@ def add_parser(sub) -> None:
 
 def run(args) -> int:
     from ..paths import check_output_folder
-    from ..train.parsing import TreebankFiles, train_parser
+    from ..bna.trainer import TreebankFiles, train_parser
 
     data = TreebankFiles(train=args.train, dev=args.dev, test=args.test)
     config = parser_config_from_args(args)

@@ -1,6 +1,6 @@
 """``structattn train-translation``: train one translation run (Multi30k En->De by default; flags or --config JSON).
 
-Every :class:`~structattn.train.translation.NMTConfig` field is a flag (``--variant hybrid_gate``,
+Every :class:`~structattn.translation.trainer.NMTConfig` field is a flag (``--variant hybrid_gate``,
 ``--seed 2``, ``--k 2``) over ``--preset laptop`` (the default: 800 updates) or ``--preset full`` (NMTConfig's own
 defaults, 8,000 updates); ``--config FILE.json`` is read next and the flags given override it. Rerunning with the
 same settings in the same ``--output-dir`` resumes; the summary JSON is printed at the end.
@@ -39,10 +39,10 @@ NMT_FIELD_HELP = {
 
 def add_parser(sub) -> None:
     from ..config_io import add_dataclass_arguments
-    from ..models.translation import SIZES, VARIANTS
+    from ..translation.model import SIZES, VARIANTS
     from ..tasks.multi30k import TEST_SPLITS
     from ..train.config import PRECISIONS
-    from ..train.translation import NMT_PRESETS, NMTConfig
+    from ..translation.trainer import NMT_PRESETS, NMTConfig
 
     p = sub.add_parser("train-translation", aliases=["train-nmt"],
                        help="train a translation model with structure-aware encoder attention",
@@ -61,7 +61,7 @@ def add_parser(sub) -> None:
 def run(args) -> int:
     from ..config_io import dataclass_from_args
     from ..paths import check_input_file, check_output_folder
-    from ..train.translation import NMT_PRESETS, NMTConfig, train_translation
+    from ..translation.trainer import NMT_PRESETS, NMTConfig, train_translation
 
     config = dataclass_from_args(args, NMTConfig, NMT_PRESETS)
     check_output_folder(config.output_dir)  # before any model or data loads

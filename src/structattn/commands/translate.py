@@ -6,7 +6,7 @@ stderr); empty input gives empty output. The model is loaded before the input is
 fails at once (exit 2) even when the input would be empty or never end. Input that is not UTF-8 is an error
 naming ``FILE:LINE`` or ``<stdin>:LINE`` (:func:`structattn.io.read_input_lines`), and so is a control character
 (NUL and other C0 controls but tab). ``--input`` and ``--output`` are checked before the model loads
-(:mod:`structattn.paths`). See :mod:`structattn.models.translator`.
+(:mod:`structattn.paths`). See :mod:`structattn.translation.translator`.
 """
 from __future__ import annotations
 
@@ -35,7 +35,7 @@ def add_parser(sub) -> None:
 def run(args) -> int:
     from ..errors import UserError
     from ..io import atomic_write_text, read_input_lines
-    from ..models.translator import Translator
+    from ..translation.translator import Translator
     from ..paths import check_input_file, check_output_file
 
     if args.beam < 1:

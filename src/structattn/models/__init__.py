@@ -1,3 +1,4 @@
-"""The end-to-end models a user loads: an encoder with a mechanism (``encoder``), SG-Net (``sgnet``), the BNA
-chart parser (``parser``), the translation model and its translator (``translation``, ``translator``) and the
-shipped models by name (``trained``)."""
+"""The encoders every system builds on: a Hugging Face encoder with a structure mechanism (``encoder``), an encoder
+named by reference to its pip package (``encoder_reference``), int8 packing of a trained model's weights
+(``packing``) and the registry of shipped trained models by name (``trained``). Each system's own model lives in
+its folder: ``sgnet.model``, ``bna.model``, ``translation.model``."""

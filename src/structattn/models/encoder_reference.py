@@ -3,7 +3,7 @@
 A reference is ``{"package", "version", "weights", "sha256"}``: the package's name and version, its weights file
 (inside :func:`~structattn.settings.packaged_encoder_folder`) and that file's SHA-256. Loading checks the hash
 before it takes a single tensor, so a model never silently runs on other weights than it was saved with. The
-shipped BNA parser stores its whole frozen encoder this way (:mod:`structattn.models.parser`); a packed reader
+shipped BNA parser stores its whole frozen encoder this way (:mod:`structattn.bna.model`); a packed reader
 stores its tensors that are, bit for bit, the package's (:mod:`structattn.models.packing`).
 """
 from __future__ import annotations

@@ -17,7 +17,7 @@ is left out of the file and named in the metadata with the package's version and
 A packed folder is the model's own folder with ``model.safetensors`` replaced by the packed tensors and
 ``config.json`` given a :data:`PACKING_KEY` entry: ``{"format", "version", "quantized": [names],
 "min_elements", "reference": {package, version, weights, sha256, "tensors": {name: package tensor name}} or
-null}``. :meth:`structattn.models.sgnet.SGNetModel.from_pretrained` reads both forms.
+null}``. :meth:`structattn.sgnet.model.SGNetModel.from_pretrained` reads both forms.
 """
 from __future__ import annotations
 

@@ -6,7 +6,7 @@ model folder as its loader reads it (``config.json``, ``model.safetensors``, ...
 exact command, commit, test score, size, time to train) and ``CARD.md`` (the same for people). A name is
 *shipped* when its folder holds the weights; a known name whose folder is empty is built with its ``build``
 command (``make models`` and its parts). A parser with a frozen pretrained encoder stores that encoder by
-reference to its pip package (:meth:`structattn.models.parser.ChartParser.save_pretrained`), never a copy. A reader
+reference to its pip package (:meth:`structattn.bna.model.ChartParser.save_pretrained`), never a copy. A reader
 is a span-QA run's folder in the packed form of :mod:`structattn.models.packing` (``structattn pack-reader``).
 
 :func:`resolve` turns what a user gave as ``--model`` (or the spaCy component's ``model=``) into a folder: an

@@ -1,7 +1,7 @@
 """Word-level relations over a dependency tree.
 
 Notation: a sentence has n words; ``heads`` are 1-based with 0 for the root
-(the :class:`~structattn.parsing.Parse` convention). Every mask is a numpy
+(the :class:`~structattn.dependency.Parse` convention). Every mask is a numpy
 ``bool`` array of shape ``[n, n]``: row = query word i, column = key word j,
 ``True`` = i may attend j. Every mask has a True diagonal, so no row is empty.
 
@@ -31,7 +31,7 @@ def ancestor_matrices(heads: np.ndarray) -> np.ndarray:
 
     Args:
         heads: ``[B, n]`` ints, 1-based, 0 = root; every row must be a tree
-            (see :func:`structattn.parsing.validate_tree`).
+            (see :func:`structattn.dependency.validate_tree`).
     Returns:
         ``[B, n, n]`` bool.
 
@@ -183,7 +183,7 @@ def batch_word_masks(parses: Sequence, relation: str, **options) -> list[np.ndar
     """Word-level masks for many sentences, computed group-wise by sentence length.
 
     Args:
-        parses: :class:`~structattn.parsing.Parse` records (or anything with ``.heads``).
+        parses: :class:`~structattn.dependency.Parse` records (or anything with ``.heads``).
         relation: a name in :data:`RELATIONS`.
         **options: the relation's options (``m`` for sla/tree, ``k`` for window);
             options the relation does not take are ignored.

@@ -11,7 +11,7 @@ Each file is one JSON object (one passage and its questions)::
 
 ``questions``, ``options`` and ``answers`` run in parallel; an answer is the letter of the correct
 option. About half of the questions are cloze sentences with a blank ``_`` where the answer goes (see
-:mod:`structattn.train.multiple_choice_data` for how an option fills it). Texts are kept exactly as released.
+:mod:`structattn.sgnet.multiple_choice_features` for how an option fills it). Texts are kept exactly as released.
 
 Order: levels in the order asked, files by their number (then name), questions in file order, so a
 ``limit`` always takes the same questions. Question ids are ``<id>:<k>`` (``middle2177.txt:0``); a

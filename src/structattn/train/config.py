@@ -15,6 +15,7 @@ import dataclasses
 import hashlib
 import json
 from dataclasses import dataclass, field, fields
+from pathlib import Path
 from typing import Any
 
 from ..config_io import JsonConfig
@@ -243,3 +244,18 @@ def task_family(name: str) -> str:
     if name in MC_TASKS:
         return "multiple_choice"
     raise UserError(f"unknown task {name!r}; valid tasks: {', '.join(task_names())}")
+
+
+def saved_run_config(model_dir: str | Path, task: str | None = None) -> TrainConfig:
+    """The configuration that loads a saved fine-tuning model (``model_dir``: a run's ``best/`` folder, or a
+    packed reader): its ``train_config.json`` with ``model`` set to the folder, all of it loaded (``model_parts``
+    ``all``, whatever parts the run took from its ``--model``), and ``task`` when given."""
+    folder = Path(model_dir)
+    cfg_path = folder / "train_config.json"
+    if not cfg_path.is_file():
+        raise UserError(f"{folder} has no train_config.json; give a folder written by `structattn train` "
+                        "(its best/ subfolder)")
+    if not any((folder / n).is_file() for n in ("model.safetensors", "pytorch_model.bin")):
+        raise UserError(f"{folder} has no model weights (model.safetensors); the run may not have finished")
+    cfg = TrainConfig.load(cfg_path)
+    return dataclasses.replace(cfg, model=str(folder), task=task or cfg.task, model_parts="all")

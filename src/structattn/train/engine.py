@@ -1,8 +1,8 @@
 """The one training engine of every trainer (sentence tasks, reading, translation, parsing, probing), on Accelerate.
 
-A :class:`Family` (:class:`~structattn.train.loop.Trainer` and its span-QA and multiple-choice subclasses,
-:class:`~structattn.train.parsing.ParserFamily`, :class:`~structattn.train.translation.TranslationFamily`,
-:class:`~structattn.train.probing.ProbeFamily`) supplies its settings, data, model, optimizer, schedule, batches,
+A :class:`Family` (:class:`~structattn.finetuning.trainer.Trainer` and its span-QA and multiple-choice subclasses,
+:class:`~structattn.bna.trainer.ParserFamily`, :class:`~structattn.translation.trainer.TranslationFamily`,
+:class:`~structattn.translation.probing.ProbeFamily`) supplies its settings, data, model, optimizer, schedule, batches,
 loss, dev evaluation, prediction and summary through named hooks; :meth:`Engine.train` calls them in order and does
 the rest, written once (``docs/engine.md``):
 

@@ -1,0 +1,9 @@
+"""BNA: forward/backward masked self-attention (BiMSA) and n-gram span attention (NSA) feeding a CKY chart parser
+of constituency trees.
+
+- ``bimsa``, ``nsa``, ``fenceposts``, ``transformer_block``, ``word_encoders``: the network's layers;
+- ``chart``: the span label scorer, CKY decoding and the margin loss;
+- ``model``: the parser (:class:`~structattn.bna.model.ChartParser`); ``trainer``: its training on the PTB;
+- ``ptb_text``: raw text into PTB-style tokens; ``spacy_component``: the parser as a spaCy pipe;
+- ``report``: the results tables.
+"""

@@ -1,0 +1,26 @@
+"""SG-Net (Zhang et al. 2020): a syntax-guided layer on top of the encoder, for span QA (SQuAD), multiple choice
+(RACE, MCTest) and sentence tasks.
+
+- ``layer``: the syntax-guided layer (SDOI-masked self-attention and its aggregation with the encoder's states);
+- ``model``: the encoder, the layer and the task heads; ``loading``: building it from a pretrained encoder;
+- ``span_qa``: span decoding (best span, null score, no-answer threshold);
+- ``reading_features`` / ``multiple_choice_features``: passages, questions and options into features;
+- ``reading`` / ``multiple_choice`` / ``sentence``: the trainers (on :class:`structattn.finetuning.trainer.Trainer`);
+- ``reader`` / ``reader_packing``: a trained reader by name, and its packed form; ``report``: the results tables.
+"""
+
+
+def __getattr__(name):
+    """``structattn.sgnet`` was the SG-Net model module before 0.2.0: its names still resolve, with a
+    :class:`~structattn._moved.ModuleMovedWarning` naming :mod:`structattn.sgnet.model`."""
+    import importlib
+    import warnings
+
+    from .._moved import ModuleMovedWarning
+
+    model = importlib.import_module(f"{__name__}.model")
+    if name.startswith("__") or not hasattr(model, name):
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    warnings.warn(f"structattn.sgnet.{name} has moved to structattn.sgnet.model.{name}; import it from there "
+                  "(the old path will be removed in the next release)", ModuleMovedWarning, stacklevel=2)
+    return getattr(model, name)

@@ -1,0 +1,431 @@
+"""Training a translation model (Multi30k En->De by default): resumable, early stopping on dev BLEU.
+
+Recipe (Vaswani et al.'s, at the sizes of :data:`structattn.translation.model.SIZES`): label-smoothed
+cross-entropy (0.1), Adam (0.9, 0.98, eps 1e-9), linear warm-up to ``learning_rate`` then inverse square
+root, batches of at most ``max_tokens`` padded tokens per side, dev BLEU (greedy, ``eval_beam``) every
+``eval_every`` updates, stop after ``patience`` evaluations without a better dev BLEU or at
+``max_updates``. The final model is the better on dev BLEU (beam ``beam``) of the best checkpoint and the
+average of the last ``average_last`` evaluated checkpoints (0 or 1: the best checkpoint alone).
+
+The translation family of :mod:`structattn.train.engine`: data, the loss, dev BLEU and the final selection are
+here; updates, several processes (``accelerate launch``: each process takes every N-th token batch, the loss
+weighted by target tokens), checkpoints and resume are the engine's.
+
+Folder ``output_dir``::
+
+    settings.json        the settings a resume must match (run_config.json: the whole NMTConfig)
+    tokenizer/           the joint BPE (learned once, on the kept training pairs)
+    checkpoint/          the engine's: at every evaluation and every ``checkpoint_every`` updates, no pickle
+    best/                the best dev-BLEU model (+ tokenizer)
+    recent/              the last ``average_last`` evaluated weights
+    final/               the chosen model (+ tokenizer): ``structattn translate --model OUTPUT_DIR/final``
+    hypotheses/<split>.de  detokenised test translations, one line per source line
+    summary.json         BLEU per test set, history (dev BLEU and mean training loss per evaluation), sizes,
+                         wall time, throughput, device
+
+Rerunning the same command resumes from ``checkpoint/`` (a finished run only redoes the final steps).
+``precision`` (``--precision fp32|bf16|fp16``) is the engine's; only training runs in it: dev evaluation, model
+selection and the test translations run in float32, the precision ``structattn translate`` uses. Checkpoints of
+earlier versions are read once and rewritten (:mod:`structattn.train.legacy`).
+"""
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from ..config_io import JsonConfig
+from ..errors import UserError
+from ..io import atomic_write_json
+from ..train.checkpoint import AtomicDir, load_model_tensors, model_tensors
+from .data import TRAINING_BATCHES
+from ..train.config import RESULT_NEUTRAL_FIELDS, without_later_fields
+from ..train.engine import Engine, EngineState, Evaluation, Family, resume_settings, run_facts, warmup_inverse_sqrt
+
+BEST, FINAL, RECENT = "best", "final", "recent"
+
+
+@dataclass
+class NMTConfig(JsonConfig):
+    """One translation run. Mechanism options (``layers``, ``k``, ``gate``) override the variant's."""
+
+    output_dir: str = "runs/nmt/run"
+    variant: str = "transformer"
+    size: str = "tiny"
+    seed: int = 1
+    data_dir: str | None = None  # the folder that holds multi30k/ (default: the data folder)
+    train_source: str | None = None  # own parallel files instead of Multi30k (train and dev pairs needed,
+    train_target: str | None = None  # a test pair optional)
+    dev_source: str | None = None
+    dev_target: str | None = None
+    test_source: str | None = None
+    test_target: str | None = None
+    test_splits: list[str] = field(default_factory=lambda: ["test2016", "test2017", "test2018", "mscoco2017"])
+    max_train_examples: int = 0  # 0 = all
+    vocab_size: int = 8000
+    max_length: int = 100  # training pairs with more sub-words on a side are dropped (counted)
+    max_tokens: int = 4096
+    learning_rate: float = 5e-3  # the Multi30k Transformer-tiny recipe (with 2,000 warm-up and 8,000 updates)
+    warmup: int = 2000
+    max_updates: int = 8000
+    label_smoothing: float = 0.1
+    clip_norm: float = 0.0  # 0 = no clipping
+    adam_eps: float = 1e-9  # Adam's epsilon (Joey NMT and torch: 1e-8)
+    init: str = "fairseq"  # fresh weights: fairseq (Xavier-uniform matrices, N(0, d^-1/2) embeddings) | xavier_normal
+    batching: str = "length"  # length (pairs sorted by length, then packed) | shuffled (packed in a random order)
+    embedding_dropout: float | None = None  # dropout on word + position embeddings; none = the size's dropout
+    attention_dropout: float = 0.0  # dropout on the attention probabilities
+    activation_dropout: float = 0.0  # dropout after the feed-forward ReLU
+    eval_every: int = 500
+    eval_beam: int = 1
+    patience: int = 6
+    average_last: int = 5
+    beam: int = 5
+    length_penalty: float = 1.0
+    layers: int | None = None  # mechanism layers (default: the variant's, the lowest 2)
+    k: int | None = None  # window half-width m of Xu et al. (local / hybrid variants)
+    gate: str | None = None  # "token" or "head" (hybrid_gate, sla)
+    precision: str = "fp32"  # fp32 | bf16 (autocast; CPUs with avx512_bf16/AMX, GPUs) | fp16 (CUDA only, loss scaling)
+    threads: int = 0  # torch threads (0 = torch's default)
+    checkpoint_every: int = 0  # also checkpoint every N updates; 0 = whenever 5 minutes passed since the last one
+
+    def mechanism_options(self) -> dict[str, Any]:
+        return {k: v for k, v in (("layers", self.layers), ("k", self.k), ("gate", self.gate)) if v is not None}
+
+    def model_options(self) -> dict[str, Any]:
+        """What :func:`~structattn.translation.model.build_model` takes besides the size and variant."""
+        return {"init": self.init, "embedding_dropout": self.embedding_dropout,
+                "attention_dropout": self.attention_dropout, "activation_dropout": self.activation_dropout,
+                **self.mechanism_options()}
+
+
+#: ``structattn train-translation --preset NAME``; the command line's default is "laptop": 800 updates with the
+#: warm-up over all of them and a dev evaluation every 200, about a quarter of an hour on a 2-core CPU (README).
+#: "full" is this class's own defaults, the Multi30k recipe at full length (8,000 updates, 2,000 warm-up; hours
+#: on a CPU; experiments/run_nmt_experiments.sh stops at 4,000).
+NMT_PRESETS: dict[str, dict[str, Any]] = {
+    "laptop": {"max_updates": 800, "warmup": 800, "eval_every": 200, "average_last": 2},
+    "full": {},
+}
+
+#: The stride of this family's seeded batch order (``seed * stride + epoch``, :func:`~.engine.epoch_seed`): the
+#: committed Multi30k runs (results/nmt.jsonl, results/laptop/, results/precision/) were trained with it, and their
+#: translations are reproduced byte for byte only under it; the other families use the engine's default.
+TRANSLATION_ORDER_STRIDE = 100_003
+
+#: Recipe options added after runs were recorded, with the value every earlier run had (train.config.LATER_FIELDS):
+#: left out of ``settings.json`` at that value, so a run folder of an earlier version still resumes.
+NMT_LATER_FIELDS = {"adam_eps": 1e-9, "init": "fairseq", "batching": "length", "embedding_dropout": None,
+                    "attention_dropout": 0.0, "activation_dropout": 0.0}
+
+
+# ---------------------------------------------------------------------------------------------- data
+
+
+@dataclass
+class NMTData:
+    """Encoded data of a run (ids per sentence; ``structure`` per split when the variant reads one)."""
+
+    train_src: list
+    train_tgt: list
+    dev_texts: list
+    dev_refs: list
+    tests: dict  # split -> (source texts, reference texts)
+    train_structure: Any = None
+    filter_summary: str = ""
+
+
+def _read_sets(config: NMTConfig):
+    """(train, dev, {test name: data}): Multi30k's splits, or the user's own files (own test set: ``test``)."""
+    from ..tasks.multi30k import read_parallel, read_split
+
+    own = [config.train_source, config.train_target, config.dev_source, config.dev_target]
+    if any(own):
+        if not all(own):
+            raise UserError("own data needs all four of --train-source, --train-target, --dev-source, --dev-target")
+        train = read_parallel(config.train_source, config.train_target)
+        dev = read_parallel(config.dev_source, config.dev_target)
+        tests = {}
+        if config.test_source or config.test_target:
+            if not (config.test_source and config.test_target):
+                raise UserError("an own test set needs both --test-source and --test-target")
+            tests["test"] = read_parallel(config.test_source, config.test_target)
+    else:
+        train, dev = read_split("train", config.data_dir), read_split("dev", config.data_dir)
+        tests = {s: read_split(s, config.data_dir) for s in config.test_splits}
+    if config.max_train_examples:
+        limit = config.max_train_examples
+        train.sources, train.targets, train.line_numbers = (train.sources[:limit], train.targets[:limit],
+                                                            train.line_numbers[:limit])
+    return train, dev, tests
+
+
+def load_tokenizer(config: NMTConfig, out: Path, train) -> Any:
+    """The run's BPE: ``out/tokenizer`` when it exists, else learned on the training pairs and saved there."""
+    from transformers import AutoTokenizer
+
+    from .data import train_bpe_tokenizer
+
+    folder = out / "tokenizer"
+    if folder.is_dir():
+        return AutoTokenizer.from_pretrained(str(folder))
+    texts = [t for t in train.sources + train.targets if t.strip()]
+    tokenizer = train_bpe_tokenizer(texts, vocab_size=config.vocab_size)
+    with AtomicDir(folder) as tmp:
+        tokenizer.save_pretrained(str(tmp))
+    return tokenizer
+
+
+def prepare_data(config: NMTConfig, tokenizer, train, dev, tests, mechanism) -> NMTData:
+    """Filter and encode the training pairs (counts printed); dev and test sets unfiltered. The training sources
+    are parsed when ``mechanism`` (a MechanismConfig or None) reads a structure mask."""
+    from ..tasks.multi30k import filter_training_pairs
+    from .data import build_source_structure, encode_texts
+
+    def length(texts):
+        return [len(x) for x in encode_texts(tokenizer, texts)]
+
+    kept, counts = filter_training_pairs(train, length, config.max_length)
+    summary = counts.summary("train")
+    print(summary)
+    data = NMTData(encode_texts(tokenizer, kept.sources), encode_texts(tokenizer, kept.targets),
+                   list(dev.sources), list(dev.targets), {s: (d.sources, d.targets) for s, d in tests.items()},
+                   filter_summary=summary)
+    if mechanism is not None and mechanism.reads_structure:
+        print("parsing the training sources (cached) ...")
+        data.train_structure = build_source_structure(tokenizer, kept.sources, mechanism.relation,
+                                                      **mechanism.relation_options())
+    return data
+
+
+# ---------------------------------------------------------------------------------------------- functions
+
+
+def _label_smoothed_loss(logits: torch.Tensor, labels: torch.Tensor, smoothing: float) -> tuple[torch.Tensor, int]:
+    """Mean label-smoothed cross-entropy over the non-padding target tokens (labels -100 = padding)."""
+    tokens = int((labels != -100).sum())
+    loss = torch.nn.functional.cross_entropy(logits.reshape(-1, logits.shape[-1]).float(), labels.reshape(-1),
+                                             ignore_index=-100, label_smoothing=smoothing)
+    return loss, tokens
+
+
+def _decoder_inputs(labels: torch.Tensor, pad_id: int, start_id: int) -> torch.Tensor:
+    """Teacher forcing: labels shifted right, starting with the decoder start token; padding -> pad."""
+    shifted = labels.new_full(labels.shape, pad_id)
+    shifted[:, 1:] = labels[:, :-1]
+    shifted[:, 0] = start_id
+    return shifted.masked_fill(shifted == -100, pad_id)
+
+
+def _translate(model, tokenizer, texts, beam, length_penalty) -> list[str]:
+    from .translator import Translator
+
+    was_training = model.training
+    model.eval()
+    try:
+        return Translator(model, tokenizer).translate(texts, beam=beam, length_penalty=length_penalty)
+    finally:
+        model.train(was_training)
+
+
+def _save_model(model, tokenizer, folder: Path) -> None:
+    with AtomicDir(folder) as tmp:
+        model.save_pretrained(str(tmp))
+        tokenizer.save_pretrained(str(tmp))
+
+
+def _average_weights(paths: list[Path]) -> dict[str, torch.Tensor]:
+    from safetensors.torch import load_file
+
+    total: dict[str, torch.Tensor] = {}
+    for p in paths:
+        for key, value in load_file(str(p)).items():
+            total[key] = total.get(key, 0) + value.double()
+    return {k: (v / len(paths)) for k, v in total.items()}
+
+
+# ---------------------------------------------------------------------------------------------- the run
+
+
+def check_max_length(config: NMTConfig) -> None:
+    """A clear error when training pairs as long as ``max_length`` would not fit the size's position table (the
+    model would fail with an IndexError on the first long batch)."""
+    from .model import SIZES
+
+    size = SIZES.get(config.size)  # an unknown size is refused, with the valid ones, when the model is built
+    if size is not None and config.max_length > size.max_positions:
+        raise UserError(f"--max-length {config.max_length}: size {config.size!r} has {size.max_positions} positions, "
+                        f"so pairs up to {config.max_length} sub-words would not fit; pass --max-length "
+                        f"{size.max_positions} or less, or a larger --size")
+
+
+class TranslationFamily(Family):
+    """The translation family of the engine: BPE-encoded pairs in token batches, label-smoothed cross-entropy,
+    dev BLEU, and at the end the choice between the best and the averaged weights and the test translations."""
+
+    main_metric = "dev_bleu"
+    config_file = "run_config.json"
+    order_stride = TRANSLATION_ORDER_STRIDE
+
+    def __init__(self, config: NMTConfig, command: list[str] | None = None):
+        from .model import variant_mechanism
+
+        self.config, self.command = config, command
+        self.out = Path(config.output_dir)
+        self.mechanism = variant_mechanism(config.variant, **config.mechanism_options())
+        if config.batching not in TRAINING_BATCHES:
+            raise UserError(f"unknown --batching {config.batching!r}; valid: {', '.join(TRAINING_BATCHES)}")
+
+    def settings(self) -> dict:
+        return without_later_fields(resume_settings(self.config), NMT_LATER_FIELDS)
+
+    def upgrade_legacy(self) -> None:
+        from ..train.legacy import upgrade_translation_checkpoint
+
+        upgrade_translation_checkpoint(self.out, self.config.seed, RESULT_NEUTRAL_FIELDS, NMT_LATER_FIELDS)
+
+    def load_data(self) -> None:
+        from .data import TranslationCollator
+
+        config = self.config
+        train, dev, tests = _read_sets(config)
+        with self.engine.acc.main_process_first():  # the main process learns the BPE and parses; the others read
+            self.tokenizer = load_tokenizer(config, self.out, train)
+            self.data = prepare_data(config, self.tokenizer, train, dev, tests, self.mechanism)
+        self.collate = TranslationCollator(self.tokenizer.pad_token_id)
+        self.src_len = [len(x) for x in self.data.train_src]
+        self.tgt_len = [len(x) for x in self.data.train_tgt]
+
+    def build_model(self):
+        from .model import build_model
+
+        config = self.config
+        self.engine.seed()
+        self.model = build_model(self.tokenizer, config.size, config.variant, seed=config.seed,
+                                 **config.model_options())
+        return self.model
+
+    def build_optimizer(self, model) -> torch.optim.Optimizer:
+        return torch.optim.Adam(model.parameters(), lr=self.config.learning_rate, betas=(0.9, 0.98),
+                                eps=self.config.adam_eps)
+
+    def schedule(self, total: int):
+        return lambda step: warmup_inverse_sqrt(step + 1, self.config.warmup)
+
+    def updates(self) -> tuple[int, int]:
+        return self.config.max_updates, self.config.eval_every
+
+    def epoch_batches(self, epoch: int) -> list[list[int]]:
+        return TRAINING_BATCHES[self.config.batching](self.src_len, self.tgt_len, self.config.max_tokens,
+                                                      seed=self.epoch_order_seed(self.config.seed, epoch))
+
+    def batch_loss(self, indices: list[int]):
+        data, model, state = self.data, self.model, self.engine.state
+        batch = self.collate([data.train_src[i] for i in indices], [data.train_tgt[i] for i in indices],
+                             data.train_structure, indices if data.train_structure is not None else None)
+        batch = {k: v.to(self.engine.device) for k, v in batch.items()}
+        labels = batch.pop("labels")
+        pad, start = self.tokenizer.pad_token_id, model.config.decoder_start_token_id
+        logits = model(**batch, decoder_input_ids=_decoder_inputs(labels, pad, start)).logits
+        value, tokens = _label_smoothed_loss(logits, labels, self.config.label_smoothing)
+        state.extra["target_tokens"] = state.extra.get("target_tokens", 0) + tokens  # this process's
+        return value, tokens
+
+    def predict(self, inputs, beam: int | None = None) -> list[str]:
+        """Translations of the texts ``inputs`` (beam ``beam``, default the config's)."""
+        beam = self.config.beam if beam is None else beam
+        return _translate(self.model, self.tokenizer, inputs, beam, self.config.length_penalty)
+
+    def evaluate_dev(self, state: EngineState, end_of_epoch: bool) -> Evaluation:
+        from ..tasks.bleu import corpus_bleu
+
+        bleu = corpus_bleu(self.predict(self.data.dev_texts, self.config.eval_beam), self.data.dev_refs)["bleu"]
+        return Evaluation({"step": state.step, "epoch": state.epoch - end_of_epoch, "dev_bleu": round(bleu, 2),
+                           "train_seconds": round(state.train_seconds, 1)}, bleu)
+
+    def on_evaluated(self, entry: dict) -> None:
+        from safetensors.torch import save_file
+
+        config, state, out = self.config, self.engine.state, self.out
+        if config.average_last <= 1:
+            return
+        state.extra["recent"] = (state.extra.get("recent", []) + [state.step])[-config.average_last:]
+        if self.engine.is_main:
+            (out / RECENT).mkdir(exist_ok=True)
+            save_file(model_tensors(self.model), str(out / RECENT / f"step-{state.step}.safetensors"))
+            for p in (out / RECENT).glob("step-*.safetensors"):
+                if int(p.stem.split("-")[1]) not in state.extra["recent"]:
+                    p.unlink()
+
+    def on_best(self, entry: dict) -> None:
+        if self.engine.is_main:
+            _save_model(self.model, self.tokenizer, self.out / BEST)
+
+    def summary(self, state: EngineState) -> dict:
+        from .model import size_of
+
+        summary = _finish(self.config, self.out, state, self.tokenizer, self.data, self.model)
+        summary.update({"model": size_of(self.model), "command": self.command, "filter": self.data.filter_summary,
+                        **run_facts(self.engine, self.model)})
+        atomic_write_json(self.out / "summary.json", summary)
+        return summary
+
+
+def train_translation(config: NMTConfig, *, show_progress: bool = True, stop_after_updates: int | None = None,
+                      command: list[str] | None = None) -> dict:
+    """Train, select and test one translation run in ``config.output_dir``; return the summary dict (on the main
+    process; the others return where they stopped).
+
+    ``stop_after_updates`` (tests) returns right after that update without saving, as a kill would.
+    """
+    check_max_length(config)
+    engine = Engine(config.output_dir, seed=config.seed, precision=config.precision, clip_norm=config.clip_norm,
+                    checkpoint_every=config.checkpoint_every, show_progress=show_progress, name=config.variant)
+    if config.threads:
+        torch.set_num_threads(config.threads)
+    summary = engine.train(TranslationFamily(config, command), stop_after=stop_after_updates)
+    return summary if summary is not None else {"stopped_at_update": engine.state.step}
+
+
+def _finish(config: NMTConfig, out: Path, state: EngineState, tokenizer, data: NMTData, model) -> dict:
+    """Pick the final model (best vs averaged, by beam dev BLEU), save it, translate the test sets."""
+    from safetensors.torch import load_file
+
+    from ..tasks.bleu import corpus_bleu
+
+    candidates = {"best": load_file(str(out / BEST / "model.safetensors"))}
+    recent = [out / RECENT / f"step-{s}.safetensors" for s in state.extra.get("recent", [])]
+    if config.average_last > 1 and len(recent) > 1 and all(p.is_file() for p in recent):
+        candidates[f"average of last {len(recent)}"] = _average_weights(recent)
+    dev_scores = {}
+    for name, weights in candidates.items():
+        load_model_tensors(model, weights)
+        hyps = _translate(model, tokenizer, data.dev_texts, config.beam, config.length_penalty)
+        dev_scores[name] = corpus_bleu(hyps, data.dev_refs)["bleu"]
+        print(f"dev BLEU (beam {config.beam}) of {name}: {dev_scores[name]:.2f}")
+    chosen = max(dev_scores, key=dev_scores.get)
+    weights = candidates[chosen]
+    load_model_tensors(model, weights)
+    _save_model(model, tokenizer, out / FINAL)
+    results = {}
+    hyp_dir = out / "hypotheses"
+    hyp_dir.mkdir(exist_ok=True)
+    for split, (sources, refs) in data.tests.items():
+        hyps = _translate(model, tokenizer, sources, config.beam, config.length_penalty)
+        path = hyp_dir / f"{split}.de"
+        path.write_text("".join(h + "\n" for h in hyps), encoding="utf-8")
+        scored = corpus_bleu(path.read_text(encoding="utf-8").split("\n")[:-1], refs)
+        results[split] = {"bleu": round(scored["bleu"], 2), "hypotheses": str(path), "signature": scored["signature"]}
+        print(f"{split}: BLEU {scored['bleu']:.2f}")
+    return {"variant": config.variant, "seed": config.seed, "config": dataclasses.asdict(config),
+            "final_model": chosen, "dev_bleu_beam": {k: round(v, 2) for k, v in dev_scores.items()},
+            "best_step": state.best_step, "best_dev_bleu_greedy": state.best, "updates": state.step,
+            "epochs": state.epoch, "history": state.history, "tests": results,
+            "train_seconds": round(state.train_seconds, 1),
+            # the main process's tokens times the processes (each takes as many batches)
+            "target_tokens_per_second": round(state.extra.get("target_tokens", 0) * state.num_processes
+                                              / max(state.train_seconds, 1e-9), 1)}
+
