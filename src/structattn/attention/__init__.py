@@ -11,15 +11,25 @@
 
 The user-facing loaders are in :mod:`structattn.models.encoder` (``from_pretrained``, ``apply_mechanism``).
 """
-from .gate import StructureGate
-from .integration import (ARCHITECTURES, ATTENTION_NAME, REFUSED, GateRecord, attention_modules, force_gate,
-                          gate_parameters, install, record, register, runtime_of, structattn_attention, uninstall)
-from .kernels import (KERNELS, fused_available, fused_mixed_attention, local_pattern, mixed_attention,
-                      reference_mixed_attention, shared_exp_mixed_attention, two_pass_mixed_attention)
-from .mechanisms import MECHANISMS, MechanismConfig, get_mechanism
+# Imported on first use of a name: the integration imports transformers, which the plain modules here
+# (``multihead``, ``gaussian``, ``kernels``) and the command line's start-up must not pay for.
+_LAZY = {
+    "StructureGate": "gate",
+    **{name: "integration" for name in ("ARCHITECTURES", "ATTENTION_NAME", "REFUSED", "GateRecord",
+                                        "attention_modules", "force_gate", "gate_parameters", "install", "record",
+                                        "register", "runtime_of", "structattn_attention", "uninstall")},
+    **{name: "kernels" for name in ("KERNELS", "fused_available", "fused_mixed_attention", "local_pattern",
+                                    "mixed_attention", "reference_mixed_attention", "shared_exp_mixed_attention",
+                                    "two_pass_mixed_attention")},
+    **{name: "mechanisms" for name in ("MECHANISMS", "MechanismConfig", "get_mechanism")},
+}
 
-__all__ = ["ARCHITECTURES", "ATTENTION_NAME", "GateRecord", "KERNELS", "MECHANISMS", "MechanismConfig", "REFUSED",
-           "StructureGate", "attention_modules", "force_gate", "fused_available", "fused_mixed_attention",
-           "gate_parameters", "get_mechanism", "install", "local_pattern", "mixed_attention", "record",
-           "reference_mixed_attention", "register", "runtime_of", "shared_exp_mixed_attention",
-           "structattn_attention", "two_pass_mixed_attention", "uninstall"]
+__all__ = sorted(_LAZY)
+
+
+def __getattr__(name):
+    if name in _LAZY:
+        import importlib
+
+        return getattr(importlib.import_module(f"{__name__}.{_LAZY[name]}"), name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
