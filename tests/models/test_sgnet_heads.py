@@ -4,19 +4,21 @@ from __future__ import annotations
 
 import copy
 import json
+import sys
+from pathlib import Path
 
 import pytest
 import torch
 import torch.nn.functional as F
-import transformers as T
 
 from structattn.errors import UserError
 from structattn.sgnet.model import (HEADS, POOLS, SGNET_HEADS, SGNetConfig, SGNetForMultipleChoice,
                                     SGNetForSequenceClassification, SGNetForSpanQA, SGNetForTagging, SGNetModel)
 
-B, C, L = 2, 3, 8
-COMMON = dict(vocab_size=100, hidden_size=32, num_hidden_layers=2, num_attention_heads=4, intermediate_size=64,
-              max_position_embeddings=64)
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from test_sgnet import L, batch, bert, perturb  # noqa: E402
+
+B, C = 2, 3
 EXPECTED_CLASSES = {"span_qa": SGNetForSpanQA, "multiple_choice": SGNetForMultipleChoice,
                     "classification": SGNetForSequenceClassification, "tagging": SGNetForTagging}
 #: (head, num_labels, pool) for every head and every pool it takes; classification with 1 label = regression
@@ -25,31 +27,21 @@ CASES = [("span_qa", 2, "first"), ("span_qa", 2, "mean"), ("tagging", 4, "first"
          ("classification", 1, "mean")] + [("multiple_choice", 1, pool) for pool in POOLS]
 
 
-def build(head: str, num_labels: int, pool: str = "first", aggregation: str = "dual", seed: int = 1) -> SGNetModel:
+def build(head: str, num_labels: int, pool: str = "first", aggregation: str = "dual") -> SGNetModel:
     """A tiny SG-Net on a random BERT, every parameter moved off its initial value (biases are zero at first)."""
-    torch.manual_seed(0)
-    encoder = T.BertModel(T.BertConfig(**COMMON))
-    torch.manual_seed(seed)
+    encoder = bert()
+    torch.manual_seed(1)
     m = SGNetModel(encoder, SGNetConfig(aggregation=aggregation, head=head, num_labels=num_labels, pool=pool))
-    g = torch.Generator().manual_seed(seed + 1)
-    with torch.no_grad():
-        for p in m.parameters():
-            p.add_(0.05 * torch.randn(p.shape, generator=g))
+    perturb(m)
     return m.eval()
 
 
 def inputs_for(head: str) -> dict:
     """Inputs [B, T] ([B, C, T] for multiple choice; the last sequence padded from L - 3), an SG mask and every
     real token in sg_tokens, the head's labels and, for multiple choice, the option's tokens (pool_mask)."""
-    lead = (B, C) if head == "multiple_choice" else (B,)
-    g = torch.Generator().manual_seed(7)
-    ids = torch.randint(5, 100, (*lead, L), generator=g)
-    att = torch.ones(*lead, L, dtype=torch.long)
-    att.view(-1, L)[-1, L - 3:] = 0
-    types = torch.zeros(*lead, L, dtype=torch.long)
-    types[..., L // 2:] = 1
-    sg = (torch.rand(*lead, L, L, generator=g) < 0.3) | torch.eye(L, dtype=torch.bool)
-    out = dict(input_ids=ids, attention_mask=att, token_type_ids=types, sg_mask=sg, sg_tokens=att.bool())
+    out = batch((B, C) if head == "multiple_choice" else (B,), seed=7)
+    out["sg_tokens"][..., 0] = True  # the pooled heads read position 0
+    g = torch.Generator().manual_seed(8)
     if head == "span_qa":
         out.update(start_positions=torch.tensor([1, L + 2]), end_positions=torch.tensor([3, 4]))  # L + 2: ignored
     elif head == "tagging":
