@@ -22,15 +22,23 @@ import torch
 from ..structure.expand import PAD, ExpansionRules, token_mask
 from ..finetuning.features import StructureSpec
 
-POOLED_HEADS = ("classification", "regression", "multiple_choice")
+#: task kinds (:data:`structattn.tasks.base.KINDS`) whose SG-Net head has another name
+KIND_HEADS = {"regression": "classification"}
 
 #: What ``--model-parts`` keeps of a saved SG-Net folder given as ``--model``: all of it, or its encoder only.
 MODEL_PARTS = ("all", "encoder")
 
 
+def sg_head(head: str) -> str:
+    """The SG-Net head (:data:`~structattn.sgnet.model.SGNET_HEADS`) of a head name or task kind."""
+    return KIND_HEADS.get(head, head)
+
+
 def sg_rules(head: str, pool: str = "first") -> ExpansionRules:
-    """The SG layer's expansion rules for a head and its pooling (module docstring)."""
-    if head in POOLED_HEADS and pool == "first":
+    """The SG layer's expansion rules for a head (or task kind) and its pooling (module docstring)."""
+    from .model import SGNetModel
+
+    if SGNetModel.head_class(sg_head(head)).pooled and pool == "first":
         return ExpansionRules.for_relation("sdoi", special_rows="all")
     return ExpansionRules.for_relation("sdoi")
 
@@ -113,7 +121,7 @@ def load_sgnet_and_tokenizer(cfg, head: str, num_labels: int, model_path: str | 
 
     name = model_path or cfg.model or default_encoder()
     sg = SGNetConfig(aggregation=cfg.sgnet, alpha=cfg.sgnet_alpha, init=cfg.sgnet_init,
-                     head="classification" if head == "regression" else head, num_labels=num_labels,
+                     head=sg_head(head), num_labels=num_labels,
                      pool=cfg.pool)
     parts = getattr(cfg, "model_parts", "all")
     if parts not in MODEL_PARTS:

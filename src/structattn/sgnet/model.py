@@ -14,6 +14,12 @@ Example::
                 start_positions=s, end_positions=e)                          # out.loss, out.start_logits
     model.save_pretrained("run/"); model = SGNetModel.from_pretrained("run/")
 
+One class per head, as transformers' task classes: :class:`SGNetForSpanQA`, :class:`SGNetForMultipleChoice`,
+:class:`SGNetForSequenceClassification` (regression with one label) and :class:`SGNetForTagging`, each an
+:class:`SGNetModel` (the encoder, the SG part, pooling, saving) that declares its output modules and computes its
+logits and loss. ``SGNetModel(encoder, config)``, ``from_encoder`` and ``from_pretrained`` build the class of
+``config.head`` (:data:`SGNET_HEADS`); ``isinstance(model, SGNetModel)`` holds for every head.
+
 Heads carry transformers' names, so a stock task class loads the baseline: ``qa_outputs`` (d -> 2, as
 ``BertForQuestionAnswering``), ``classifier`` after a dropout (multiple choice d -> 1, classification
 d -> num_labels, both on a pooler dense + tanh of the first token; tagging d -> num_labels per token). The
@@ -41,7 +47,7 @@ import os
 import warnings
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import torch
 import torch.nn.functional as F
@@ -55,8 +61,8 @@ from ..verbosity import quiet_loading
 Tensor = torch.Tensor
 
 AGGREGATION_NAMES = ("none",) + tuple(AGGREGATIONS)
-HEADS = ("span_qa", "multiple_choice", "classification", "tagging")
 POOLS = ("first", "mean", "option")
+# HEADS, the head names, is derived from SGNET_HEADS (the head classes) at the end of the module
 CONFIG_KEY = "structattn_sgnet"
 
 
@@ -106,7 +112,7 @@ class SGNetConfig(JsonConfig):
             raise UserError(f"SG-Net: alpha={self.alpha} must lie in [0, 1], or be null for learned weights")
         if isinstance(self.num_labels, bool) or not isinstance(self.num_labels, int) or self.num_labels < 1:
             raise UserError(f"SG-Net: num_labels={self.num_labels!r} must be a positive integer")
-        if self.pool == "option" and self.head != "multiple_choice":
+        if self.pool not in SGNET_HEADS[self.head].pools:
             raise UserError(f"SG-Net: pool 'option' reads the tokens of a multiple-choice option; the {self.head} "
                             "head has none (use pool 'first' or 'mean')")
         if self.dropout is not None and not 0.0 <= float(self.dropout) < 1.0:
@@ -120,14 +126,6 @@ class SGNetConfig(JsonConfig):
         cfg = super().from_dict(data, source)
         cfg.validate()  # from_dict sets fields one by one after construction
         return cfg
-
-
-def _output_classes():
-    from transformers.modeling_outputs import (MultipleChoiceModelOutput, QuestionAnsweringModelOutput,
-                                               SequenceClassifierOutput, TokenClassifierOutput)
-
-    return {"span_qa": QuestionAnsweringModelOutput, "multiple_choice": MultipleChoiceModelOutput,
-            "classification": SequenceClassifierOutput, "tagging": TokenClassifierOutput}
 
 
 def _pooler_dense(encoder: nn.Module) -> nn.Linear | None:
@@ -160,7 +158,13 @@ class Pooler(nn.Module):
 
 
 class SGNetModel(nn.Module):
-    """SG-Net around a transformers base model (module docstring).
+    """SG-Net around a transformers base model (module docstring): the encoder, the SG part and what every head
+    shares (input checks, the pooled vector, saving and loading). Each head is a subclass (:data:`SGNET_HEADS`)
+    that declares its output modules and computes its logits and loss in :meth:`_head`.
+
+    ``SGNetModel(encoder, config)`` builds the head class of ``config.head`` (:meth:`head_class`), as do
+    :meth:`from_encoder` and :meth:`from_pretrained`; every head is an ``SGNetModel``. A head class called by its
+    own name takes only its own head's config.
 
     Args:
         encoder: a transformers base model (``AutoModel``), possibly with a structattn mechanism installed.
@@ -172,9 +176,27 @@ class SGNetModel(nn.Module):
     classes build theirs without one.
     """
 
+    #: the :attr:`SGNetConfig.head` this class computes
+    head_name: ClassVar[str] = ""
+    #: whether the head reads the pooled vector (:meth:`pool`): it keeps the encoder's pooler or owns one
+    pooled: ClassVar[bool] = False
+    #: the :attr:`SGNetConfig.pool` values the head takes
+    pools: ClassVar[tuple[str, ...]] = ("first", "mean")
+
+    def __new__(cls, *args: Any, **kwargs: Any) -> "SGNetModel":
+        """``SGNetModel(encoder, config)`` is an instance of ``config.head``'s class (then ``__init__`` runs)."""
+        if cls is SGNetModel:
+            config = kwargs.get("config", args[1] if len(args) > 1 else None)
+            if config is not None:  # copy and pickle call __new__ without arguments, on the head class itself
+                cls = SGNetModel.head_class(config.head)
+        return super().__new__(cls)
+
     def __init__(self, encoder: nn.Module, config: SGNetConfig):
         super().__init__()
         config.validate()
+        if config.head != self.head_name:
+            raise UserError(f"{type(self).__name__} computes the {self.head_name} head, not {config.head!r}; build "
+                            f"SGNetModel(encoder, config) to get the class of the config's head")
         self.config = config
         prefix = getattr(encoder, "base_model_prefix", "") or "encoder"
         if prefix in ("sgnet", "pooler", "classifier", "qa_outputs", "dropout", "config"):
@@ -182,10 +204,9 @@ class SGNetModel(nn.Module):
         self.base_model_prefix = prefix
         setattr(self, prefix, encoder)
         self.sizes = LayerSizes.from_config(encoder.config)
-        d = self.sizes.hidden
         self._takes_token_types = "token_type_ids" in inspect.signature(encoder.forward).parameters
         self._warned_cls = False
-        if config.head in ("span_qa", "tagging") and getattr(encoder, "pooler", None) is not None:
+        if not self.pooled and getattr(encoder, "pooler", None) is not None:
             # Unused by these heads (transformers' own QA and tagging classes build the encoder without it):
             # unused parameters would stall distributed training.
             encoder.pooler = None
@@ -195,31 +216,37 @@ class SGNetModel(nn.Module):
             self.sgnet = SyntaxGuidedBlock(self.sizes, config.aggregation, config.alpha)
             self.sgnet.init_from(config.init, encoder)
 
-        std = self.sizes.initializer_range
-        enc_cfg = encoder.config
-        rate = config.dropout
-        if rate is None:
-            rate = getattr(enc_cfg, "classifier_dropout", None)
-        if rate is None:
-            rate = self.sizes.hidden_dropout
-        if config.head == "span_qa":
-            self.qa_outputs = nn.Linear(d, 2)
-        else:
-            self.dropout = nn.Dropout(float(rate))
-            out = 1 if config.head == "multiple_choice" else config.num_labels
-            self.classifier = nn.Linear(d, out)
-            if config.head in ("multiple_choice", "classification") and _pooler_dense(encoder) is None:
-                self.pooler = Pooler(d)
-        for name in ("qa_outputs", "classifier", "pooler"):
-            if hasattr(self, name):
-                bert_init(getattr(self, name), std)
-
     # ------------------------------------------------------------------ construction
 
     @property
     def base_model(self) -> nn.Module:
         """The encoder (a transformers base model)."""
         return getattr(self, self.base_model_prefix)
+
+    @staticmethod
+    def head_class(head: str) -> type["SGNetModel"]:
+        """The class of a head name (:data:`SGNET_HEADS`)."""
+        if head not in SGNET_HEADS:
+            raise UserError(f"SG-Net: unknown head {head!r}; valid: {', '.join(SGNET_HEADS)}")
+        return SGNET_HEADS[head]
+
+    def _add_classifier(self, outputs: int) -> None:
+        """``dropout`` then ``classifier`` (d -> outputs), and ``pooler`` for a pooled head on an encoder without
+        one; BERT's initialisation. Dropout rate: ``config.dropout``, else the encoder's ``classifier_dropout``,
+        else its hidden dropout (as transformers' task classes)."""
+        d = self.sizes.hidden
+        rate = self.config.dropout
+        if rate is None:
+            rate = getattr(self.base_model.config, "classifier_dropout", None)
+        if rate is None:
+            rate = self.sizes.hidden_dropout
+        self.dropout = nn.Dropout(float(rate))
+        self.classifier = nn.Linear(d, outputs)
+        if self.pooled and _pooler_dense(self.base_model) is None:
+            self.pooler = Pooler(d)
+        for name in ("classifier", "pooler"):
+            if hasattr(self, name):
+                bert_init(getattr(self, name), self.sizes.initializer_range)
 
     @classmethod
     def from_encoder(cls, name_or_path: str, config: SGNetConfig, mechanism: Any = None,
@@ -294,7 +321,7 @@ class SGNetModel(nn.Module):
                 structure_mask: Tensor | None = None, sg_mask: Tensor | None = None, sg_tokens: Tensor | None = None,
                 labels: Tensor | None = None, start_positions: Tensor | None = None,
                 end_positions: Tensor | None = None, pool_mask: Tensor | None = None, **encoder_kwargs: Any):
-        """Logits (and the loss when labels are given) of the configured head.
+        """Logits (and the loss when labels are given) of the head.
 
         Shapes: input_ids, attention_mask, token_type_ids [b, T] ([b, C, T] for multiple choice); structure_mask,
         sg_mask [b, T, T] ([b, C, T, T]); sg_tokens [b, T] ([b, C, T]); pool_mask [b, C, T] bool, the option's
@@ -307,39 +334,37 @@ class SGNetModel(nn.Module):
             classification: labels [b] -> logits [b, num_labels]; cross-entropy, or MSE when num_labels = 1.
             tagging: labels [b, T] (-100 ignored) -> logits [b, T, num_labels]; cross-entropy.
         """
-        head = self.config.head
         if not isinstance(input_ids, torch.Tensor):
             input_ids = torch.as_tensor(input_ids)
-        choices = None
-        if head == "multiple_choice":
-            if input_ids.dim() != 3:
-                raise UserError(f"the multiple-choice head takes input_ids [batch, choices, T]; got shape "
-                                f"{tuple(input_ids.shape)}")
-            choices = input_ids.shape[1]
-        elif input_ids.dim() != 2:
-            raise UserError(f"input_ids has shape {tuple(input_ids.shape)}; expected [batch, T]")
+        choices = self._choices(input_ids)
         b = input_ids.shape[0]
         flat = {name: self._flatten(name, x, dims, b, choices) for name, x, dims in (
             ("input_ids", input_ids, 1), ("attention_mask", attention_mask, 1), ("token_type_ids", token_type_ids, 1),
             ("structure_mask", structure_mask, 2), ("sg_mask", sg_mask, 2), ("sg_tokens", sg_tokens, 1))}
         self._check_cls(flat["sg_tokens"])
-        pooled = flat["attention_mask"]
-        if self.config.pool == "option":
-            if pool_mask is None:
-                raise UserError("pool 'option' needs pool_mask [batch, choices, T] (True on the option's tokens; "
-                                "MultipleChoiceCollator(..., option_mask=True) builds it)")
-            pooled = self._flatten("pool_mask", pool_mask, 1, b, choices)
+        pool_tokens = self._pool_tokens(flat["attention_mask"], pool_mask, b, choices)
         hbar, enc = self.sequence_output(**flat, **encoder_kwargs)
-        out = self._head(hbar, pooled, b, choices, labels, start_positions, end_positions)
+        out = self._head(hbar, pool_tokens, b, choices, labels, start_positions, end_positions)
         gates = enc.get("gates") if hasattr(enc, "get") else None
         if gates is not None:
             out["gates"] = gates
         return out
 
+    def _choices(self, input_ids: Tensor) -> int | None:
+        """C of input_ids [b, C, T] for a head that takes options; None for the others, which take [b, T]."""
+        if input_ids.dim() != 2:
+            raise UserError(f"input_ids has shape {tuple(input_ids.shape)}; expected [batch, T]")
+        return None
+
+    def _pool_tokens(self, attention_mask: Tensor | None, pool_mask: Tensor | None, b: int,
+                     choices: int | None) -> Tensor | None:
+        """The tokens ``pool="mean"`` averages, [b(*C), T]: the real ones (attention_mask)."""
+        return attention_mask
+
     def _check_cls(self, sg_tokens: Tensor | None) -> None:
         """Warn once when a pooled head's position 0 is outside sg_tokens: the SG part cannot reach its logits."""
         if (self._warned_cls or sg_tokens is None or self.sgnet is None or not self.sgnet.masked
-                or self.config.head not in ("multiple_choice", "classification") or self.config.pool != "first"):
+                or not self.pooled or self.config.pool != "first"):
             return
         if not bool(sg_tokens[:, 0].all()):
             self._warned_cls = True
@@ -348,13 +373,13 @@ class SGNetModel(nn.Module):
                           "0 in sg_tokens (or pass sg_tokens=None) to use it", UserWarning,
                           stacklevel=5)  # _check_cls, forward, two nn.Module call frames, the caller
 
-    def _pool(self, hbar: Tensor, attention_mask: Tensor | None) -> Tensor:
-        """h̄ [b, T, d], attention_mask [b, T] (None = all real) -> [b, d]: tanh(dense(x)), x = h̄ at position 0
-        (``pool="first"``) or the mean of h̄ over the tokens of ``attention_mask`` (``"mean"``: the real tokens;
-        ``"option"``: the caller passes the option's tokens); the encoder's pooler when it has one."""
+    def pool(self, hbar: Tensor, tokens: Tensor | None) -> Tensor:
+        """h̄ [b, T, d], tokens [b, T] (None = all) -> [b, d]: tanh(dense(x)), x = h̄ at position 0
+        (``pool="first"``) or the mean of h̄ over ``tokens`` (``"mean"``: the real tokens; ``"option"``: the
+        option's, :meth:`_pool_tokens`); the encoder's pooler when it has one."""
         if self.config.pool in ("mean", "option"):
-            real = (torch.ones(hbar.shape[:2], device=hbar.device) if attention_mask is None
-                    else (attention_mask != 0).to(hbar.dtype)).unsqueeze(-1)
+            real = (torch.ones(hbar.shape[:2], device=hbar.device) if tokens is None
+                    else (tokens != 0).to(hbar.dtype)).unsqueeze(-1)
             x = (hbar * real).sum(1) / real.sum(1).clamp_min(1.0)
         else:
             x = hbar[:, 0]
@@ -365,37 +390,9 @@ class SGNetModel(nn.Module):
 
     def _head(self, hbar: Tensor, pool_tokens: Tensor | None, b: int, choices: int | None, labels: Tensor | None,
               start_positions: Tensor | None, end_positions: Tensor | None):
-        head = self.config.head
-        outputs = _output_classes()[head]
-        if head == "span_qa":
-            start, end = self.qa_outputs(hbar).split(1, dim=-1)
-            start, end = start.squeeze(-1).contiguous(), end.squeeze(-1).contiguous()
-            loss = None
-            if start_positions is not None and end_positions is not None:
-                ignored = start.shape[1]
-                s = torch.as_tensor(start_positions, device=start.device).reshape(-1).clamp(0, ignored)
-                e = torch.as_tensor(end_positions, device=start.device).reshape(-1).clamp(0, ignored)
-                loss = (F.cross_entropy(start, s, ignore_index=ignored)
-                        + F.cross_entropy(end, e, ignore_index=ignored)) / 2
-            return outputs(loss=loss, start_logits=start, end_logits=end)
-        if head == "tagging":
-            logits = self.classifier(self.dropout(hbar))
-            loss = None
-            if labels is not None:
-                lab = torch.as_tensor(labels, device=logits.device)
-                loss = F.cross_entropy(logits.reshape(-1, logits.shape[-1]), lab.reshape(-1).long(), ignore_index=-100)
-            return outputs(loss=loss, logits=logits)
-        logits = self.classifier(self.dropout(self._pool(hbar, pool_tokens)))
-        if head == "multiple_choice":
-            logits = logits.view(b, choices)
-        loss = None
-        if labels is not None:
-            lab = torch.as_tensor(labels, device=logits.device)
-            if head == "classification" and self.config.num_labels == 1:
-                loss = F.mse_loss(logits.squeeze(-1), lab.reshape(-1).to(logits.dtype))
-            else:
-                loss = F.cross_entropy(logits, lab.reshape(-1).long())
-        return outputs(loss=loss, logits=logits)
+        """The head's output (a transformers ``ModelOutput``, loss set when its labels are given) from h̄
+        [b(*C), T, d]; pool_tokens [b(*C), T] from :meth:`_pool_tokens`."""
+        raise NotImplementedError(f"{type(self).__name__} has no head: build SGNetModel(encoder, config)")
 
     # ------------------------------------------------------------------ saving
 
@@ -403,12 +400,12 @@ class SGNetModel(nn.Module):
         """The encoder's transformers config as saved: ``structattn_sgnet`` added, ``num_labels`` (and
         ``problem_type`` for regression) set for the classification and tagging heads."""
         cfg = copy.deepcopy(self.base_model.config)
-        if self.config.head in ("classification", "tagging"):
-            cfg.num_labels = self.config.num_labels
-            if self.config.head == "classification" and self.config.num_labels == 1:
-                cfg.problem_type = "regression"
+        self._label_config(cfg)
         setattr(cfg, CONFIG_KEY, self.config.to_dict())
         return cfg
+
+    def _label_config(self, cfg: Any) -> None:
+        """Set what transformers' task class of this head reads from the config (``num_labels`` ...)."""
 
     def save_pretrained(self, folder: str | Path, *, packed: bool = False, **packing: Any) -> None:
         """Write ``config.json`` and ``model.safetensors`` into ``folder`` (module docstring).
@@ -440,7 +437,8 @@ class SGNetModel(nn.Module):
     @classmethod
     @quiet_loading()
     def from_pretrained(cls, folder: str | Path, device: str | torch.device = "cpu") -> "SGNetModel":
-        """Load a folder written by :meth:`save_pretrained` (offline); the model is in eval mode."""
+        """Load a folder written by :meth:`save_pretrained` (offline) as its head's class; the model is in eval
+        mode."""
         from safetensors.torch import load_model
         from transformers import AutoConfig, AutoModel
 
@@ -478,7 +476,7 @@ class SGNetModel(nn.Module):
         if getattr(encoder, "pooler", None) is not None and not _has_prefix(weights, f"{prefix}.pooler."):
             encoder.pooler = None
         # The weights come from the file: a fresh extra layer avoids copying from the random encoder.
-        model = cls(encoder, dataclasses.replace(sg_config, init="fresh"))
+        model = cls(encoder, dataclasses.replace(sg_config, init="fresh"))  # the class of the saved head
         model.config = sg_config
         if isinstance(raw.get(PACKING_KEY), dict):  # the packed form: dequantised to float32 here
             from ..models.packing import unpack_state_dict
@@ -493,4 +491,136 @@ class SGNetModel(nn.Module):
         return model.to(device).eval()
 
 
-__all__ = ["AGGREGATION_NAMES", "CONFIG_KEY", "HEADS", "Pooler", "SGNetConfig", "SGNetModel"]
+# ---------------------------------------------------------------------------------------------------- heads
+
+
+class SGNetForSpanQA(SGNetModel):
+    """Span QA (SQuAD): ``qa_outputs`` (d -> 2) on every token, as ``BertForQuestionAnswering`` (no dropout)."""
+
+    head_name = "span_qa"
+
+    def __init__(self, encoder: nn.Module, config: SGNetConfig):
+        super().__init__(encoder, config)
+        self.qa_outputs = nn.Linear(self.sizes.hidden, 2)
+        bert_init(self.qa_outputs, self.sizes.initializer_range)
+
+    def _head(self, hbar, pool_tokens, b, choices, labels, start_positions, end_positions):
+        """start_logits, end_logits [b, T]; loss = the mean of the two cross-entropies, positions clamped to T
+        and ignored there."""
+        from transformers.modeling_outputs import QuestionAnsweringModelOutput
+
+        start, end = self.qa_outputs(hbar).split(1, dim=-1)
+        start, end = start.squeeze(-1).contiguous(), end.squeeze(-1).contiguous()
+        loss = None
+        if start_positions is not None and end_positions is not None:
+            ignored = start.shape[1]
+            s = torch.as_tensor(start_positions, device=start.device).reshape(-1).clamp(0, ignored)
+            e = torch.as_tensor(end_positions, device=start.device).reshape(-1).clamp(0, ignored)
+            loss = (F.cross_entropy(start, s, ignore_index=ignored)
+                    + F.cross_entropy(end, e, ignore_index=ignored)) / 2
+        return QuestionAnsweringModelOutput(loss=loss, start_logits=start, end_logits=end)
+
+
+class SGNetForMultipleChoice(SGNetModel):
+    """Multiple choice (RACE, MCTest): ``classifier`` (d -> 1) after ``dropout`` on each option's pooled vector,
+    as ``BertForMultipleChoice``; inputs [b, C, ...] are read as b·C sequences."""
+
+    head_name = "multiple_choice"
+    pooled = True
+    pools = POOLS
+
+    def __init__(self, encoder: nn.Module, config: SGNetConfig):
+        super().__init__(encoder, config)
+        self._add_classifier(1)
+
+    def _choices(self, input_ids: Tensor) -> int | None:
+        if input_ids.dim() != 3:
+            raise UserError(f"the multiple-choice head takes input_ids [batch, choices, T]; got shape "
+                            f"{tuple(input_ids.shape)}")
+        return input_ids.shape[1]
+
+    def _pool_tokens(self, attention_mask, pool_mask, b, choices):
+        """``pool="option"``: the option's tokens (pool_mask [b, C, T] -> [b·C, T]); else the real ones."""
+        if self.config.pool != "option":
+            return attention_mask
+        if pool_mask is None:
+            raise UserError("pool 'option' needs pool_mask [batch, choices, T] (True on the option's tokens; "
+                            "MultipleChoiceCollator(..., option_mask=True) builds it)")
+        return self._flatten("pool_mask", pool_mask, 1, b, choices)
+
+    def _head(self, hbar, pool_tokens, b, choices, labels, start_positions, end_positions):
+        """logits [b, C]; cross-entropy over the options."""
+        from transformers.modeling_outputs import MultipleChoiceModelOutput
+
+        logits = self.classifier(self.dropout(self.pool(hbar, pool_tokens))).view(b, choices)
+        loss = None
+        if labels is not None:
+            loss = F.cross_entropy(logits, torch.as_tensor(labels, device=logits.device).reshape(-1).long())
+        return MultipleChoiceModelOutput(loss=loss, logits=logits)
+
+
+class SGNetForSequenceClassification(SGNetModel):
+    """Sentence (pair) classification, or regression when ``num_labels`` is 1: ``classifier`` (d -> num_labels)
+    after ``dropout`` on the pooled vector, as ``BertForSequenceClassification``."""
+
+    head_name = "classification"
+    pooled = True
+
+    def __init__(self, encoder: nn.Module, config: SGNetConfig):
+        super().__init__(encoder, config)
+        self._add_classifier(config.num_labels)
+
+    def _head(self, hbar, pool_tokens, b, choices, labels, start_positions, end_positions):
+        """logits [b, num_labels]; cross-entropy, or MSE for one label."""
+        from transformers.modeling_outputs import SequenceClassifierOutput
+
+        logits = self.classifier(self.dropout(self.pool(hbar, pool_tokens)))
+        loss = None
+        if labels is not None:
+            lab = torch.as_tensor(labels, device=logits.device)
+            if self.config.num_labels == 1:
+                loss = F.mse_loss(logits.squeeze(-1), lab.reshape(-1).to(logits.dtype))
+            else:
+                loss = F.cross_entropy(logits, lab.reshape(-1).long())
+        return SequenceClassifierOutput(loss=loss, logits=logits)
+
+    def _label_config(self, cfg: Any) -> None:
+        cfg.num_labels = self.config.num_labels
+        if self.config.num_labels == 1:
+            cfg.problem_type = "regression"
+
+
+class SGNetForTagging(SGNetModel):
+    """Token tagging (POS, NER, error detection): ``classifier`` (d -> num_labels) after ``dropout`` on every
+    token, as ``BertForTokenClassification``."""
+
+    head_name = "tagging"
+
+    def __init__(self, encoder: nn.Module, config: SGNetConfig):
+        super().__init__(encoder, config)
+        self._add_classifier(config.num_labels)
+
+    def _head(self, hbar, pool_tokens, b, choices, labels, start_positions, end_positions):
+        """logits [b, T, num_labels]; cross-entropy over the tokens whose label is not -100."""
+        from transformers.modeling_outputs import TokenClassifierOutput
+
+        logits = self.classifier(self.dropout(hbar))
+        loss = None
+        if labels is not None:
+            lab = torch.as_tensor(labels, device=logits.device)
+            loss = F.cross_entropy(logits.reshape(-1, logits.shape[-1]), lab.reshape(-1).long(), ignore_index=-100)
+        return TokenClassifierOutput(loss=loss, logits=logits)
+
+    def _label_config(self, cfg: Any) -> None:
+        cfg.num_labels = self.config.num_labels
+
+
+#: head name (:attr:`SGNetConfig.head`) -> its class; ``SGNetModel(encoder, config)`` builds ``config.head``'s
+SGNET_HEADS: dict[str, type[SGNetModel]] = {
+    cls.head_name: cls for cls in (SGNetForSpanQA, SGNetForMultipleChoice, SGNetForSequenceClassification,
+                                   SGNetForTagging)}
+HEADS = tuple(SGNET_HEADS)
+
+
+__all__ = ["AGGREGATION_NAMES", "CONFIG_KEY", "HEADS", "Pooler", "SGNET_HEADS", "SGNetConfig", "SGNetForMultipleChoice",
+           "SGNetForSequenceClassification", "SGNetForSpanQA", "SGNetForTagging", "SGNetModel"]

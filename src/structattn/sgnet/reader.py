@@ -120,7 +120,7 @@ class Reader:
         """Load a reader: the ``best/`` folder of a span-QA run of ``structattn train``, a folder written by
         ``structattn pack-reader``, or a shipped reader's name (``structattn models``). ``na_threshold`` replaces
         the saved no-answer threshold (``math.inf``: always answer)."""
-        from .model import SGNetModel
+        from .model import SGNetForSpanQA, SGNetModel
         from ..models.trained import resolve
         from ..train.config import TrainConfig
         from ..finetuning.model_loading import load_tokenizer
@@ -135,7 +135,7 @@ class Reader:
                             "`structattn train --task squad2` (or squad11), or a folder written by "
                             "`structattn pack-reader`")
         model = SGNetModel.from_pretrained(folder, device=device)
-        if model.config.head != "span_qa":
+        if not isinstance(model, SGNetForSpanQA):
             raise UserError(f"{folder} holds a {model.config.head} model, not a span-QA reader; give a run of "
                             "`structattn train --task squad2` (or squad11)")
         cfg = TrainConfig.load(folder / "train_config.json")

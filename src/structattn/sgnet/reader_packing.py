@@ -39,7 +39,7 @@ def pack_reader(run_dir: str | Path, out_dir: str | Path, *, quantize: bool = Tr
         ``float32_bytes`` of the run's weights file, counts of int8 and referenced tensors.
     """
     from ..models.packing import MIN_ELEMENTS, PACKING_KEY
-    from .model import SGNetModel
+    from .model import SGNetForSpanQA, SGNetModel
     from ..models.trained import folder_bytes
     from ..train.checkpoint import AtomicDir
     from .reading import SPAN_QA_FILE
@@ -52,7 +52,7 @@ def pack_reader(run_dir: str | Path, out_dir: str | Path, *, quantize: bool = Tr
     if out_dir.resolve() == run_dir.resolve():
         raise UserError(f"{out_dir} is the run's own folder; write the packed form into another one")
     model = SGNetModel.from_pretrained(run_dir)
-    if model.config.head != "span_qa":
+    if not isinstance(model, SGNetForSpanQA):
         raise UserError(f"{run_dir} holds a {model.config.head} model; only span-QA readers are packed")
     options = {"quantize": quantize, "encoder_package": encoder_package,
                "min_elements": MIN_ELEMENTS if min_elements is None else int(min_elements)}
