@@ -7,7 +7,9 @@
 * :mod:`.eager` — when the custom-op kernels (``fused``, ``triton``) skip their op in eager mode; dropout seeds.
 * :mod:`.gate` — :class:`StructureGate`, g = sigmoid(W h + b).
 * :mod:`.integration` — registration as transformers attention implementation ``"structattn"``,
-  installation into a model, gate/attention recording.
+  installation into a model, gate/attention recording; it re-exports the modules of one concern each that hold
+  them (:mod:`.names`, :mod:`.stock`, :mod:`.runtime`, :mod:`.masks`, :mod:`.recording`, :mod:`.dispatch`,
+  :mod:`.registration`, :mod:`.hooks`, :mod:`.install`).
 
 The user-facing loaders are in :mod:`structattn.models.encoder` (``from_pretrained``, ``apply_mechanism``).
 """
