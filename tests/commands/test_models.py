@@ -14,7 +14,7 @@ from structattn.models import trained
 from structattn.bna.model import ChartParser
 from structattn.models.trained import TRAINED, shipped_models
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "models"))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "bna"))
 from tiny_parser import needs_pipeline  # noqa: E402
 
 torch.set_num_threads(1)

@@ -17,7 +17,7 @@ from structattn.commands import parse as parse_command
 from structattn.errors import UserError
 from structattn.tasks.ptb import parse_trees
 
-sys.path.insert(0, str(Path(__file__).parent.parent / "models"))
+sys.path.insert(0, str(Path(__file__).parent.parent / "bna"))
 from tiny_parser import needs_pipeline, save_tiny  # noqa: E402
 
 torch.set_num_threads(1)

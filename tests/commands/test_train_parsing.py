@@ -13,7 +13,7 @@ from structattn.bna.model import PARSER_PRESETS, ParserConfig
 from structattn.commands import train_parsing as command
 from structattn.errors import UserError
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "train"))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "bna"))
 from test_parsing import write_fake_treebank  # noqa: E402
 
 

@@ -15,7 +15,7 @@ from structattn.models.packing import (PACKING_KEY, SCALE_SUFFIX, dequantize_row
 from structattn.sgnet.model import SGNetConfig, SGNetModel
 from structattn.settings import DEFAULT_ENCODER_PACKAGE, packaged_encoder_folder
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "bna"))
 from tiny_parser import has_minilm, needs_minilm  # noqa: E402
 
 torch.set_num_threads(1)

@@ -16,7 +16,7 @@ from structattn.bna.model import ENCODER_WEIGHTS_PREFIX, ChartParser
 from structattn.models.trained import TRAINED, resolve, shipped_models
 from structattn.tasks.ptb import parse_trees
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "bna"))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tasks"))
 from tiny_parser import has_minilm, needs_minilm, needs_pipeline, save_tiny  # noqa: E402
 from tasks_testutil import needs  # noqa: E402

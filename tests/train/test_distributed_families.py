@@ -11,8 +11,12 @@ import pytest
 import torch
 
 from test_distributed import HERE, _launch, _torchrun
-from test_parsing import fake_sentence
-from test_translation import _corpus
+
+# the parsing and translation training tests' tiny data, imported by name from their systems' folders
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "bna"))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "translation"))
+from test_parsing import fake_sentence  # noqa: E402
+from test_translation import _corpus  # noqa: E402
 
 pytestmark = pytest.mark.slow
 

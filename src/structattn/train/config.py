@@ -85,7 +85,7 @@ class TrainConfig(JsonConfig):
 #: of 384 tokens sharing 128 (the sentence tasks' 128/32 cut most passages into 3-4 windows); 1e-4 is the rate of
 #: the calibration run (DESIGN.md: F1 55 on SQuAD 1.1 after 296 updates) - a small encoder wants a larger rate
 #: than BERT-base/large's 3e-5. Multiple choice: 384 tokens keep most of a RACE or MCTest passage (128 keeps its
-#: first hundred words); the option pool is the one whose loss leaves ln 4 quickly (tests/train/
+#: first hundred words); the option pool is the one whose loss leaves ln 4 quickly (tests/sgnet/
 #: test_reading_learns.py and README). :func:`config_from_args` applies them to the fields neither a flag nor
 #: ``--config`` gives; :meth:`TrainConfig.for_task` does the same in Python.
 READING_DEFAULTS: dict[str, dict[str, Any]] = {

@@ -9,7 +9,7 @@ import structattn.bna.spacy_component  # noqa: F401  (registers the factory)
 import sys
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "models"))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
 from tiny_parser import needs_pipeline, save_tiny  # noqa: E402
 
 from structattn.bna.model import ChartParser  # noqa: E402
