@@ -210,7 +210,12 @@ def test_model_parts_encoder_gives_a_readers_encoder_to_sgnet_with_fresh_heads(e
 
 
 def test_sentence_runner_sgnet_variant_trains(tmp_path, monkeypatch):
+    import dataclasses
+
     from fixtures import make_tiny_sst2
+
+    from structattn.finetuning.trainer import Trainer
+    from structattn.sgnet.sentence import SGNetSentenceTrainer
 
     data = make_tiny_sst2(tmp_path / "data", n_train=16, n_dev=8)
     monkeypatch.setenv("STRUCTATTN_DATA", str(data))
@@ -219,6 +224,9 @@ def test_sentence_runner_sgnet_variant_trains(tmp_path, monkeypatch):
     cfg = TrainConfig(task="sst2", model=str(model), sgnet="dual", max_steps=2, eval_every=0, batch_size=8,
                       output_dir=str(tmp_path / "run"))
     trainer = trainer_for(cfg, show_progress=False)
+    assert type(trainer) is SGNetSentenceTrainer  # the sentence trainer itself knows nothing of SG-Net
+    plain = trainer_for(dataclasses.replace(cfg, sgnet="none", output_dir=str(tmp_path / "plain")), show_progress=False)
+    assert type(plain) is Trainer and "sg_mask" not in plain.collator()(plain.features("dev")[1])
     batch = trainer.collator()(trainer.features("dev")[1])
     assert batch["sg_tokens"][:, 0].all()  # pooled head: [CLS] row sees the words, its SG output is used
     summary = trainer.train()
