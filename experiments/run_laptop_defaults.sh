@@ -22,7 +22,7 @@ timed() {  # timed NAME OUTPUT_FILE COMMAND...: run the README command in a fres
   echo "== $name: $*"
   "$@" > "runs/laptop/$name.log" 2>&1 || { echo "FAILED $name (see runs/laptop/$name.log)"; return 1; }
   end=$(date +%s.%N)
-  $BIN/python experiments/record_laptop_run.py "$name" "runs/laptop/$name" "$output" \
+  $BIN/python experiments/record.py laptop "runs/laptop/$name" "$name" "$output" \
     --seconds "$(echo "$end - $start" | bc)" --threads "$THREADS" --load-before "$load_before" \
     --load-after "$(cut -d' ' -f1-3 /proc/loadavg)" --command "$*"
 }

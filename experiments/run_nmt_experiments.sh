@@ -27,7 +27,7 @@ run() {  # run NAME FLAGS...
   $BIN/structattn translate --model runs/nmt/$name/final --beam 5 --length-penalty 1.0 \
     --input "$DEV_SOURCE" --output runs/nmt/$name/hypotheses/dev.de \
     >> runs/nmt/$name.log 2>&1 || echo "DEV TRANSLATION FAILED $name"
-  flock results/.nmt.lock $BIN/python experiments/record_nmt_run.py runs/nmt/$name $name \
+  $BIN/python experiments/record.py nmt runs/nmt/$name $name \
     >> runs/nmt/$name.log 2>&1 || echo "RECORD FAILED $name"
   case $name in  # Figures 2-4: gate statistics of the gated runs on the dev sources
     *hybrid_gate*|*sla*) $BIN/python -m structattn.translation.gates runs/nmt/$name/final --split dev \

@@ -24,7 +24,7 @@ run() {  # run NAME FLAGS...
   recorded results/parsing.jsonl "$name" && return
   trained runs/parsing/$name.log "$name" $BIN/structattn train-parsing $COMMON "$@" --output-dir runs/parsing/$name \
     || return
-  flock results/.parsing.lock $BIN/python experiments/record_parsing_run.py runs/parsing/$name $name
+  $BIN/python experiments/record.py parsing runs/parsing/$name $name
 }
 
 lane_plm() {

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # One short training run per trainer family in fp32 and in bf16 autocast, same seed and data: the time
-# per update and the final score of each, recorded by experiments/record_precision_runs.py into
-# results/precision_runs.jsonl and results/PRECISION.md. One CPU thread per run; the pairs run one after the other,
+# per update and the final score of each, recorded by `experiments/record.py precision` into
+# results/precision_runs.jsonl and results/PRECISION.md (the table of the workloads recorded in both precisions). One CPU thread per run; the pairs run one after the other,
 # fp32 then bf16 of the same workload, so both see about the same machine load. A finished run is not trained
 # again (each trainer resumes or reports), so the script can be restarted after a kill.
 #   bash experiments/run_precision_experiments.sh [sentence|qa|parsing|translation|all]
@@ -14,12 +14,13 @@ BIN=${BIN:-.venv/bin}
 OUT=${OUT:-runs/precision}
 READER=${READER:-runs/reading/base-s1-gpu/best}
 
-run() {  # run NAME COMMAND FLAGS...: train into $OUT/NAME with the log beside it; record the command
+run() {  # run NAME COMMAND FLAGS...: train into $OUT/NAME with the log beside it and the command; record it
   local name=$1; shift
   mkdir -p "$OUT"
   echo "structattn $* --output-dir $OUT/$name" > "$OUT/$name.command"
   echo "== $name: structattn $*"
   $BIN/structattn "$@" --output-dir "$OUT/$name" > "$OUT/$name.log" 2>&1 || { echo "FAILED $name (see $OUT/$name.log)"; return 1; }
+  $BIN/python experiments/record.py precision "$OUT/$name" "$name"
 }
 
 sentence() {  # MiniLM on 4,000 SST-2 sentences, two epochs (250 updates of 32), scored on all of dev

@@ -31,7 +31,7 @@ run() {  # run RESULTS_FILE NAME FLAGS... (RESULTS_FILE: squad2, race, mctest)
   local file=$1 name=$2; shift 2
   recorded results/$file.jsonl "$name" && return
   trained runs/reading/$name.log "$name" $BIN/structattn train "$@" --output-dir runs/reading/$name || return
-  flock results/.reading.lock $BIN/python experiments/record_reading_run.py runs/reading/$name $name \
+  $BIN/python experiments/record.py reading runs/reading/$name $name \
     >> runs/reading/$name.log 2>&1 || echo "RECORD FAILED $name"
 }
 
@@ -129,7 +129,7 @@ reader_cpu() {  # reader_cpu SEED
   fi
   for task in squad11 squad2; do
     if grep -q "\"run\": \"$task-reader-cpu-s$s\"" results/$task.jsonl 2>/dev/null; then continue; fi
-    OMP_NUM_THREADS=${READER_THREADS:-2} flock results/.reading.lock $BIN/python experiments/record_reading_run.py $dir \
+    OMP_NUM_THREADS=${READER_THREADS:-2} $BIN/python experiments/record.py reading $dir \
       $task-reader-cpu-s$s --task $task >> $dir.log 2>&1 || echo "RECORD FAILED $task-reader-cpu-s$s"
   done
 }

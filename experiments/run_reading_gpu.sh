@@ -2,7 +2,7 @@
 # The reading runs on one CUDA GPU: the SQuAD reader (task squad2_plus11: SQuAD 1.1 train + the train part of the
 # squad2 split, selected on the squad2 dev part), then baseline and SG-Net on RACE-M from that reader's encoder.
 # Everything trains with bf16 autocast (`structattn train ... --precision bf16`, float32 master weights) and
-# records its lines with experiments/record_reading_run.py, which predicts the test splits with the kept model.
+# records its lines with experiments/record.py reading, which predicts the test splits with the kept model.
 #
 # Needs: this checkout installed (`make test` makes .venv; or PY=python with the package importable), the data in
 # $STRUCTATTN_DATA (squad11, squad2, race), and all-MiniLM-L6-v2 (the default encoder). spaCy is needed only to build
@@ -18,7 +18,7 @@
 # of building features in 16 processes; RACE-M, 2 epochs from a reader's encoder: about a minute of features and
 # 108 s of training for the baseline on one NVIDIA H200, SG-Net two to three times that per update.
 # The committed RACE-M lines started from a reader whose weights were rounded to bfloat16 to be copied to the GPU
-# machine, and ran under a wall-clock limit (TRAIN_SECONDS; record_reading_run.py --stopped-log reads such a run's
+# machine, and ran under a wall-clock limit (TRAIN_SECONDS; record.py reading --stopped-log reads such a run's
 # log): their notes say so. This recipe copies nothing and rounds nothing: the reader trained here is used as saved.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -61,8 +61,8 @@ reader() {   # RUN SEED [flags]: the squad2_plus11 reader, recorded on squad2 (t
   local run=$1 seed=$2 dir="runs/reading/$1"; shift 2
   trained "$dir" --task squad2_plus11 --precision bf16 --seed "$seed" --batch-size 32 \
     --eval-batch-size 256 --epochs 2 --eval-every 1000 "$@"
-  $PY experiments/record_reading_run.py "$dir" "squad2-$run" --task squad2
-  $PY experiments/record_reading_run.py "$dir" "squad11-$run" --task squad11
+  $PY experiments/record.py reading "$dir" "squad2-$run" --task squad2
+  $PY experiments/record.py reading "$dir" "squad11-$run" --task squad11
 }
 
 race() {   # SEED [READER]: baseline and SG-Net on RACE-M from READER's encoder (RACE_VARIANTS="baseline" alone)
@@ -74,7 +74,7 @@ race() {   # SEED [READER]: baseline and SG-Net on RACE-M from READER's encoder 
     name="race_m-$variant-s$seed"
     # shellcheck disable=SC2086
     trained "runs/reading/$name" $RACE_FLAGS --model "$reader" --sgnet "$sgnet" --seed "$seed"
-    $PY experiments/record_reading_run.py "runs/reading/$name" "$name"   # the reader: its folder's name
+    $PY experiments/record.py reading "runs/reading/$name" "$name"   # the reader: its folder's name
   done
 }
 

@@ -2,7 +2,7 @@
 # Why our translation recipe learns more slowly than Joey NMT's at the laptop budget: one run per difference
 # between the two recipes, each from our laptop preset (800 updates, all warm-up, dev BLEU every 200), the
 # transformer variant, seed 1, one thread. Results: results/peers/nmt_recipe_ablation.jsonl and the committed
-# test translations in results/peers/ablation/ (recorded by experiments/record_nmt_run.py).
+# test translations in results/peers/ablation/ (recorded by experiments/record.py nmt).
 #   bash experiments/translation_recipe.sh NAME [SEED] [VARIANT]    NAME: one of the keys of FLAGS below, or "list"
 # A run resumes from its checkpoint when started again; a finished run is only recorded again.
 set -euo pipefail
@@ -33,5 +33,5 @@ cmd=("$BIN/structattn" train-translation --variant "$variant" --seed "$seed" --t
      --output-dir "$out" ${FLAGS[$name]})
 echo "== $run: ${cmd[*]}"
 "${cmd[@]}" > "runs/recipe/$run.log" 2>&1 || { echo "FAILED $run (see runs/recipe/$run.log)"; exit 1; }
-"$BIN/python" experiments/record_nmt_run.py "$out" "$run" --results results/peers/nmt_recipe_ablation.jsonl \
+"$BIN/python" experiments/record.py nmt "$out" "$run" --results results/peers/nmt_recipe_ablation.jsonl \
   --outputs results/peers/ablation --note "recipe ablation '$name': ${FLAGS[$name]:-our laptop recipe}"

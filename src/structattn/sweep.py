@@ -166,7 +166,7 @@ def run_grid(base: TrainConfig, variants: list[str], seeds: list[int], learning_
     if task_family(base.task) != "sentence":
         raise UserError(f"structattn sweep runs the sentence and token tasks; {base.task} is a reading task, whose "
                         "results lines carry test predictions: train each run with `structattn train` and record it "
-                        "with experiments/record_reading_run.py (see experiments/run_reading_experiments.sh)")
+                        "with experiments/record.py reading (see experiments/run_reading_experiments.sh)")
     results_dir = Path(results_dir)
     out_file = results_dir / f"{base.task}.jsonl"
     done = _done_keys(out_file) if skip_done else set()

@@ -11,6 +11,7 @@ import pytest
 
 from fixtures import make_tiny_model, tiny_race, tiny_squad11
 from structattn.cli import main as cli_main
+from structattn.errors import UserError
 from structattn.trainers import load_trained
 from structattn.commands.predict import side_files
 from structattn.tasks.squad_eval import evaluate
@@ -262,23 +263,28 @@ def test_predict_na_threshold(env, capsys):
     assert "--na-threshold takes a number or 'never', not 'high'" in capsys.readouterr().err
 
 
-def test_record_reading_run_scores_the_file_it_commits_and_keeps_the_dev_curve(env, tmp_path, monkeypatch, capsys):
+def _recorder():
+    """experiments/record.py, loaded as a module."""
     import importlib.util
     import sys
 
+    script = Path(__file__).resolve().parents[2] / "experiments" / "record.py"
+    spec = importlib.util.spec_from_file_location("experiments_record", script)
+    recorder = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = recorder   # its dataclasses look their module up
+    spec.loader.exec_module(recorder)
+    return recorder
+
+
+def test_record_reading_run_scores_the_file_it_commits_and_keeps_the_dev_curve(env, tmp_path, capsys):
     cfg = config(env, "squad11", "qa-recorded", max_steps=4, eval_every=2)
     trainer_for(cfg, show_progress=False).train()
-    script = Path(__file__).resolve().parents[2] / "experiments" / "record_reading_run.py"
-    spec = importlib.util.spec_from_file_location("record_reading_run", script)
-    recorder = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(recorder)
-    recorder.RESULTS = tmp_path / "results"   # not the repository's results
-    recorder.RESULTS.mkdir()
-    (recorder.RESULTS / "squad11.jsonl").write_text('{"run": "other"}\n')
+    recorder = _recorder()
+    (tmp_path / "results").mkdir()
+    (tmp_path / "results" / "squad11.jsonl").write_text('{"run": "other"}\n')
     for _ in range(2):                         # a second recording replaces the line, in place
-        monkeypatch.setattr(sys, "argv", ["record_reading_run.py", cfg.output_dir, "tiny-s1"])
-        recorder.main()
-    lines = [json.loads(x) for x in (recorder.RESULTS / "squad11.jsonl").read_text().splitlines()]
+        recorder.main(["reading", cfg.output_dir, "tiny-s1"], root=tmp_path)   # not the repository's results
+    lines = [json.loads(x) for x in (tmp_path / "results" / "squad11.jsonl").read_text().splitlines()]
     assert [x["run"] for x in lines] == ["other", "tiny-s1"]
     line = lines[1]
     dataset = json.loads((env["data"] / "squad11" / "dev-v1.1.reconstructed-from-explorer.json").read_text())
@@ -291,14 +297,9 @@ def test_record_reading_run_scores_the_file_it_commits_and_keeps_the_dev_curve(e
 
 
 def test_a_stopped_runs_dev_curve_is_read_from_its_log():
-    """record_reading_run.py --stopped-log: the trainer's evaluation lines after the progress bar (as a time-boxed
+    """experiments/record.py reading --stopped-log: the trainer's evaluation lines after the progress bar (as a time-boxed
     GPU run left them, carriage returns and all) -> history, best step, last update and planned total."""
-    import importlib.util
-
-    script = Path(__file__).resolve().parents[2] / "experiments" / "record_reading_run.py"
-    spec = importlib.util.spec_from_file_location("record_reading_run", script)
-    recorder = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(recorder)
+    recorder = _recorder()
     log = ("race_m/dev: 129 of 1,436 questions longer than 384 tokens\n"
            "race_m global:   0%|          | 0/3178 [00:00<?, ?it/s]\r"
            "race_m global:   9%|9         | 300/3178 [00:36<06:15,  7.66it/s]race_m global step 300: dev accuracy "
@@ -314,5 +315,5 @@ def test_a_stopped_runs_dev_curve_is_read_from_its_log():
         {"step": 900, "elapsed_s": 113.0, "accuracy": 0.4944, "train_loss": 1.2304},
         {"step": 1200, "elapsed_s": 3746.0, "accuracy": 0.4916}]
     assert (state["best_step"], state["step"], state["planned_steps"], state["finished"]) == (900, 2689, 3178, False)
-    with pytest.raises(SystemExit, match="no evaluation lines"):
+    with pytest.raises(UserError, match="no evaluation lines"):
         recorder.state_from_log("race_m global:   9%| 300/3178 [00:36<06:15]\n")

@@ -2,7 +2,7 @@
 
     python -m structattn.bna.report --results-dir results
 
-Reads ``results/parsing.jsonl`` (one line per run, written by ``experiments/record_parsing_run.py``), re-scores
+Reads ``results/parsing.jsonl`` (one line per run, written by ``experiments/record.py parsing``), re-scores
 every committed prediction file with the project's EVALB scorer against the test split's files as found in the
 treebank (and refuses to go on when a recorded figure differs from that score), and writes
 ``results/PARSING.md`` plus ``fig_parsing_nsa_layers.png`` (Figure 3) and ``fig_parsing_ngram.png`` (Figure 4).

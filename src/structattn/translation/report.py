@@ -2,7 +2,7 @@
 
     python -m structattn.translation.report --results-dir results
 
-Reads ``results/nmt.jsonl`` (one line per run, written by ``experiments/record_nmt_run.py``), re-scores every committed
+Reads ``results/nmt.jsonl`` (one line per run, written by ``experiments/record.py nmt``), re-scores every committed
 hypothesis file (the test sets, and dev where a run has it) with sacreBLEU and refuses to go on when a recorded BLEU
 differs; reads the gate statistics
 (``results/nmt_gates/<run>.json``, :mod:`structattn.translation.gates`) and probing results
