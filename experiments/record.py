@@ -47,7 +47,7 @@ import re
 import shutil
 import sys
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
 
@@ -522,6 +522,11 @@ class Kind:
     options: Callable[[argparse.ArgumentParser], None] = note_option
     key: str | Callable[[dict], Any] = "run"
     after: Callable[[Run], None] | None = None   # run once the line is in (precision: its page)
+    names: Callable[[dict], str] | None = None   # the run name a line is for, when not its key
+
+    def run_name(self, line: dict) -> str | None:
+        """The name of the run a line of this kind's results file records (the NAME it was recorded as)."""
+        return self.names(line) if self.names else line.get(self.key)
 
 
 KINDS = {kind.name: kind for kind in (
@@ -529,7 +534,8 @@ KINDS = {kind.name: kind for kind in (
     Kind("parsing", "parsing.jsonl", "parsing", parsing_line, parsing_report),
     Kind("laptop", "laptop_defaults.jsonl", "laptop", laptop_line, laptop_report, laptop_options, key="name"),
     Kind("precision", "precision_runs.jsonl", "precision", precision_line, precision_report, lambda ap: None,
-         key=lambda x: (x["workload"], x["precision"]), after=precision_page),
+         key=lambda x: (x["workload"], x["precision"]), after=precision_page,
+         names=lambda x: f"{x['workload']}-{x['precision']}"),
     Kind("reading", "", "", reading_line, reading_report, reading_options),
 )}
 
