@@ -3,7 +3,7 @@
     python benchmarks/parsing.py [--threads 2] [--repeats 5]
 
 Models are built untrained from the training trees (weights do not change the work): the CPU configuration of
-experiments/run_parsing_experiments.sh (d_model 128, 4 heads of 32, feed-forward 256, label MLP 128), for the
+experiments/recipes/parsing.toml (d_model 128, 4 heads of 32, feed-forward 256, label MLP 128), for the
 self-attention parser and BNA, without a pretrained encoder (4 layers) and on all-MiniLM-L6-v2 (2 layers).
 Inputs: words of the test split's sentences, concatenated and cut to exactly L words, 32 per batch.
 Reported: median over interleaved repetitions of one ``parse`` call on the batch (encoder, layers, span

@@ -10,7 +10,7 @@ batches in both precisions, from the same initial weights:
 - ``nmt tiny``: the ``tiny`` MarianMT of ``structattn train-nmt`` (transformer variant) on batches of <= 4096
   padded tokens per side from the first ``--sentences`` Multi30k training pairs (joint BPE, vocabulary 8,000).
 - ``parser none`` / ``parser MiniLM (frozen)``: the BNA parser at the CPU configuration of
-  experiments/run_parsing_experiments.sh (d_model 128, 4 heads of 32, feed-forward 256, label MLP 128, batch 32,
+  experiments/recipes/parsing.toml (d_model 128, 4 heads of 32, feed-forward 256, label MLP 128, batch 32,
   clipping 5): without a pretrained encoder (4 layers) and on all-MiniLM-L6-v2 kept frozen (2 layers), batches
   of 32 length-grouped training trees of the NLTK WSJ sample. The frozen encoder's rows are cached per sentence
   after the warm-up pass, as in a training run after its first epoch, so its figure is the steady state.

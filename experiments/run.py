@@ -3,7 +3,7 @@
 A recipe is a TOML file in experiments/recipes/ (RECIPE: its name, or a path): what it trains (``train``, a command
 template), where each run goes (``output``), how it is recorded (``record``: a kind of experiments/record.py, with
 ``record_args``), and its named runs (``[[runs]]``, each with a ``lane``; a list-valued field makes one run per
-value, the first list the outer loop). Templates are Python format strings over the recipe's ``[variables]``
+value, the first list the outer loop; ``record = ""``: the command records its own lines). Templates are Python format strings over the recipe's ``[variables]``
 (``--set KEY=VALUE`` changes one), its ``[flags]`` groups and the run's fields; a command's first word
 ``structattn`` or ``python`` is the one in --bin.
 

@@ -64,7 +64,7 @@ supar_predict() {
   $PY -m structattn.cli score evalb "$PEERS/data/ptb.test.gold" results/peers/supar.test.txt | tee "$run/test.evalb"
 }
 
-bna_model() {  # a BNA parser for the speed comparison only: run_parsing_experiments.sh's none-bna-posnone-s1
+bna_model() {  # a BNA parser for the speed comparison only: experiments/recipes/parsing.toml's none-bna-posnone-s1
   # settings, 1 epoch (parse time does not depend on the weights: the CKY chart over all spans is always full)
   mkdir -p "$PEERS/bna-run"
   $PY -m structattn.cli train-parsing --preset full --d-model 128 --heads 4 --d-head 32 --d-ff 256 --label-hidden 128 --epochs 1 \

@@ -61,10 +61,10 @@ def _same_settings(ours: list[str], recorded: list[str]) -> None:
 
 def test_every_recipe_loads_and_names_each_run_once(driver):
     recipes = sorted(p.stem for p in driver.RECIPES.glob("*.toml"))
-    assert recipes == ["laptop", "nmt", "parsing", "precision", "translation_ablation"]
+    assert recipes == ["cpu", "laptop", "nmt", "parsing", "precision", "translation_ablation"]
     for name in recipes:
-        recipe = driver.load_recipe(name)
-        assert recipe.runs and recipe.kind in driver._record_module().KINDS
+        recipe = driver.load_recipe(name)   # cpu: its sweeps record their own lines
+        assert recipe.runs and recipe.kind in {"", *driver._record_module().KINDS}
 
 
 def test_laptop_dry_run_is_the_recorded_command(driver, capsys):

@@ -106,7 +106,7 @@ class ParserConfig(JsonConfig):
 
 
 #: ``structattn train-parsing --preset NAME``; the command line's default is "laptop": the CPU configuration of
-#: experiments/run_parsing_experiments.sh with spaCy POS tags, the settings of the shipped ``bna-minilm`` (frozen
+#: experiments/recipes/parsing.toml with spaCy POS tags, the settings of the shipped ``bna-minilm`` (frozen
 #: MiniLM, d 128, 12 epochs at most; about 4 minutes on 2 threads). "full" is this class's own defaults, the larger
 #: and longer setting closer to the paper (fine-tuned encoder, d 256, 8 heads, 30 epochs; an hour or more on a
 #: 2-core CPU).

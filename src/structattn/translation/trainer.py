@@ -105,7 +105,7 @@ class NMTConfig(JsonConfig):
 #: ``structattn train-translation --preset NAME``; the command line's default is "laptop": 800 updates with the
 #: warm-up over all of them and a dev evaluation every 200, about a quarter of an hour on a 2-core CPU (README).
 #: "full" is this class's own defaults, the Multi30k recipe at full length (8,000 updates, 2,000 warm-up; hours
-#: on a CPU; experiments/run_nmt_experiments.sh stops at 4,000).
+#: on a CPU; experiments/recipes/nmt.toml stops at 4,000).
 NMT_PRESETS: dict[str, dict[str, Any]] = {
     "laptop": {"max_updates": 800, "warmup": 800, "eval_every": 200, "average_last": 2},
     "full": {},
