@@ -1,4 +1,4 @@
-# The steps every run recipe repeats (sourced by experiments/run_{nmt,parsing,reading}_experiments.sh): a run
+# The steps the bash reading recipe repeats (sourced by experiments/run_reading_experiments.sh): a run
 # already recorded in its results file is skipped, so a recipe started again goes on where it stopped; a training
 # command runs with its output in the run's log, and a failure is said without stopping the other runs.
 

@@ -2,10 +2,13 @@
 
 A recipe is a TOML file in experiments/recipes/ (RECIPE: its name, or a path): what it trains (``train``, a command
 template), where each run goes (``output``), how it is recorded (``record``: a kind of experiments/record.py, with
-``record_args``), and its named runs (``[[runs]]``, each with a ``lane``; a list-valued field makes one run per
-value, the first list the outer loop; ``record = ""``: the command records its own lines). Templates are Python format strings over the recipe's ``[variables]``
-(``--set KEY=VALUE`` changes one), its ``[flags]`` groups and the run's fields; a command's first word
-``structattn`` or ``python`` is the one in --bin.
+``record_args``; ``""``: the command records its own lines), the environment of its commands (``[env]``) and its
+named runs (``[[runs]]``, each with a ``lane``; a list-valued field makes one run per value, the first list the
+outer loop). Templates are Python format strings over the recipe's ``[variables]`` (``--set KEY=VALUE`` changes
+one), its ``[flags]`` groups and the run's fields; a command's first word ``structattn`` or ``python`` is the one in
+--bin. Optional settings: ``default`` (the runs or lanes run when none is named), ``fresh = true`` (remove a run's
+folder first: a timed run), ``skip_recorded = false`` (run a recorded run again), ``command_file = true`` (write
+the training command to OUTPUT.command for the recorder).
 
 For each selected run (RUN: a run's name or a lane's; none: every run), in order: a run already recorded in the
 results file is skipped (``skip NAME (recorded)``); the training command runs with its output in OUTPUT.log, in the
@@ -13,7 +16,8 @@ same --output-dir as before, so an interrupted run resumes from its checkpoint; 
 (e.g. the dev translation), the recorder, then ``[[after_record]]`` steps (each with ``match``: the run-name patterns
 it is for) run with their output appended to the log. A failure is said (``FAILED NAME (LOG)``) without stopping the
 other runs; the exit status says whether any failed. --lanes N runs N lanes side by side (each lane's runs one
-after the other, as the recipes' lanes on a 2-core CPU). --dry-run prints the command lines instead of running them;
+after the other, as the recipes' lanes on a 2-core CPU). --dry-run prints the command lines instead of running them
+(values known only once a run trained, such as the laptop recipe's ``{seconds}``, print as their placeholder);
 --list prints each run, its lane and whether it is recorded.
 """
 from __future__ import annotations
