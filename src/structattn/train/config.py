@@ -172,7 +172,7 @@ FIELD_HELP = {
     "weight_decay": "AdamW weight decay",
     "warmup_ratio": "linear warm-up, as a fraction of all optimizer steps",
     "epochs": "passes over the training examples (fractions allowed)",
-    "batch_size": "training examples per optimizer step (over --grad-accum forward passes)",
+    "batch_size": "training examples per forward pass (an optimizer step takes --grad-accum of them)",
     "eval_batch_size": "examples per forward pass when evaluating",
     "grad_accum": "forward passes whose gradients add up to one optimizer step",
     "max_length": "longest input in sub-word tokens (longer ones: see --long-inputs)",
