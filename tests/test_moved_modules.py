@@ -48,3 +48,17 @@ def test_python_dash_m_on_an_old_path_runs_the_new_module():
     assert out.returncode == 0, out.stderr
     assert "--results-dir" in out.stdout
     assert "structattn.translation.report" in out.stderr  # the warning names the new module
+
+
+def test_the_sgnet_package_forwards_only_the_model_modules_own_names():
+    """Libraries probe modules for names (torch's inductor asks for ``torch``): what ``structattn.sgnet.model``
+    merely imports is absent from the package, without a warning; its own names resolve, with one."""
+    import structattn.sgnet as sgnet
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert not hasattr(sgnet, "torch") and not hasattr(sgnet, "nn") and not hasattr(sgnet, "_head")
+    with pytest.warns(ModuleMovedWarning, match=r"structattn\.sgnet\.model\.SGNetConfig"):
+        from structattn.sgnet.model import SGNetConfig
+
+        assert sgnet.SGNetConfig is SGNetConfig
