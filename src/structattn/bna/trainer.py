@@ -44,8 +44,8 @@ from ..errors import UserError
 from ..io import atomic_write_json, atomic_write_text
 from ..train.checkpoint import AtomicDir
 from ..train.config import RESULT_NEUTRAL_FIELDS
-from ..train.engine import (Engine, EngineState, Evaluation, Family, epoch_seed, resume_settings, run_facts, seeded_batches,
-                     warmup_factor)
+from ..train.engine import (Engine, EngineState, Evaluation, Family, epoch_seed, resume_settings, run_facts,
+                            seeded_batches, warmup_factor)
 
 BEST = "best"
 

@@ -26,7 +26,7 @@ from ..io import atomic_write_json
 from ..train.checkpoint import AtomicDir
 from ..train.config import RESULT_NEUTRAL_FIELDS, TrainConfig
 from ..train.engine import (Engine, EngineState, Evaluation, Family, adamw_without_decay_on_vectors, epoch_seed,
-                     linear_schedule, seeded_batches, seeded_order)
+                            linear_schedule, seeded_batches, seeded_order)
 from .features import StructureSpec, aggregate_predictions, build_features
 from .model_loading import load_model_and_tokenizer
 
