@@ -1,8 +1,8 @@
 """Speed and memory of structure-aware attention on a GPU, as ratios to the stock model (HF sdpa), for the GPU
 kernels ``exact`` (two SDPA passes), ``flex`` (SDPA + FlexAttention) and ``triton`` (the fused Triton kernel).
 
-Models: all-MiniLM-L6-v2 (6 layers, hidden 384, 12 heads of 32) and a randomly initialised BERT of bert-base's
-size (12 layers, hidden 768, 12 heads of 64; timing needs no weights), as ``BertForSequenceClassification``.
+Models: BERTs of all-MiniLM-L6-v2's size (6 layers, hidden 384, 12 heads of 32) and of bert-base's size (12 layers,
+hidden 768, 12 heads of 64), randomly initialised (timing needs no weights), as ``BertForSequenceClassification``.
 Batch 32, sequences 128 and 512, structure masks from random projective trees (SLA, m = 3) over each example's
 real tokens, example lengths spread between T/2 and T (``attention.make_batch``). Everything under
 ``torch.autocast("cuda", dtype=torch.bfloat16)``. For each model, sequence and variant:
@@ -53,21 +53,22 @@ HEADER = ("| model | seq (batch) | variant | train (attn dropout 0.1) | train (a
           "peak mem train (dropout 0.1) | peak mem train (dropout 0) | peak mem inference |")
 
 
-def build_stock(model: str, smoke: bool):
-    """The stock BertForSequenceClassification (HF sdpa) for ``minilm``, ``bert-base`` or the smoke run's tiny BERT."""
+# model -> BertConfig sizes; every model is randomly initialised (timing needs no weights, and the run needs no
+# model files on the GPU machine)
+SIZES = {
+    "minilm": dict(hidden_size=384, num_hidden_layers=6, num_attention_heads=12, intermediate_size=1536),
+    "bert-base": dict(),   # BertConfig's defaults are bert-base's
+    "tiny": dict(hidden_size=32, num_hidden_layers=1, num_attention_heads=2, intermediate_size=64),
+}
+
+
+def build_stock(model: str):
+    """The stock BertForSequenceClassification (HF sdpa) of ``model``'s size (:data:`SIZES`), random weights."""
     import torch
     from transformers import AutoModelForSequenceClassification, BertConfig
 
-    from structattn.settings import default_encoder
-
     torch.manual_seed(0)
-    if model == "minilm" and not smoke:
-        return AutoModelForSequenceClassification.from_pretrained(default_encoder(), num_labels=2,
-                                                                  attn_implementation="sdpa")
-    config = BertConfig(num_labels=2)  # bert-base sized, randomly initialised
-    if smoke:
-        config = BertConfig(hidden_size=32, num_hidden_layers=1, num_attention_heads=2, intermediate_size=64,
-                            num_labels=2)
+    config = BertConfig(num_labels=2, **SIZES[model])
     return AutoModelForSequenceClassification.from_config(config, attn_implementation="sdpa")
 
 
@@ -141,6 +142,8 @@ def measure(runners: dict, reps: int, device):
     for rep in range(reps):
         order = names[rep % len(names):] + names[:rep % len(names)]
         for w in WORKLOADS:
+            if runners[STOCK].failed.get(w):
+                continue
             before = timed(lambda: runners[STOCK].run(w), device)
             times[STOCK][w].append(before)
             for n in order:
@@ -155,17 +158,24 @@ def measure(runners: dict, reps: int, device):
     return times, ratios
 
 
-def warm_up(runner: Runner, steps: int) -> None:
-    """Run every workload ``steps`` times (Triton compiles here); a workload the variant refuses is marked failed."""
+def warm_up(runner: Runner, steps: int, workloads: list[str]) -> None:
+    """Run each of ``workloads`` ``steps`` times (Triton compiles here); a workload the variant refuses, or one not
+    in ``workloads``, is marked failed."""
+    import traceback
+
     from structattn.errors import UserError
 
-    runner.failed = {}
-    for w in WORKLOADS:
+    runner.failed = {w: "not measured (--workloads)" for w in WORKLOADS if w not in workloads}
+    for w in workloads:
         try:
             for _ in range(steps):
                 runner.run(w)
         except UserError as exc:
             runner.failed[w] = str(exc)
+        except Exception as exc:   # e.g. a compile mode that fails: reported as n/a, the other cells still run
+            traceback.print_exc()
+            runner.failed[w] = f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"
+        if w in runner.failed:
             runner.opt.zero_grad(set_to_none=True)
 
 
@@ -207,8 +217,9 @@ def device_line(device) -> str:
     return f"CPU (smoke run, Triton's interpreter): {cpu_description()}; {versions}"
 
 
-def run(args, device) -> tuple[list[str], list[str]]:
-    """Markdown rows and notes (variants that could not run) for every model and sequence."""
+def run(args, device, on_cell=None) -> tuple[list[str], list[str]]:
+    """Markdown rows and notes (variants that could not run) for every model and sequence; ``on_cell(rows, notes)``
+    after each cell (a run stopped part-way still leaves the cells it measured)."""
     import torch
 
     from attention import make_batch, variant_model
@@ -216,7 +227,7 @@ def run(args, device) -> tuple[list[str], list[str]]:
     rows, notes = [], []
     names = [n for n in VARIANTS if n == STOCK or not args.variants or n in args.variants]
     for model_name in args.models:
-        stock = build_stock(model_name, args.smoke)
+        stock = build_stock(model_name)
         for seq in args.seqs:
             ids, att, masks, _ = make_batch(args.batch, seq)
             for mode in args.modes:
@@ -230,7 +241,9 @@ def run(args, device) -> tuple[list[str], list[str]]:
                     if mode != "eager":
                         model = torch.compile(model, mode=None if mode == "compiled" else mode)
                     runners[n] = Runner(model, kw, device)
-                    warm_up(runners[n], args.warmup)
+                    began = time.time()
+                    warm_up(runners[n], args.warmup, args.workloads)
+                    print(f"[{model_name} seq {seq} {mode}] {n} warmed up in {time.time() - began:.0f} s", flush=True)
                     label = "" if mode == "eager" else f" [{mode}]"
                     notes += [f"{model_name} seq {seq}, {n}{label}, {w}: n/a ({why})"
                               for w, why in runners[n].failed.items()]
@@ -240,47 +253,17 @@ def run(args, device) -> tuple[list[str], list[str]]:
                 mem = {n: {w: None if r.failed.get(w) or args.smoke else peak(lambda: r.run(w), device)
                            for w in WORKLOADS} for n, r in runners.items()}
                 rows += table_rows(model_name, seq, args.batch, runners, times, ratios, mem, label)
+                if on_cell is not None:
+                    on_cell(rows, notes)
                 del runners
             if device.type == "cuda":
                 torch.cuda.empty_cache()
     return rows, notes
 
 
-def main(argv: list[str] | None = None) -> int:
-    argv = list(sys.argv[1:] if argv is None else argv)
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--models", nargs="*", default=["minilm", "bert-base"], choices=["minilm", "bert-base"])
-    parser.add_argument("--seqs", type=int, nargs="*", default=[128, 512])
-    parser.add_argument("--batch", type=int, default=32)
-    parser.add_argument("--reps", type=int, default=9)
-    parser.add_argument("--warmup", type=int, default=3, help="warm-up steps per workload (Triton compiles here)")
-    parser.add_argument("--variants", nargs="*", default=None, help="subset of: " + "; ".join(VARIANTS))
-    parser.add_argument("--smoke", action="store_true",
-                        help="one tiny shape (1-layer BERT, batch 2, seq 16, 1 repetition, no peak memory) on CPU, "
-                             "Triton under its interpreter: checks that the script runs")
-    parser.add_argument("--modes", nargs="*", default=["eager", "compiled"],
-                        choices=["eager", "compiled", "reduce-overhead"],
-                        help="eager and/or torch.compile'd (module docstring)")
-    parser.add_argument("--out", default=None, help="write the markdown report here")
-    args = parser.parse_args(argv)
-    if args.smoke:
-        # before the first Triton kernel is defined (structattn defines them on first use)
-        os.environ["TRITON_INTERPRET"] = "1"
-        args.models, args.seqs, args.batch, args.reps, args.warmup = ["tiny"], [16], 2, 1, 1
-        args.modes = [m for m in args.modes if m == "eager"] or ["eager"]   # compiling under the interpreter: slow
-
-    import torch
-
-    if args.smoke:
-        device = torch.device("cpu")
-    elif torch.cuda.is_available():
-        device = torch.device("cuda")
-    else:
-        raise SystemExit("no CUDA GPU: this benchmark measures GPU kernels (--smoke runs a tiny CPU check)")
-    started = time.time()
-    rows, notes = run(args, device)
-    command = " ".join(shlex.quote(a) for a in [Path(sys.executable).name, "benchmarks/attention_gpu.py", *argv])
-    report = "\n".join([
+def report(args, device, command: str, rows: list[str], notes: list[str], minutes: float, done: bool) -> str:
+    """The markdown report of the cells measured so far (``done``: all of them)."""
+    return "\n".join([
         "# Structure-aware attention: speed and memory on a GPU",
         "",
         f"Command: `{command}`",
@@ -298,13 +281,57 @@ def main(argv: list[str] | None = None) -> int:
         *rows,
         "",
         *(["Not run:", *[f"- {note}" for note in notes], ""] if notes else []),
-        f"Wall time of the run: {(time.time() - started) / 60:.1f} min",
+        f"Wall time of the run: {minutes:.1f} min" + ("" if done else " (stopped part-way: the cells above only)"),
         "",
     ])
-    print(report)
-    if args.out:
-        Path(args.out).parent.mkdir(parents=True, exist_ok=True)
-        Path(args.out).write_text(report)
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--models", nargs="*", default=["minilm", "bert-base"], choices=["minilm", "bert-base"])
+    parser.add_argument("--seqs", type=int, nargs="*", default=[128, 512])
+    parser.add_argument("--batch", type=int, default=32)
+    parser.add_argument("--reps", type=int, default=9)
+    parser.add_argument("--warmup", type=int, default=3, help="warm-up steps per workload (Triton compiles here)")
+    parser.add_argument("--variants", nargs="*", default=None, help="subset of: " + "; ".join(VARIANTS))
+    parser.add_argument("--smoke", action="store_true",
+                        help="one tiny shape (1-layer BERT, batch 2, seq 16, 1 repetition, no peak memory) on CPU, "
+                             "Triton under its interpreter: checks that the script runs")
+    parser.add_argument("--modes", nargs="*", default=["eager", "compiled"],
+                        choices=["eager", "compiled", "reduce-overhead"],
+                        help="eager and/or torch.compile'd (module docstring)")
+    parser.add_argument("--workloads", nargs="*", default=list(WORKLOADS), choices=list(WORKLOADS),
+                        help="train (attention dropout 0.1), train0 (dropout 0), infer (inference)")
+    parser.add_argument("--out", default=None, help="write the markdown report here")
+    args = parser.parse_args(argv)
+    if args.smoke:
+        # before the first Triton kernel is defined (structattn defines them on first use)
+        os.environ["TRITON_INTERPRET"] = "1"
+        args.models, args.seqs, args.batch, args.reps, args.warmup = ["tiny"], [16], 2, 1, 1
+        args.modes = [m for m in args.modes if m == "eager"] or ["eager"]   # compiling under the interpreter: slow
+
+    import torch
+
+    if args.smoke:
+        device = torch.device("cpu")
+    elif torch.cuda.is_available():
+        device = torch.device("cuda")
+    else:
+        raise SystemExit("no CUDA GPU: this benchmark measures GPU kernels (--smoke runs a tiny CPU check)")
+    started = time.time()
+    command = " ".join(shlex.quote(a) for a in [Path(sys.executable).name, "benchmarks/attention_gpu.py", *argv])
+
+    def write(rows: list[str], notes: list[str], done: bool = False) -> None:
+        text = report(args, device, command, rows, notes, (time.time() - started) / 60, done)
+        if args.out:
+            Path(args.out).parent.mkdir(parents=True, exist_ok=True)
+            Path(args.out).write_text(text)
+        if done:
+            print(text)
+
+    rows, notes = run(args, device, on_cell=write)
+    write(rows, notes, done=True)
     return 0
 
 

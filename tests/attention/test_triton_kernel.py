@@ -307,3 +307,34 @@ def test_gpu_benchmark_smoke_mode_runs_on_cpu():
     assert set(rows) == {"stock sdpa", "sla exact (2x SDPA)", "sla flex", "sla triton"}
     assert rows["sla triton"].count(" ms (**") == 3      # both train steps and inference ran, with ratios
     assert "sla flex, train0: n/a (kernel 'flex' runs FlexAttention, which has no backward on CPU" in res.stdout
+
+
+@on_cpu_only
+def test_gpu_benchmark_writes_each_cell_and_measures_only_the_workloads_asked_for(tmp_path):
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    repo = Path(__file__).resolve().parents[2]
+    out = tmp_path / "cells.md"
+    res = subprocess.run([sys.executable, str(repo / "benchmarks" / "attention_gpu.py"), "--smoke", "--workloads",
+                          "infer", "--variants", "sla triton", "--out", str(out)], cwd=repo, capture_output=True,
+                         text=True, timeout=600)
+    assert res.returncode == 0, res.stderr[-3000:]
+    row = next(line for line in out.read_text().splitlines() if line.startswith("| tiny | 16 (2) | sla triton |"))
+    cells = row.split(" | ")   # model, seq, variant, train, train0, inference, memory...
+    assert cells[3] == cells[4] == "n/a" and " ms (**" in cells[5]
+    assert "sla triton, train: n/a (not measured (--workloads))" in out.read_text()
+    assert "(stopped part-way" not in out.read_text()
+
+
+def test_gpu_script_refuses_an_unknown_part_in_one_line(tmp_path):
+    import subprocess
+    from pathlib import Path
+
+    script = Path(__file__).resolve().parents[2] / "benchmarks" / "attention_gpu.sh"
+    res = subprocess.run(["bash", str(script), "warm", str(tmp_path / "out")], capture_output=True, text=True,
+                         timeout=60)
+    assert res.returncode == 2
+    assert res.stderr.strip() == "part: eager, compiled or graphs, not 'warm'"
+    assert not (tmp_path / "out").exists()
