@@ -262,8 +262,9 @@ def given_dataclass_flags(args: argparse.Namespace, cls) -> dict[str, Any]:
 def dataclass_from_args(args: argparse.Namespace, cls, presets: dict[str, dict] | None = None,
                         later_defaults=None):
     """A ``cls`` from the defaults, then ``--preset``'s values (when ``presets`` is given), then ``--config``'s
-    keys (if given), then every flag that was given. ``later_defaults(config) -> {field: value}`` (e.g. the
-    defaults of the task family a config names) then sets the fields that neither ``--config`` nor a flag gave."""
+    keys (if given), then every flag that was given. ``later_defaults(config, given) -> {field: value}`` (e.g. the
+    defaults of the task family a config names; ``given``: the fields ``--config`` or a flag set) then sets the
+    fields that neither ``--config`` nor a flag gave."""
     data = dataclasses.asdict(cls())
     if presets:
         data |= dataclasses.asdict(cls.from_dict(presets[getattr(args, "preset", None) or next(iter(presets))],
@@ -279,7 +280,7 @@ def dataclass_from_args(args: argparse.Namespace, cls, presets: dict[str, dict] 
     explicit |= set(flags)
     config = cls.from_dict(data, source="command line")
     if later_defaults is not None:
-        extra = {k: v for k, v in later_defaults(config).items() if k not in explicit}
+        extra = {k: v for k, v in later_defaults(config, frozenset(explicit)).items() if k not in explicit}
         if extra:
             config = cls.from_dict(data | extra, source="command line")
     return config

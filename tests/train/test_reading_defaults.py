@@ -32,6 +32,26 @@ def test_the_defaults_learn_with_the_default_encoder():
     assert (mc["max_length"], mc["pool"], mc["learning_rate"]) == (384, "option", 1e-4)
 
 
+def test_reading_updates_keep_32_examples_in_passes_of_8_sequences():
+    span, mc = READING_DEFAULTS["span_qa"], READING_DEFAULTS["multiple_choice"]
+    assert span["batch_size"] * span["grad_accum"] == 32 and span["batch_size"] == 8
+    assert mc["batch_size"] * mc["grad_accum"] == 32 and mc["batch_size"] * 4 == 8   # 4 options per question
+    cfg = config_from_args(_args(["--task", "squad2"]))
+    assert (cfg.batch_size, cfg.grad_accum, cfg.eval_batch_size) == (8, 4, 16)
+
+
+@pytest.mark.parametrize("flags, want", [(["--batch-size", "16"], (16, 1)), (["--grad-accum", "2"], (32, 2)),
+                                         (["--batch-size", "4", "--grad-accum", "8"], (4, 8))])
+def test_a_given_batch_flag_keeps_the_update_size_recorded_commands_meant(flags, want):
+    """`--batch-size 16` alone (as the recorded reading commands give it) is still 16 examples per update, not the
+    family's 16 x 4: the batch fields take the family defaults together or not at all."""
+    cfg = config_from_args(_args(["--task", "squad2", *flags]))
+    assert (cfg.batch_size, cfg.grad_accum) == want
+    assert cfg.eval_batch_size == 16                      # result-neutral, not a batch field
+    assert (TrainConfig.for_task("race_m", batch_size=4).batch_size, TrainConfig.for_task("race_m", batch_size=4)
+            .grad_accum) == (4, 1)
+
+
 def test_flags_and_config_file_win_over_the_family_defaults(tmp_path):
     cfg = config_from_args(_args(["--task", "squad2", "--max-length", "256", "--learning-rate", "3e-5"]))
     assert (cfg.max_length, cfg.learning_rate, cfg.stride) == (256, 3e-5, 128)

@@ -77,7 +77,7 @@ class TrainConfig(JsonConfig):
     def for_task(cls, task: str, **fields: Any) -> "TrainConfig":
         """A config for ``task``: ``fields`` as given, the task family's defaults (:data:`READING_DEFAULTS`) for
         the others (``TrainConfig(task=...)`` keeps the sentence tasks' defaults)."""
-        return cls(**{"task": task, **task_defaults(task), **fields})
+        return cls(**{"task": task, **task_defaults(task, frozenset(fields)), **fields})
 
 
 #: Defaults of the reading tasks where they differ from the field defaults above (which suit the sentence tasks):
@@ -86,18 +86,32 @@ class TrainConfig(JsonConfig):
 #: the calibration run (DESIGN.md: F1 55 on SQuAD 1.1 after 296 updates) - a small encoder wants a larger rate
 #: than BERT-base/large's 3e-5. Multiple choice: 384 tokens keep most of a RACE or MCTest passage (128 keeps its
 #: first hundred words); the option pool is the one whose loss leaves ln 4 quickly (tests/sgnet/
-#: test_reading_learns.py and README). :func:`config_from_args` applies them to the fields neither a flag nor
-#: ``--config`` gives; :meth:`TrainConfig.for_task` does the same in Python.
+#: test_reading_learns.py and README). Batches: 32 windows (span QA) or 32 questions (multiple choice, 4 options
+#: each) per update, in passes of 8 sequences of 384 tokens, because a pass keeps its attention tensors for the
+#: backward ([batch, heads, 384, 384] floats, several per layer, on a CPU where SDPA with dropout runs its math
+#: path): a span-QA update as one pass of 32 peaked at 7.7 GB and took 31-36 s on one thread, as 4 passes of 8 at
+#: 2.8 GB and 26 s (benchmarks/span_qa_passes.py, docs/reading.md). :func:`config_from_args` applies them to the
+#: fields neither a flag nor ``--config`` gives; :meth:`TrainConfig.for_task` does the same in Python.
 READING_DEFAULTS: dict[str, dict[str, Any]] = {
-    "span_qa": {"max_length": 384, "stride": 128, "learning_rate": 1e-4},
-    "multiple_choice": {"max_length": 384, "pool": "option", "learning_rate": 1e-4},
+    "span_qa": {"max_length": 384, "stride": 128, "learning_rate": 1e-4, "batch_size": 8, "grad_accum": 4,
+                "eval_batch_size": 16},
+    "multiple_choice": {"max_length": 384, "pool": "option", "learning_rate": 1e-4, "batch_size": 2,
+                        "grad_accum": 16, "eval_batch_size": 4},
 }
 
 
-def task_defaults(task: str) -> dict[str, Any]:
-    """The field defaults of ``task``'s family that differ from :class:`TrainConfig`'s ({} for sentence tasks)."""
+#: Fields whose family defaults apply together or not at all: a run that gives one of them (``--batch-size 16``, as
+#: every recorded reading command does) keeps the field defaults for the others, so its update size is what it was.
+BATCH_FIELDS = frozenset({"batch_size", "grad_accum"})
 
-    return dict(READING_DEFAULTS.get(task_family(task), {}))
+
+def task_defaults(task: str, given: frozenset[str] = frozenset()) -> dict[str, Any]:
+    """The field defaults of ``task``'s family that differ from :class:`TrainConfig`'s ({} for sentence tasks);
+    ``given``: the fields the caller sets itself (one of :data:`BATCH_FIELDS` among them drops the others')."""
+    defaults = dict(READING_DEFAULTS.get(task_family(task), {}))
+    if given & BATCH_FIELDS:
+        defaults = {k: v for k, v in defaults.items() if k not in BATCH_FIELDS}
+    return defaults
 
 
 # Fields that never change a run's results (where it writes, how often it logs, how it batches evaluation,
@@ -174,7 +188,9 @@ FIELD_HELP = {
     "epochs": "passes over the training examples (fractions allowed)",
     "batch_size": "training examples per forward pass (an optimizer step takes --grad-accum of them)",
     "eval_batch_size": "examples per forward pass when evaluating",
-    "grad_accum": "forward passes whose gradients add up to one optimizer step",
+    "grad_accum": "forward passes whose gradients add up to one optimizer step (span QA and multiple choice take "
+                  "their --batch-size and --grad-accum defaults together: give either, and the other keeps its "
+                  "plain default, 32 or 1)",
     "max_length": "longest input in sub-word tokens (longer ones: see --long-inputs)",
     "eval_split": "split evaluated during training (model selection)",
     "deterministic": "deterministic torch algorithms (slower; bitwise repeatable runs)",
@@ -228,7 +244,7 @@ def config_from_args(args: argparse.Namespace) -> TrainConfig:
     defaults (:data:`READING_DEFAULTS`) for the fields that neither gives."""
     from ..config_io import dataclass_from_args
 
-    return dataclass_from_args(args, TrainConfig, later_defaults=lambda cfg: task_defaults(cfg.task))
+    return dataclass_from_args(args, TrainConfig, later_defaults=lambda cfg, given: task_defaults(cfg.task, given))
 
 
 def task_family(name: str) -> str:
