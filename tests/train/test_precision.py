@@ -112,3 +112,15 @@ def test_unknown_precision_and_fp16_on_cpu_are_user_errors(tmp_path):
 def test_runs_saved_before_the_field_count_as_fp32():
     assert recorded_precision({"seed": 1}) == {"precision": "fp32", "seed": 1}
     assert recorded_precision({"precision": "bf16"}) == {"precision": "bf16"}
+
+
+@pytest.mark.parametrize("avx512_bf16, amx, says", [(False, False, True), (True, False, False), (False, True, False)])
+def test_bf16_on_a_cpu_without_bfloat16_instructions_says_it_is_emulated(tmp_path, monkeypatch, capsys, avx512_bf16,
+                                                                           amx, says):
+    monkeypatch.setattr(torch.cpu, "_is_avx512_bf16_supported", lambda: avx512_bf16)
+    monkeypatch.setattr(torch.cpu, "_is_amx_tile_supported", lambda: amx)
+    Engine(tmp_path / "bf16", seed=0, precision="bf16", show_progress=False)
+    Engine(tmp_path / "fp32", seed=0, precision="fp32", show_progress=False)
+    err = capsys.readouterr().err
+    assert ("--precision bf16 on this CPU (no avx512_bf16 or AMX instructions) is emulated" in err) == says
+    assert err.count("emulated") == (1 if says else 0)   # one line, and none for fp32

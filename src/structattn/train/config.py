@@ -156,6 +156,19 @@ def check_precision(precision: str, on_cuda: bool) -> None:
                         "fast) or fp32")
 
 
+def emulated_bf16_note(precision: str, on_gpu: bool) -> str | None:
+    """One line for ``--precision bf16`` on a CPU without bfloat16 instructions (avx512_bf16 or AMX), where
+    torch emulates bfloat16 arithmetic and an update takes longer than in float32; None elsewhere."""
+    if precision != "bf16" or on_gpu:
+        return None
+    import torch
+
+    if torch.cpu._is_avx512_bf16_supported() or torch.cpu._is_amx_tile_supported():
+        return None
+    return ("structattn: --precision bf16 on this CPU (no avx512_bf16 or AMX instructions) is emulated and slower "
+            "than --precision fp32; it saves memory, not time")
+
+
 def result_fields(cfg: TrainConfig) -> dict[str, Any]:
     """The fields that change a run's results, typed as the config types them, with the mechanism's
     options as the run uses them (an ``sla`` run with m=None is the same run as one with m=3)."""

@@ -57,7 +57,7 @@ import torch
 from ..errors import UserError
 from ..io import atomic_write_json
 from .checkpoint import AtomicDir, load_model_tensors, model_tensors, recover_atomic_dirs, rng_json, set_rng_json
-from .config import RESULT_NEUTRAL_FIELDS, check_precision
+from .config import RESULT_NEUTRAL_FIELDS, check_precision, emulated_bf16_note
 from .output_lock import hold_output_dir
 
 CHECKPOINT = "checkpoint"
@@ -330,6 +330,9 @@ class Engine:
         mixed = "no" if precision == "fp32" else precision
         _allow_precision(mixed)
         self.acc = Accelerator(cpu=not on_gpu, mixed_precision=mixed)
+        slow = emulated_bf16_note(precision, on_gpu)
+        if slow and self.acc.is_main_process:
+            print(slow, file=sys.stderr)
         self.out, self.ckpt = Path(output_dir), Path(output_dir) / CHECKPOINT
         # one trainer per folder: refused here when the folder exists, else when begin() creates it
         self.output_lock = hold_output_dir(self.out, create=False) if self.acc.is_main_process else None
