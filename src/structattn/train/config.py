@@ -166,7 +166,7 @@ def emulated_bf16_note(precision: str, on_gpu: bool) -> str | None:
     if torch.cpu._is_avx512_bf16_supported() or torch.cpu._is_amx_tile_supported():
         return None
     return ("structattn: --precision bf16 on this CPU (no avx512_bf16 or AMX instructions) is emulated and slower "
-            "than --precision fp32; it saves memory, not time")
+            "than --precision fp32")
 
 
 def result_fields(cfg: TrainConfig) -> dict[str, Any]:
