@@ -1,11 +1,12 @@
 """Facts about the machine and measurements shared by the benchmark scripts (CPU model, instruction sets,
-peak tensor memory of a step)."""
+peak tensor memory of a step, the process's resident memory)."""
 from __future__ import annotations
 
 import gc
 import json
 import os
 import platform
+import resource
 import tempfile
 
 
@@ -53,6 +54,17 @@ def peak_bytes(fn) -> int:
     # variants' gradients too), so measure from the level just before this step's first allocation.
     start = memory[0]["Total Allocated"] - memory[0]["Bytes"]
     return max(0, *(m["Total Allocated"] - start for m in memory))
+
+
+def rss_bytes() -> int:
+    """This process's resident set size now (Linux: /proc/self/statm)."""
+    with open("/proc/self/statm") as fh:
+        return int(fh.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+
+
+def peak_rss_kib() -> int:
+    """This process's peak resident set size so far, in KiB (what Linux and ``/usr/bin/time -v`` report)."""
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
 
 
 def cpu_description() -> str:

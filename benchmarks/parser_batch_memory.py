@@ -9,16 +9,10 @@ batches of 32 sentences); the six batches with the longest sentences are printed
 from __future__ import annotations
 
 import argparse
-import os
-import resource
 import sys
 import tempfile
 
-
-def rss_bytes() -> int:
-    """This process's resident set size now (Linux: /proc/self/statm)."""
-    with open("/proc/self/statm") as f:
-        return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+from machine import cpu_description, peak_rss_kib, rss_bytes
 
 
 def main(argv=None) -> int:
@@ -45,7 +39,7 @@ def main(argv=None) -> int:
     T.train_parser(ParserConfig(output_dir=out), show_progress=False, stop_after_steps=args.steps)
     for row in sorted(rows, key=lambda r: -r[0])[:6]:
         print("longest %d words, batch %d: RSS %.2f GB before the forward, %.2f GB after it" % row)
-    print(f"peak RSS {resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1e6:.2f} GB (kilobytes / 10^6)")
+    print(f"peak RSS {peak_rss_kib() / 1e6:.2f} GB (kilobytes / 10^6); {cpu_description()}")
     return 0
 
 

@@ -14,15 +14,16 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import resource
 import statistics
 import subprocess
 import sys
 import time
 
+from machine import cpu_description, peak_rss_kib
+
 
 def one_process(batch: int, passes: int, length: int, updates: int) -> dict:
-    """Median seconds per update and peak RSS (GB) of this process."""
+    """Median seconds per update and peak RSS (GiB) of this process."""
     import torch
     from transformers import AutoModelForQuestionAnswering
 
@@ -46,7 +47,7 @@ def one_process(batch: int, passes: int, length: int, updates: int) -> dict:
         opt.zero_grad(set_to_none=True)
         times.append(time.perf_counter() - t0)
     return {"s_per_update": statistics.median(times[1:]),
-            "peak_rss_gb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2 ** 20}
+            "peak_rss_gib": peak_rss_kib() / 2 ** 20}
 
 
 def main(argv=None) -> int:
@@ -73,13 +74,14 @@ def main(argv=None) -> int:
             print(f"round {r + 1}, {args.batch // k} x {k}: {runs[k][-1]}", flush=True)
     threads = os.environ.get("OMP_NUM_THREADS", "torch's default")
     print(f"\n{args.batch} windows of {args.length} tokens per update, OMP_NUM_THREADS={threads}, "
-          f"{args.rounds} processes x {args.updates} updates each")
-    print("| per pass x passes | s per update (median of process medians) | ratio to 1 pass | peak RSS (max) |")
+          f"{args.rounds} processes x {args.updates} updates each; {cpu_description()}")
+    print("| per pass x passes | s per update (median of process medians) | ratio to 1 pass | peak RSS (max, GiB) |")
     print("|---|---|---|---|")
     base = statistics.median(r["s_per_update"] for r in runs[args.passes[0]])
     for k, rs in runs.items():
         s = statistics.median(r["s_per_update"] for r in rs)
-        print(f"| {args.batch // k} x {k} | {s:.2f} | {s / base:.2f}x | {max(r['peak_rss_gb'] for r in rs):.2f} GB |")
+        peak = max(r["peak_rss_gib"] for r in rs)
+        print(f"| {args.batch // k} x {k} | {s:.2f} | {s / base:.2f}x | {peak:.2f} GiB |")
     return 0
 
 

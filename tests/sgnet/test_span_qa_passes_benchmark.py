@@ -15,7 +15,7 @@ def test_each_configuration_is_timed_in_its_own_process_and_tabled():
     assert res.returncode == 0, res.stderr[-3000:]
     rows = [line for line in res.stdout.splitlines() if line.startswith("| 4 x 1 |") or line.startswith("| 2 x 2 |")]
     assert len(rows) == 2 and rows[0].split(" | ")[2] == "1.00x"
-    assert all(line.endswith(" GB |") for line in rows)
+    assert all(line.endswith(" GiB |") for line in rows)   # peak RSS, binary units
 
 
 def test_passes_that_do_not_divide_the_batch_are_refused():

@@ -89,8 +89,8 @@ class TrainConfig(JsonConfig):
 #: test_reading_learns.py and README). Batches: 32 windows (span QA) or 32 questions (multiple choice, 4 options
 #: each) per update, in passes of 8 sequences of 384 tokens, because a pass keeps its attention tensors for the
 #: backward ([batch, heads, 384, 384] floats, several per layer, on a CPU where SDPA with dropout runs its math
-#: path): a span-QA update as one pass of 32 peaked at 7.7 GB and took 31-36 s on one thread, as 4 passes of 8 at
-#: 2.8 GB and 26 s (benchmarks/span_qa_passes.py, docs/reading.md). :func:`config_from_args` applies them to the
+#: path): a span-QA update as one pass of 32 peaked at 7.75 GiB and took 31-36 s on one thread, as 4 passes of 8 at
+#: 2.84 GiB and 26 s (benchmarks/span_qa_passes.py, docs/reading.md). :func:`config_from_args` applies them to the
 #: fields neither a flag nor ``--config`` gives; :meth:`TrainConfig.for_task` does the same in Python.
 READING_DEFAULTS: dict[str, dict[str, Any]] = {
     "span_qa": {"max_length": 384, "stride": 128, "learning_rate": 1e-4, "batch_size": 8, "grad_accum": 4,
