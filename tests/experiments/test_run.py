@@ -87,10 +87,13 @@ def test_precision_dry_run_is_the_recorded_command(driver, capsys):
 
 
 def test_translation_ablation_dry_run_is_the_recorded_command_and_note(driver, capsys):
-    runs = _dry_run(driver, capsys, "translation_ablation")
+    """Each recorded line is the dry run of the recipe under the seed and threads that line was run with."""
     lines = _lines("peers/nmt_recipe_ablation.jsonl")
     assert lines
     for line in lines:
+        threads = line["command"][line["command"].index("--threads") + 1]
+        runs = _dry_run(driver, capsys, "translation_ablation", "--set", f"seed={line['seed']}", "--set",
+                        f"threads={threads}")
         train, record = runs[line["run"]]
         assert train[1:] == line["command"]
         assert record[record.index("--note") + 1] == line["note"]
