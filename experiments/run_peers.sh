@@ -124,6 +124,7 @@ joeynmt() {  # the full run; a second call resumes from the latest checkpoint in
 
 joeynmt_laptop() {  # the recipe cut as our `train-translation --preset laptop`: 800 updates, all warm-up, dev every 200
   local dir=$PEERS/joey-run/laptop cfg=$PEERS/joey-laptop.yaml
+  mkdir -p "$PEERS/joey-run"
   rm -rf "$dir"
   joey_config "$cfg" -e 's#joey-run/multi30k"#joey-run/laptop"#' -e 's#^    updates: 4000#    updates: 800#' \
     -e 's#learning_rate_warmup: 2000#learning_rate_warmup: 800#' -e 's#validation_freq: 500#validation_freq: 200#'

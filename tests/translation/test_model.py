@@ -106,3 +106,57 @@ def test_recipe_fields_at_their_earlier_value_stay_out_of_the_resume_settings():
 
     assert not set(NMT_LATER_FIELDS) & set(TranslationFamily(NMTConfig()).settings())
     assert TranslationFamily(NMTConfig(batching="shuffled")).settings()["batching"] == "shuffled"
+
+
+def test_deepnet_constants_for_four_plus_four_layers_are_the_papers():
+    from structattn.translation.model import deepnet_alpha_beta
+
+    c = deepnet_alpha_beta(4, 4)   # by hand: 0.81 * 1024^(1/16), 12^(1/4), 0.87 * 1024^(-1/16), 48^(-1/4)
+    assert c["alpha"]["encoder"] == pytest.approx(1.2492, abs=1e-4)
+    assert c["alpha"]["decoder"] == pytest.approx(1.8612, abs=1e-4)
+    assert c["beta"]["encoder"] == pytest.approx(0.5641, abs=1e-4)
+    assert c["beta"]["decoder"] == pytest.approx(0.3799, abs=1e-4)
+
+
+def test_deepnet_initialisation_scales_value_output_and_feed_forward_by_beta_only():
+    tok = train_bpe_tokenizer(TEXTS, vocab_size=300)
+    model = build_model(tok, ModelSize(2, 2, 64, 128, 4, 0.1, max_positions=64), seed=3, init="deepnet")
+    beta_dec = 24 ** -0.25                    # (12 M)^(-1/4), M = 2
+    layer = model.get_decoder().layers[0]
+    xavier = math.sqrt(2 / (64 + 64))
+    assert layer.self_attn.q_proj.weight.std().item() == pytest.approx(xavier, rel=0.1)
+    assert layer.encoder_attn.v_proj.weight.std().item() == pytest.approx(beta_dec * xavier, rel=0.1)
+    assert layer.fc1.weight.std().item() == pytest.approx(beta_dec * math.sqrt(2 / (64 + 128)), rel=0.1)
+    assert model.config.to_dict().get("residual_scale") is None   # the weights alone change nothing else
+
+
+def test_deepnet_residual_is_layer_norm_of_alpha_x_plus_branch_and_survives_saving(tmp_path):
+    from transformers import AutoModelForSeq2SeqLM
+
+    from structattn.translation.translator import Translator
+
+    tok = train_bpe_tokenizer(TEXTS, vocab_size=300)
+    model = build_model(tok, ModelSize(2, 2, 32, 64, 4, 0.1, max_positions=32), seed=1, residual="deepnet").eval()
+    alpha = model.config.residual_scale["encoder"]
+    assert alpha == pytest.approx(0.81 * 32 ** (1 / 16))
+    layer = model.get_encoder().layers[1]
+    x = torch.randn(2, 5, 32)
+    with torch.no_grad():
+        got = layer(x, attention_mask=None)
+        got = got[0] if isinstance(got, tuple) else got
+        plain = AutoModelForSeq2SeqLM.from_config(model.config).eval()   # no hooks: the branches as Marian has them
+        plain.load_state_dict(model.state_dict())
+        ref = plain.get_encoder().layers[1]
+        h = ref.self_attn_layer_norm(alpha * x + ref.self_attn(x)[0])
+        want = ref.final_layer_norm(alpha * h + ref.fc2(torch.relu(ref.fc1(h))))
+    assert torch.allclose(got, want, atol=1e-4)
+    model.save_pretrained(tmp_path)
+    tok.save_pretrained(tmp_path)
+    loaded = Translator.load(tmp_path).model
+    assert loaded.config.residual_scale == pytest.approx(model.config.residual_scale)
+    ids = torch.tensor([[5, 6, 7, 2]])
+    with torch.no_grad():
+        assert torch.allclose(loaded(input_ids=ids, decoder_input_ids=ids).logits,
+                              model(input_ids=ids, decoder_input_ids=ids).logits, atol=1e-5)
+    with pytest.raises(Exception, match="unknown residual"):
+        build_model(tok, ModelSize(1, 1, 32, 64, 4, 0.3, max_positions=32), residual="rezero")

@@ -39,7 +39,8 @@ NMT_FIELD_HELP = {
 
 def add_parser(sub) -> None:
     from ..config_io import add_dataclass_arguments
-    from ..translation.model import SIZES, VARIANTS
+    from ..translation.data import TRAINING_BATCHES
+    from ..translation.model import INITIALISATIONS, RESIDUALS, SIZES, VARIANTS
     from ..tasks.multi30k import TEST_SPLITS
     from ..train.config import PRECISIONS
     from ..translation.trainer import NMT_PRESETS, NMTConfig
@@ -53,7 +54,8 @@ def add_parser(sub) -> None:
     add_dataclass_arguments(p, NMTConfig, NMT_PRESETS, flag_names={"warmup": "warmup_steps"},
                             descriptions=NMT_FIELD_HELP,
                             choices={"variant": list(VARIANTS), "size": list(SIZES), "gate": ("token", "head", "none"),
-                                     "precision": PRECISIONS, "test_splits": TEST_SPLITS})
+                                     "precision": PRECISIONS, "test_splits": TEST_SPLITS, "init": list(INITIALISATIONS),
+                                     "residual": RESIDUALS, "batching": list(TRAINING_BATCHES)})
     p.add_argument("--no-progress", action="store_true", help="no progress bar (one line per evaluation stays)")
     p.set_defaults(func=run)
 

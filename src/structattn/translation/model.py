@@ -76,14 +76,15 @@ def variant_mechanism(variant: str, **overrides: Any):
 
 
 def build_model(tokenizer, size: str | ModelSize = "tiny", variant: str = "transformer", seed: int = 0, *,
-                init: str = "fairseq", embedding_dropout: float | None = None, attention_dropout: float = 0.0,
-                activation_dropout: float = 0.0, **mechanism_options: Any):
+                init: str = "fairseq", residual: str = "plain", embedding_dropout: float | None = None,
+                attention_dropout: float = 0.0, activation_dropout: float = 0.0, **mechanism_options: Any):
     """A fresh ``MarianMTModel`` for ``tokenizer``'s vocabulary with ``variant``'s mechanism installed.
 
     The stock attention is SDPA; every variant other than ``transformer`` runs through structattn's
     attention function in the encoder layers it names (others stay stock).
 
-    ``init`` names an entry of :data:`INITIALISATIONS`. Dropout: the size's ``dropout`` on every residual branch;
+    ``init`` names an entry of :data:`INITIALISATIONS`, ``residual`` one of :data:`RESIDUALS` (``deepnet``: each
+    sublayer's residual weighted as in DeepNet, recorded in the config and restored on loading). Dropout: the size's ``dropout`` on every residual branch;
     ``embedding_dropout`` on the summed word and position embeddings (None: the size's, as Marian applies it),
     ``attention_dropout`` on the attention probabilities and ``activation_dropout`` after the feed-forward ReLU
     (Joey NMT's Transformer: 0, the size's, the size's).
@@ -109,9 +110,14 @@ def build_model(tokenizer, size: str | ModelSize = "tiny", variant: str = "trans
         tie_word_embeddings=True, init_std=dims.d_model ** -0.5)
     if init not in INITIALISATIONS:
         raise UserError(f"unknown initialisation {init!r}; valid: {', '.join(INITIALISATIONS)}")
+    if residual not in RESIDUALS:
+        raise UserError(f"unknown residual weighting {residual!r}; valid: {', '.join(RESIDUALS)}")
+    if residual == "deepnet":
+        config.residual_scale = deepnet_alpha_beta(dims.encoder_layers, dims.decoder_layers)["alpha"]
     torch.manual_seed(seed)
     model = MarianMTModel(config)
     INITIALISATIONS[init](model)
+    apply_residual_scale(model)
     if embedding_dropout is not None:  # Marian's encoder and decoder use their own `dropout` on the embeddings only
         model.model.encoder.dropout = model.model.decoder.dropout = embedding_dropout
     # Marian keeps a final_logits_bias buffer; it is not trained and stays 0.
@@ -135,6 +141,7 @@ def untrained_like(model, seed: int = 0):
     torch.manual_seed(seed)
     fresh = type(model)(config)
     fairseq_initialisation(fresh)
+    apply_residual_scale(fresh)
     mechanism = mechanism_of(model)
     if mechanism is not None:
         apply_mechanism(fresh, mechanism)
@@ -186,8 +193,81 @@ def xavier_normal_initialisation(model) -> None:
             embeddings.weight[embeddings.padding_idx].zero_()
 
 
+def deepnet_alpha_beta(encoder_layers: int, decoder_layers: int) -> dict[str, dict[str, float]]:
+    """DeepNet's constants for an N-layer encoder and M-layer decoder (Wang et al. 2022, "DeepNet: Scaling
+    Transformers to 1,000 Layers", encoder-decoder case), as Joey NMT applies them with ``initializer:
+    xavier_normal``: the residual weight alpha and the initialisation gain beta, per stack.
+    4 + 4 layers: alpha 1.249 / 1.861, beta 0.564 / 0.380 (encoder / decoder)."""
+    n, m = encoder_layers, decoder_layers
+    return {"alpha": {"encoder": 0.81 * (n ** 4 * m) ** (1 / 16), "decoder": (3 * m) ** (1 / 4)},
+            "beta": {"encoder": 0.87 * (n ** 4 * m) ** (-1 / 16), "decoder": (12 * m) ** (-1 / 4)}}
+
+
+#: the sublayers whose output is added to a residual in a Marian layer (self-attention, cross-attention, the
+#: feed-forward's second linear), and the weights DeepNet draws with gain beta (value and output projections,
+#: both feed-forward linears)
+_RESIDUAL_BRANCHES = ("self_attn", "encoder_attn", "fc2")
+_DEEPNET_BETA_WEIGHTS = ("v_proj", "out_proj", "fc1", "fc2")
+
+
+def deepnet_initialisation(model) -> None:
+    """Joey NMT's Transformer initialisation with ``initializer: xavier_normal`` (which also turns on the DeepNet
+    residual weights: ``residual="deepnet"``): Xavier-normal matrices, gain beta (:func:`deepnet_alpha_beta`) for
+    the value and output projections and the feed-forward layers of each stack and gain 1 for the query and key
+    projections; Xavier-normal shared embeddings with a zero padding row; zero biases."""
+    import torch
+    from torch import nn
+
+    c = model.config
+    beta = deepnet_alpha_beta(c.encoder_layers, c.decoder_layers)["beta"]
+    with torch.no_grad():
+        for name, module in model.named_modules():
+            if isinstance(module, nn.Linear) and module is not model.get_output_embeddings():
+                stack = "decoder" if ".decoder." in f".{name}" else "encoder"
+                gain = beta[stack] if name.endswith(_DEEPNET_BETA_WEIGHTS) else 1.0
+                nn.init.xavier_normal_(module.weight, gain=gain)
+                if module.bias is not None:
+                    module.bias.zero_()
+        embeddings = model.get_input_embeddings()
+        nn.init.xavier_normal_(embeddings.weight)
+        if embeddings.padding_idx is not None:
+            embeddings.weight[embeddings.padding_idx].zero_()
+
+
+def _scale_branch(factor: float):
+    """Forward hook multiplying a residual branch's output (a tensor, or an attention's (output, weights)) by
+    ``factor``."""
+    def hook(module, args, output):
+        if isinstance(output, tuple):
+            return (output[0] * factor, *output[1:])
+        return output * factor
+    return hook
+
+
+def apply_residual_scale(model) -> None:
+    """Give the model the residual weights its config records (``config.residual_scale``: alpha per stack; none:
+    plain residuals). A post-norm layer computes LN(alpha x + F(x)); since LayerNorm ignores a positive factor,
+    that is LN(x + F(x) / alpha) (up to LayerNorm's epsilon), so a forward hook divides each residual branch's
+    output by alpha and the weights and their names stay Marian's. Idempotent (earlier hooks are replaced)."""
+    scale = getattr(model.config, "residual_scale", None)
+    for handle in getattr(model, "_structattn_residual_hooks", ()):
+        handle.remove()
+    model._structattn_residual_hooks = handles = []
+    if not scale:
+        return
+    for stack in ("encoder", "decoder"):
+        for layer in getattr(model.model, stack).layers:
+            for branch in _RESIDUAL_BRANCHES:
+                if hasattr(layer, branch):
+                    handles.append(getattr(layer, branch).register_forward_hook(_scale_branch(1 / scale[stack])))
+
+
 #: ``build_model(init=...)`` / ``train-translation --init``: how a fresh model's weights are drawn
-INITIALISATIONS = {"fairseq": fairseq_initialisation, "xavier_normal": xavier_normal_initialisation}
+INITIALISATIONS = {"fairseq": fairseq_initialisation, "xavier_normal": xavier_normal_initialisation,
+                   "deepnet": deepnet_initialisation}
+
+#: ``build_model(residual=...)`` / ``train-translation --residual``: plain residuals, or DeepNet's weights alpha
+RESIDUALS = ("plain", "deepnet")
 
 
 def size_of(model) -> dict[str, Any]:

@@ -74,7 +74,8 @@ class NMTConfig(JsonConfig):
     label_smoothing: float = 0.1
     clip_norm: float = 0.0  # 0 = no clipping
     adam_eps: float = 1e-9  # Adam's epsilon (Joey NMT and torch: 1e-8)
-    init: str = "fairseq"  # fresh weights: fairseq (Xavier-uniform matrices, N(0, d^-1/2) embeddings) | xavier_normal
+    init: str = "fairseq"  # fresh weights: fairseq (Xavier-uniform matrices, N(0, d^-1/2) embeddings) | xavier_normal | deepnet
+    residual: str = "plain"  # residual connections: plain, or deepnet (each branch weighted as Joey NMT's xavier_normal)
     batching: str = "length"  # length (pairs sorted by length, then packed) | shuffled (packed in a random order)
     embedding_dropout: float | None = None  # dropout on word + position embeddings; none = the size's dropout
     attention_dropout: float = 0.0  # dropout on the attention probabilities
@@ -97,7 +98,7 @@ class NMTConfig(JsonConfig):
 
     def model_options(self) -> dict[str, Any]:
         """What :func:`~structattn.translation.model.build_model` takes besides the size and variant."""
-        return {"init": self.init, "embedding_dropout": self.embedding_dropout,
+        return {"init": self.init, "residual": self.residual, "embedding_dropout": self.embedding_dropout,
                 "attention_dropout": self.attention_dropout, "activation_dropout": self.activation_dropout,
                 **self.mechanism_options()}
 
@@ -118,8 +119,8 @@ TRANSLATION_ORDER_STRIDE = 100_003
 
 #: Recipe options added after runs were recorded, with the value every earlier run had (train.config.LATER_FIELDS):
 #: left out of ``settings.json`` at that value, so a run folder of an earlier version still resumes.
-NMT_LATER_FIELDS = {"adam_eps": 1e-9, "init": "fairseq", "batching": "length", "embedding_dropout": None,
-                    "attention_dropout": 0.0, "activation_dropout": 0.0}
+NMT_LATER_FIELDS = {"adam_eps": 1e-9, "init": "fairseq", "residual": "plain", "batching": "length",
+                    "embedding_dropout": None, "attention_dropout": 0.0, "activation_dropout": 0.0}
 
 
 # ---------------------------------------------------------------------------------------------- data

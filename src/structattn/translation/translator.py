@@ -45,6 +45,7 @@ class Translator:
 
         from ..models.encoder import from_pretrained
         from ..models.trained import resolve
+        from .model import apply_residual_scale
 
         folder = resolve(folder, "translator")  # a folder, or a shipped model's name (structattn.models.trained)
         if not folder.exists():
@@ -60,6 +61,7 @@ class Translator:
             from transformers import AutoModelForSeq2SeqLM
 
             model = AutoModelForSeq2SeqLM.from_pretrained(str(folder))
+        apply_residual_scale(model)
         return cls(model.eval(), AutoTokenizer.from_pretrained(str(folder)), parser_name)
 
     @property
