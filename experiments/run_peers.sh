@@ -109,6 +109,7 @@ joeynmt_smoke() {
 
 joeynmt() {  # the full run; a second call resumes from the latest checkpoint into joey-run/multi30k-resumeN
   local dir=$PEERS/joey-run/multi30k cfg=$PEERS/joey-multi30k.yaml
+  mkdir -p "$PEERS/joey-run"
   if [ -e "$dir/latest.ckpt" ]; then
     local n=1; while [ -d "$dir-resume$n" ]; do n=$((n + 1)); done
     local last=$dir; [ $n -gt 1 ] && last=$dir-resume$((n - 1))
