@@ -384,7 +384,10 @@ def cpu_timed(fn) -> tuple[float, float]:
 
 
 class OverheadRunner(Runner):
-    """A :class:`Runner` whose model may be ``torch.compile``d; adds forward + backward without the optimizer."""
+    """A :class:`Runner` whose model may be ``torch.compile``d; adds forward + backward without the optimizer.
+    The model's train/eval mode is set before a workload is timed (:meth:`set_mode`), not inside the timed call:
+    ``model.train()`` walks every submodule, a cost of the call site, not of the step, and larger for a model
+    with more modules (the mechanism adds one gate per layer)."""
 
     def __init__(self, label: str, model, ids, att, masks, compiled: bool):
         import torch
@@ -394,10 +397,24 @@ class OverheadRunner(Runner):
         if compiled:
             self.model = torch.compile(model, dynamic=False)
 
+    def set_mode(self, workload: str) -> None:
+        self.plain.train(workload != "infer")
+
+    def train_step(self) -> None:
+        out = self.model(**self.kw, labels=self.labels)
+        out.loss.backward()
+        self.opt.step()
+        self.opt.zero_grad(set_to_none=True)
+
     def forward_backward(self) -> None:
-        self.model.train()
         self.model(**self.kw, labels=self.labels).loss.backward()
         self.plain.zero_grad(set_to_none=True)
+
+    def infer(self) -> None:
+        import torch
+
+        with torch.inference_mode():
+            self.model(**self.kw)
 
 
 def overhead_run(args):
@@ -424,17 +441,22 @@ def overhead_run(args):
             started = time.perf_counter()
             for n in cell_names:   # warm-up (and, compiled, the compilation of the train and inference graphs)
                 for _ in range(3):
-                    for method in workloads.values():
+                    for w, method in workloads.items():
+                        runners[n].set_mode(w)
                         getattr(runners[n], method)()
             warm = time.perf_counter() - started
             cpu = {n: {w: [] for w in workloads} for n in cell_names}
             ratios = {n: {w: [] for w in workloads} for n in cell_names}
             wall_ratios = {n: {w: [] for w in workloads} for n in cell_names}
             stock = runners["stock sdpa"]
+            gc.collect()
+            gc.disable()   # as timeit does: a collection triggered by one model's garbage would land in another's time
             for rep in range(args.reps):
                 others = [n for n in cell_names if n != "stock sdpa"]
                 others = others[rep % len(others):] + others[:rep % len(others)]
                 for w, method in workloads.items():
+                    for runner in runners.values():
+                        runner.set_mode(w)
                     before = cpu_timed(getattr(stock, method))
                     cpu["stock sdpa"][w].append(before[0])
                     for n in others:
@@ -445,6 +467,7 @@ def overhead_run(args):
                         ratios[n][w].append(t[0] / ((before[0] + after[0]) / 2))
                         wall_ratios[n][w].append(t[1] / ((before[1] + after[1]) / 2))
                         before = after
+            gc.enable()
             key = f"{batch}x{seq} {mode}"
             raw[key] = {"cpu_times": cpu, "ratios": ratios, "wall_ratios": wall_ratios, "warmup_s": warm}
             print(f"[{key}] warm-up {warm:.0f} s; " + ", ".join(
@@ -609,7 +632,9 @@ def overhead_report(args, command, alloc, device, encoder, table, started, load_
         "include the compilation in mode `compiled`); time = the thread's CPU time of one call; ratio = median over "
         "repetitions of variant / mean of the stock (HF sdpa) runs just before and after it (S V1 S V2 S ...), "
         "[25th-75th percentile] in brackets; wall-clock ratios in the JSON. Train step = forward + backward + "
-        "AdamW, attention dropout 0.1. Compiled: torch.compile(model, dynamic=False), inductor, for the stock model "
+        "AdamW, attention dropout 0.1; the model's train/eval mode is set before each workload's timed calls, not "
+        "inside them, and Python's garbage collector is off while they run (as timeit does). "
+        "Compiled: torch.compile(model, dynamic=False), inductor, for the stock model "
         f"and {compiled}, in cells {', '.join(args.compiled_cells)}.",
         "",
         table,

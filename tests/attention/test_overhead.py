@@ -58,6 +58,76 @@ def test_mechanism_layers_dispatch_at_most_their_budget_of_operators(layers, tra
     assert got["aten::randint"] == (1 if train else 0)   # one dropout seed per step, not one per layer
 
 
+def test_later_layers_compute_the_gate_inside_the_kernel_at_inference(batch):
+    """At inference the first mechanism layer of a step runs the gate's operators and the checked kernel; the later
+    layers reuse its masks and call the fused kernel with the hidden states and gate weights (one call each): one
+    linear and one sigmoid per forward, whatever the number of layers. With gradients every layer runs its gate."""
+    require_fused()
+    for layers in (2, 4):
+        stock = tiny_model(num_hidden_layers=layers)
+        model = apply_mechanism(copy.deepcopy(stock), "sla", kernel="fused")
+        stock_linears = _aten_ops(stock, batch, False)["aten::linear"]
+        ops = _aten_ops(model, batch, False, structure_mask=batch[2])
+        assert ops["aten::sigmoid"] == ops["aten::linear"] - stock_linears == 1, dict(ops)
+        ops = _aten_ops(model, batch, True, structure_mask=batch[2])
+        assert ops["aten::sigmoid"] == ops["aten::linear"] - stock_linears == layers
+
+
+@pytest.mark.parametrize("grad", [False, True], ids=["inference", "train"])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+def test_planned_layers_give_what_every_layer_checked_gives(grad, dtype, batch):
+    """The per-step plan (later layers skip checks, reuse masks and, at inference, compute the gate in the kernel)
+    changes no result: a recording (which turns the plan off) gives the same output and gradients up to
+    rounding."""
+    from structattn.attention import record
+
+    require_fused()
+    ids, att, mask = batch
+    model = apply_mechanism(tiny_model(num_hidden_layers=3), "sla", kernel="fused").to(dtype)
+    results = []
+    for recording in (False, True):
+        model.zero_grad(set_to_none=True)
+        with torch.set_grad_enabled(grad):
+            if recording:
+                with record(model) as rec:
+                    out = model(input_ids=ids, attention_mask=att, structure_mask=mask).last_hidden_state
+                assert len(rec.gates) == 3
+            else:
+                out = model(input_ids=ids, attention_mask=att, structure_mask=mask).last_hidden_state
+            if grad:
+                out.square().sum().backward()
+        grads = [p.grad.clone() for p in model.parameters() if p.grad is not None] if grad else []
+        results.append((out.detach(), grads))
+    tol = 1e-5 if dtype == torch.float32 else 1e-12
+    torch.testing.assert_close(results[0][0], results[1][0], rtol=tol, atol=tol)
+    for a, b in zip(results[0][1], results[1][1]):
+        torch.testing.assert_close(a, b, rtol=tol * 10, atol=tol * 10)
+
+
+def test_kernel_gate_equals_the_gate_module():
+    """The fused kernel's own gate (inference) is sigmoid(W h + b) of StructureGate, per token and per head, with
+    and without a bias, and its output the kernel's output for that gate."""
+    from structattn.attention.gate import StructureGate
+
+    require_fused()
+    g = torch.Generator().manual_seed(1)
+    b, h, n, d, hidden_size = 2, 4, 9, 8, 32
+    q, k, v = (torch.randn(b, h, n, d, generator=g) for _ in range(3))
+    hidden = torch.randn(b, n, hidden_size, generator=g)
+    local = (torch.rand(b, 1, n, n, generator=g) < 0.4) | torch.eye(n, dtype=torch.bool)
+    base = torch.ones(b, 1, n, n, dtype=torch.bool)
+    base[1, :, :, 7:] = False
+    for gates, bias in ((1, True), (h, False)):
+        module = StructureGate(hidden_size, gates, bias=bias, init_std=0.3)
+        with torch.no_grad():
+            want = kernels.fused_unchecked(q, k, v, local, module(hidden), base, scale=0.3, dropout_p=0.0)
+            got = kernels.fused_gated_inference(q, k, v, local, base, hidden, module.weight, module.bias, scale=0.3)
+            gate = kernels._native_extension().mixed_forward_gated(q, k, v, base, local, hidden, module.weight,
+                                                                   module.bias, 0.3)[1]
+        torch.testing.assert_close(gate, module(hidden).detach(), rtol=1e-5, atol=1e-6)
+        torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-6)
+
+
 def test_per_step_masks_are_made_once_for_all_layers(batch):
     """The structure mask's conversion (int -> bool, [b, n, m] -> [b, 1, n, m]) and the eager base model's
     additive mask -> bool run once per forward, whatever the number of layers."""

@@ -12,8 +12,9 @@ from ..errors import UserError
 from .biased import biased_attention, reference_biased_attention
 from .eager import derive_seed, draw_seed
 from .gate import StructureGate
-from .kernels import (KERNELS, UNCHECKED_KERNELS, finite_min, get_kernel, local_pattern, reference_mixed_attention,
-                      two_pass_mixed_attention)
+from .eager import eager_call
+from .kernels import (GATED_INFERENCE_KERNELS, KERNELS, UNCHECKED_KERNELS, finite_min, get_kernel, local_pattern,
+                      reference_mixed_attention, two_pass_mixed_attention)
 from .masks import step_bool_mask, step_local_mask
 from .names import CONCAT_ATTR, GATE_ATTR, GAUSSIAN_ATTR, HIDDEN_KW
 from .recording import record_call
@@ -37,6 +38,42 @@ def _stock_attend(module: nn.Module, base_fn: Callable, base_name: str, attentio
         out, _ = base_fn(module, q, k, v, fmt, dropout=dropout_p, scaling=scaling, **kwargs)
         return out.transpose(1, 2)
     return attend
+
+
+class _StepPlan:
+    """What the later mechanism layers of one model call reuse when the first one ran a custom-op kernel
+    (``fused``, ``triton``) with a gate and nothing recorded: the checked masks, the unchecked kernel and the
+    inputs it was made for. A layer whose call matches (the same ``structure_mask`` and padding-mask tensors,
+    unchanged; the same query and key shapes, dtype and device) runs its gate and the kernel and nothing else.
+    Never made inside a compiled graph, for a layer called on its own, or while gates, probabilities or a
+    forced gate are asked for."""
+
+    __slots__ = ("structure", "version", "attention_mask", "q_shape", "k_shape", "dtype", "device", "kernel",
+                 "local", "base", "gated_inference")
+
+    def __init__(self, structure, attention_mask, query, key, hidden, kernel: str, local, base):
+        self.structure, self.attention_mask = structure, attention_mask
+        self.version = structure._version if isinstance(structure, torch.Tensor) else None
+        self.q_shape, self.k_shape, self.dtype, self.device = query.shape, key.shape, query.dtype, query.device
+        self.kernel, self.local, self.base = UNCHECKED_KERNELS[kernel], local, base
+        # the kernel computes the gate itself at inference: plain tensors, one real dtype for all inputs
+        gated = GATED_INFERENCE_KERNELS.get(kernel)
+        same = (query.dtype in (torch.float32, torch.float64) and key.dtype is query.dtype
+                and hidden is not None and hidden.dtype is query.dtype)
+        self.gated_inference = gated if same and eager_call(query, key, hidden, local, base) else None
+
+    def fits(self, structure, attention_mask, query: torch.Tensor, key: torch.Tensor) -> bool:
+        return (structure is self.structure and attention_mask is self.attention_mask
+                and (self.version is None or structure._version == self.version)
+                and query.shape == self.q_shape and key.shape == self.k_shape and query.dtype is self.dtype
+                and query.device == self.device)
+
+
+def _plannable(rt: Runtime, want_probs: bool) -> bool:
+    """Whether this step's later layers may take the plan: a gated custom-op kernel inside a model call, with
+    nothing to record and no forced gate, outside a compiled graph."""
+    return (rt.step.open and not want_probs and rt.gate_override is None and not rt.recorders
+            and not (rt.output_gates and rt.output_gates[-1] is not None) and not torch.compiler.is_compiling())
 
 
 def _dispatch(rt: Runtime, module: nn.Module, stock_attend: Callable[[], Callable], query: torch.Tensor,
@@ -151,19 +188,34 @@ def structattn_attention(module: nn.Module, query: torch.Tensor, key: torch.Tens
     hidden = kwargs.pop(HIDDEN_KW, None)
     structure = kwargs.pop("structure_mask", None)
     rt: Optional[Runtime] = getattr(module, "_structattn_rt", None)
+    plan = rt.step.plan if rt is not None else None
+    if (plan is not None and module.__dict__.get("_structattn_active") and not kwargs.get("output_attentions")
+            and plan.fits(structure, attention_mask, query, key)):
+        # a later layer of a planned step: its gate and the kernel (the first layer checked everything else)
+        scale = query.shape[-1] ** -0.5 if scaling is None else scaling
+        if plan.gated_inference is not None and dropout == 0.0 and hidden is not None and not torch.is_grad_enabled():
+            gate_module = module._modules[GATE_ATTR]   # the gate inside the kernel: one call for the layer
+            out = plan.gated_inference(query, key, value, plan.local, plan.base, hidden, gate_module.weight,
+                                       gate_module.bias, scale=scale)
+        else:
+            gate = _gate_values(rt, module, hidden)
+            seed = _dropout_seed(rt, module) if dropout > 0.0 else None
+            out = plan.kernel(query, key, value, plan.local, gate, plan.base, scale=scale, dropout_p=dropout,
+                              seed=seed)
+        return out.transpose(1, 2).contiguous(), None
     if rt is None or not getattr(module, "_structattn_active", False):
         base_name = rt.mechanism.base if rt is not None else config_base(getattr(module, "config", None))
         return stock_function(module, base_name)(module, query, key, value, attention_mask, dropout=dropout,
                                                  scaling=scaling, **kwargs)
     base_name = rt.mechanism.base
-    base_fn = rt.base_function(module, base_name)
     want_weights = bool(kwargs.pop("output_attentions", False))  # the stock SDPA wrapper would only warn
-    want_probs = want_weights or any(r.want_attentions for r in rt.recorders)
+    want_probs = want_weights or (bool(rt.recorders) and any(r.want_attentions for r in rt.recorders))
     base_bool = step_bool_mask(rt, attention_mask)
     scale = query.shape[-1] ** -0.5 if scaling is None else scaling
 
     def stock_attend() -> Callable:
-        return _stock_attend(module, base_fn, base_name, attention_mask, base_bool, scaling, kwargs)
+        return _stock_attend(module, rt.base_function(module, base_name), base_name, attention_mask, base_bool,
+                             scaling, kwargs)
 
     probs = None
     if not rt.mechanism.has_gate:
@@ -174,9 +226,13 @@ def structattn_attention(module: nn.Module, query: torch.Tensor, key: torch.Tens
         local = step_local_mask(rt, structure, query.shape[0], query.shape[2], key.shape[2], query.device)
         gate = _gate_values(rt, module, hidden)
         if rt.gate_override == 0.0:  # force_gate(model, 0): the stock call alone
-            out, _ = base_fn(module, query, key, value, attention_mask, dropout=dropout, scaling=scaling, **kwargs)
+            out, _ = rt.base_function(module, base_name)(module, query, key, value, attention_mask, dropout=dropout,
+                                                         scaling=scaling, **kwargs)
         else:
             out = _dispatch(rt, module, stock_attend, query, key, value, local, gate, base_bool, scale, dropout)
+            kernel = rt.kernel_for(query.device)
+            if kernel in UNCHECKED_KERNELS and _plannable(rt, want_probs):
+                rt.step.plan = _StepPlan(structure, attention_mask, query, key, hidden, kernel, local, base_bool)
         if want_probs:
             with torch.no_grad():
                 probs = reference_mixed_attention(query, key, value, local, gate, base_bool, scale=scale)[1]

@@ -13,17 +13,22 @@ from .runtime import GateRecord, Runtime
 
 
 def gate_pre_hook(module: nn.Module, args: tuple, kwargs: dict) -> None:
-    """Forward pre-hook of a mechanism layer: checks that the model still runs ``"structattn"`` and, for
+    """Forward pre-hook of a mechanism layer: checks that the model still runs ``"structattn"`` (once per step:
+    the layers of one model call share their config; a layer called on its own checks on every call) and, for
     ``mix="gate"``, hands the layer's input hidden states [b, n, H] to the attention function (keyword
     :data:`~structattn.attention.names.HIDDEN_KW`), which computes the gate from them. It edits the call's own
     keyword dict (a new one per call) instead of returning a copy."""
-    impl = module.config._attn_implementation
-    if impl != ATTENTION_NAME:
-        raise UserError(f"the attention implementation of this model was changed to {impl!r} after structattn "
-                        f"installed mechanism {module._structattn_rt.mechanism.name!r}: structure-aware attention "
-                        f"would silently be off. Call model.set_attn_implementation('{ATTENTION_NAME}') or "
-                        "structattn.remove_mechanism(model)")
-    if module._structattn_rt.mechanism.has_gate:
+    rt: Runtime = module._structattn_rt
+    step = rt.step
+    if not step.implementation_checked:
+        impl = module.config._attn_implementation
+        if impl != ATTENTION_NAME:
+            raise UserError(f"the attention implementation of this model was changed to {impl!r} after structattn "
+                            f"installed mechanism {rt.mechanism.name!r}: structure-aware attention would silently "
+                            f"be off. Call model.set_attn_implementation('{ATTENTION_NAME}') or "
+                            "structattn.remove_mechanism(model)")
+        step.implementation_checked = step.open
+    if rt.mechanism.has_gate:
         kwargs[HIDDEN_KW] = args[0] if args else kwargs["hidden_states"]
 
 
@@ -44,7 +49,8 @@ def model_post_hook(model: nn.Module, args: tuple, kwargs: dict, output: Any):
     """Top-level forward hook: ends the step (its masks are freed) and attaches ``gates`` (a tuple) to the output
     when they were requested."""
     rt: Runtime = model._structattn_rt
-    rt.step.open = False
+    rt.step.open = rt.step.implementation_checked = False
+    rt.step.plan = None
     rt.step.entries.clear()
     rec = rt.output_gates.pop() if rt.output_gates else None
     if rec is not None:

@@ -391,24 +391,50 @@ def fused_unchecked(q: Tensor, k: Tensor, v: Tensor, local: Tensor, gate: Tensor
     """:func:`fused_mixed_attention` without its checks, for callers that checked the masks and the kernel's
     availability once per step (the model integration): ``scale`` a float, ``seed`` an int or an int64 scalar
     tensor. Eager calls go through :class:`_NativeFunction` (or straight to the C++ forward when no gradient is
-    needed); traced ones through the custom op."""
+    needed); traced ones through the custom op. Written for a layer's host time (the integration calls it in
+    every layer): no helper calls on the eager path beyond the checks it needs."""
     dtype = q.dtype
-    ct = _COMPUTE_DTYPE.get(dtype, torch.float32)
-    seed = _seed_or_draw(seed, dropout_p)
-    if not dtype == k.dtype == v.dtype == ct:
+    ct = torch.float64 if dtype is torch.float64 else torch.float32   # _COMPUTE_DTYPE
+    if seed is None:
+        seed = _seed_or_draw(None, dropout_p)
+    if k.dtype is not ct or v.dtype is not ct or dtype is not ct:
         q, k, v = q.to(ct), k.to(ct), v.to(ct)
-    qf, kf, vf, local = _unit_last(q), _unit_last(k), _unit_last(v), _unit_last(local)
-    base = None if base is None else _unit_last(base)
-    gate = gate if gate.dtype == ct else gate.to(ct)
-    gate = gate if gate.is_contiguous() else gate.contiguous()
-    if eager_call(qf, kf, vf, base, local, gate) and not isinstance(seed, Tensor):
-        if needs_grad(qf, kf, vf, gate):
-            out = _NativeFunction.apply(qf, kf, vf, base, local, gate, scale, dropout_p, seed)
+    if q.stride(-1) != 1:
+        q = q.contiguous()
+    if k.stride(-1) != 1:
+        k = k.contiguous()
+    if v.stride(-1) != 1:
+        v = v.contiguous()
+    if local.stride(-1) != 1:
+        local = local.contiguous()
+    if base is not None and base.stride(-1) != 1:
+        base = base.contiguous()
+    if gate.dtype is not ct:
+        gate = gate.to(ct)
+    if not gate.is_contiguous():
+        gate = gate.contiguous()
+    if not isinstance(seed, Tensor) and eager_call(q, k, v, base, local, gate):
+        if needs_grad(q, k, v, gate):
+            out = _NativeFunction.apply(q, k, v, base, local, gate, scale, dropout_p, seed)
         else:
-            out = _native_extension().mixed_forward(qf, kf, vf, base, local, gate, scale, dropout_p, seed)[0]
+            out = _native_extension().mixed_forward(q, k, v, base, local, gate, scale, dropout_p, seed)[0]
     else:
-        out = _native_forward(qf, kf, vf, base, local, gate, scale, dropout_p, seed_tensor(seed))[0]
-    return out if dtype == ct else out.to(dtype)
+        out = _native_forward(q, k, v, base, local, gate, scale, dropout_p, seed_tensor(seed))[0]
+    return out if dtype is ct else out.to(dtype)
+
+
+def fused_gated_inference(q: Tensor, k: Tensor, v: Tensor, local: Tensor, base: Optional[Tensor], hidden: Tensor,
+                          weight: Tensor, bias: Optional[Tensor], *, scale: float) -> Tensor:
+    """The fused kernel with the gate g = sigmoid(W h + b) computed inside it from the layer's hidden states
+    h [b, n, H] and the gate's ``weight`` [G, H] and ``bias`` [G] (or None): one call instead of the gate's three
+    operators and the kernel's, for eager inference (no gradient, no dropout). q, k, v [b, h, n|m, d], hidden
+    and the gate's parameters all float32 or all float64; masks checked by the caller. Returns out [b, h, n, d]
+    (a view of a [b, n, h, d] buffer), equal to :func:`fused_unchecked` with that gate up to rounding."""
+    return _native_extension().mixed_forward_gated(q, k, v, base, local, hidden, weight, bias, scale)[0]
+
+
+#: Kernels that can compute the gate themselves at inference (dispatch's per-step plan uses them).
+GATED_INFERENCE_KERNELS: dict[str, Callable[..., Tensor]] = {"fused": fused_gated_inference}
 
 
 def dropout_keep_mask(b: int, h: int, n: int, m: int, dropout_p: float, seed: int) -> Tensor:

@@ -66,7 +66,7 @@ from ..errors import UserError
 
 _SOURCE_FILE = Path(__file__).with_name("mixed_attention.cpp")
 
-_FUNCTIONS = ["mixed_forward", "mixed_backward", "dropout_keep", "probe"]
+_FUNCTIONS = ["mixed_forward", "mixed_forward_gated", "mixed_backward", "dropout_keep", "probe"]
 _TORCH_LOCK = "lock"   # the FileBaton torch's cpp_extension creates in the build folder while it builds
 LOCK_TIMEOUT_S = 600.0  # default wait for another process's build (STRUCTATTN_NATIVE_LOCK_TIMEOUT overrides)
 # measured: `python -m structattn.attention.build_kernel` on a 2-core AMD EPYC with other work beside it, torch 2.13

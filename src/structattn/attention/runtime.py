@@ -49,10 +49,14 @@ class Step:
         self.open = False          # between the model's pre-hook and its forward hook
         self.seed = None           # dropout seed of the step: an int, or an int64 tensor in a compiled graph
         self.seed_per_layer = False  # gradient checkpointing: each layer draws its own seed (dispatch._dropout_seed)
+        self.implementation_checked = False  # the model still runs "structattn" (hooks.gate_pre_hook)
+        self.plan = None           # what later layers reuse (dispatch._StepPlan), made by the first layer
         self.entries: dict[tuple, tuple] = {}
 
     def start(self, seed_per_layer: bool) -> None:
         self.open, self.seed, self.seed_per_layer = True, None, seed_per_layer
+        self.implementation_checked = False
+        self.plan = None
         self.entries.clear()
 
     def cached(self, key: tuple, sources: tuple, build: Callable[[], Any]) -> Any:
