@@ -13,8 +13,8 @@ from .biased import biased_attention, reference_biased_attention
 from .eager import derive_seed, draw_seed
 from .gate import StructureGate
 from .eager import eager_call
-from .kernels import (GATED_INFERENCE_KERNELS, KERNELS, UNCHECKED_KERNELS, finite_min, get_kernel, local_pattern,
-                      reference_mixed_attention, two_pass_mixed_attention)
+from .kernels import (GATED_INFERENCE_KERNELS, KERNEL_CHECKS, KERNELS, UNCHECKED_KERNELS, finite_min, get_kernel,
+                      local_pattern, reference_mixed_attention, two_pass_mixed_attention)
 from .masks import step_bool_mask, step_local_mask
 from .names import CONCAT_ATTR, GATE_ATTR, GAUSSIAN_ATTR, HIDDEN_KW
 from .recording import record_call
@@ -67,6 +67,23 @@ class _StepPlan:
                 and (self.version is None or structure._version == self.version)
                 and query.shape == self.q_shape and key.shape == self.k_shape and query.dtype is self.dtype
                 and query.device == self.device)
+
+
+def _run_planned(rt: Runtime, plan: _StepPlan, module: nn.Module, query: torch.Tensor, key: torch.Tensor,
+                 value: torch.Tensor, hidden: Optional[torch.Tensor], scaling: Optional[float],
+                 dropout: float) -> torch.Tensor:
+    """A mechanism layer of a planned step: its gate and the kernel -> out [b, n, h, d]. At inference (no
+    gradient, no dropout) a kernel that can computes the gate itself from the hidden states: one call."""
+    scale = query.shape[-1] ** -0.5 if scaling is None else scaling
+    if plan.gated_inference is not None and dropout == 0.0 and hidden is not None and not torch.is_grad_enabled():
+        gate_module = module._modules[GATE_ATTR]
+        out = plan.gated_inference(query, key, value, plan.local, plan.base, hidden, gate_module.weight,
+                                   gate_module.bias, scale=scale)
+    else:
+        gate = _gate_values(rt, module, hidden)
+        seed = _dropout_seed(rt, module) if dropout > 0.0 else None
+        out = plan.kernel(query, key, value, plan.local, gate, plan.base, scale=scale, dropout_p=dropout, seed=seed)
+    return out.transpose(1, 2).contiguous()
 
 
 def _plannable(rt: Runtime, want_probs: bool) -> bool:
@@ -191,18 +208,7 @@ def structattn_attention(module: nn.Module, query: torch.Tensor, key: torch.Tens
     plan = rt.step.plan if rt is not None else None
     if (plan is not None and module.__dict__.get("_structattn_active") and not kwargs.get("output_attentions")
             and plan.fits(structure, attention_mask, query, key)):
-        # a later layer of a planned step: its gate and the kernel (the first layer checked everything else)
-        scale = query.shape[-1] ** -0.5 if scaling is None else scaling
-        if plan.gated_inference is not None and dropout == 0.0 and hidden is not None and not torch.is_grad_enabled():
-            gate_module = module._modules[GATE_ATTR]   # the gate inside the kernel: one call for the layer
-            out = plan.gated_inference(query, key, value, plan.local, plan.base, hidden, gate_module.weight,
-                                       gate_module.bias, scale=scale)
-        else:
-            gate = _gate_values(rt, module, hidden)
-            seed = _dropout_seed(rt, module) if dropout > 0.0 else None
-            out = plan.kernel(query, key, value, plan.local, gate, plan.base, scale=scale, dropout_p=dropout,
-                              seed=seed)
-        return out.transpose(1, 2).contiguous(), None
+        return _run_planned(rt, plan, module, query, key, value, hidden, scaling, dropout), None
     if rt is None or not getattr(module, "_structattn_active", False):
         base_name = rt.mechanism.base if rt is not None else config_base(getattr(module, "config", None))
         return stock_function(module, base_name)(module, query, key, value, attention_mask, dropout=dropout,
@@ -224,15 +230,18 @@ def structattn_attention(module: nn.Module, query: torch.Tensor, key: torch.Tens
         out = out.to(query.dtype)
     else:
         local = step_local_mask(rt, structure, query.shape[0], query.shape[2], key.shape[2], query.device)
+        kernel = rt.kernel_for(query.device) if _plannable(rt, want_probs) else None
+        if kernel in UNCHECKED_KERNELS:
+            # the first mechanism layer of the step: the kernel's checks once, then the plan every layer follows
+            KERNEL_CHECKS[kernel](query, key, local, base_bool, dropout)
+            plan = rt.step.plan = _StepPlan(structure, attention_mask, query, key, hidden, kernel, local, base_bool)
+            return _run_planned(rt, plan, module, query, key, value, hidden, scaling, dropout), None
         gate = _gate_values(rt, module, hidden)
         if rt.gate_override == 0.0:  # force_gate(model, 0): the stock call alone
             out, _ = rt.base_function(module, base_name)(module, query, key, value, attention_mask, dropout=dropout,
                                                          scaling=scaling, **kwargs)
         else:
             out = _dispatch(rt, module, stock_attend, query, key, value, local, gate, base_bool, scale, dropout)
-            kernel = rt.kernel_for(query.device)
-            if kernel in UNCHECKED_KERNELS and _plannable(rt, want_probs):
-                rt.step.plan = _StepPlan(structure, attention_mask, query, key, hidden, kernel, local, base_bool)
         if want_probs:
             with torch.no_grad():
                 probs = reference_mixed_attention(query, key, value, local, gate, base_bool, scale=scale)[1]

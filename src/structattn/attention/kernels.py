@@ -378,12 +378,17 @@ def fused_mixed_attention(q: Tensor, k: Tensor, v: Tensor, local: Tensor, gate: 
     so ``torch.manual_seed`` makes it reproducible. Returns out [b, h, n, d] (a view of a [b, n, h, d] buffer,
     so ``out.transpose(1, 2)`` is contiguous).
     """
+    check_fused_inputs(q, k, local, base, dropout_p)
+    return fused_unchecked(q, k, v, local, gate, base, scale=_scale(q, scale), dropout_p=float(dropout_p), seed=seed)
+
+
+def check_fused_inputs(q: Tensor, k: Tensor, local: Tensor, base: Optional[Tensor], dropout_p: float = 0.0) -> None:
+    """What :func:`fused_mixed_attention` checks before it runs (raises what it raises)."""
     if q.device.type != "cpu":
         raise UserError("kernel 'fused' runs on CPU only; use kernel='exact' (or 'auto') on other devices")
     if not fused_available():
         raise UserError(f"kernel 'fused' is not available here ({native.failure()}); use kernel='auto' or 'exact'")
     _check_masks(q, k, local, base)
-    return fused_unchecked(q, k, v, local, gate, base, scale=_scale(q, scale), dropout_p=float(dropout_p), seed=seed)
 
 
 def fused_unchecked(q: Tensor, k: Tensor, v: Tensor, local: Tensor, gate: Tensor, base: Optional[Tensor], *,
@@ -578,6 +583,15 @@ def triton_mixed_attention(q: Tensor, k: Tensor, v: Tensor, local: Tensor, gate:
     Returns out [b, h, n, d] in q's dtype (a view of a [b, n, h, d] buffer, so ``out.transpose(1, 2)`` is
     contiguous).
     """
+    block_m, block_n = check_triton_inputs(q, k, local, base, dropout_p, block_m, block_n)
+    return triton_unchecked(q, k, v, local, gate, base, scale=_scale(q, scale), dropout_p=float(dropout_p), seed=seed,
+                            block_m=block_m, block_n=block_n)
+
+
+def check_triton_inputs(q: Tensor, k: Tensor, local: Tensor, base: Optional[Tensor], dropout_p: float = 0.0,
+                        block_m: Optional[int] = None, block_n: Optional[int] = None) -> tuple[int, int]:
+    """What :func:`triton_mixed_attention` checks before it runs (raises what it raises); returns the tile sizes
+    (defaults filled in)."""
     if q.dtype not in _TRITON_DTYPES:
         raise UserError(f"kernel 'triton' takes float32, bfloat16, float16 or float64 inputs, got {q.dtype}")
     if q.dtype == torch.float64 and q.device.type != "cpu":
@@ -598,8 +612,7 @@ def triton_mixed_attention(q: Tensor, k: Tensor, v: Tensor, local: Tensor, gate:
     for name, size in (("block_m", block_m), ("block_n", block_n)):
         if size < 16 or size & (size - 1):
             raise ValueError(f"{name} must be a power of two >= 16, got {size}")
-    return triton_unchecked(q, k, v, local, gate, base, scale=_scale(q, scale), dropout_p=float(dropout_p), seed=seed,
-                            block_m=block_m, block_n=block_n)
+    return block_m, block_n
 
 
 def triton_unchecked(q: Tensor, k: Tensor, v: Tensor, local: Tensor, gate: Tensor, base: Optional[Tensor], *,
@@ -721,6 +734,12 @@ KERNEL_NAMES: tuple[str, ...] = ("auto", *KERNELS)
 UNCHECKED_KERNELS: dict[str, Callable[..., Tensor]] = {
     "fused": fused_unchecked,
     "triton": triton_unchecked,
+}
+# Their checks alone, (q, k, local, base, dropout_p) -> raises or returns: a caller runs them once per step and then
+# only the unchecked kernels.
+KERNEL_CHECKS: dict[str, Callable[..., object]] = {
+    "fused": check_fused_inputs,
+    "triton": check_triton_inputs,
 }
 
 # Kernels that only benchmarks run (see register_private_kernel); never valid in a configuration.
