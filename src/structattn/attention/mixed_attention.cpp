@@ -715,29 +715,11 @@ std::vector<at::Tensor> mixed_forward(const at::Tensor& q, const at::Tensor& k, 
   return {out.permute({0, 2, 1, 3}), stats};
 }
 
-// The gate g = sigmoid(W h + b) [B,G,N] of hidden states h [B,N,C] (unit stride in C), weight W [G,C], bias
-// b [G] or absent: a plain loop (G is 1 or H, C a few hundred: far less work than the attention itself).
-template <typename T>
+// The gate g = sigmoid(W h + b) [B,G,N] of hidden states h [B,N,C], weight W [G,C], bias b [G] or absent: ATen's
+// linear (BLAS for large inputs) and sigmoid, dispatched from here rather than from Python.
 at::Tensor gate_values(const at::Tensor& hidden, const at::Tensor& weight, const c10::optional<at::Tensor>& bias) {
-  const int64_t B = hidden.size(0), N = hidden.size(1), C = hidden.size(2), G = weight.size(0);
-  auto gate = at::empty({B, G, N}, hidden.options());
-  const at::Tensor w = weight.contiguous();
-  const bool has_bias = bias.has_value() && bias->defined();
-  const T* hp = hidden.data_ptr<T>();
-  const T* wp = w.data_ptr<T>();
-  const T* bp = has_bias ? bias->data_ptr<T>() : nullptr;
-  T* gp = gate.data_ptr<T>();
-  const int64_t sb = hidden.stride(0), sn = hidden.stride(1);
-  for (int64_t b = 0; b < B; ++b)
-    for (int64_t g = 0; g < G; ++g)
-      for (int64_t i = 0; i < N; ++i) {
-        const T* h = hp + b * sb + i * sn;
-        const T* wr = wp + g * C;
-        T acc = has_bias ? bp[g] : T(0);
-        for (int64_t c = 0; c < C; ++c) acc += h[c] * wr[c];
-        gp[(b * G + g) * N + i] = T(1) / (T(1) + std::exp(-acc));
-      }
-  return gate;
+  at::Tensor logits = at::linear(hidden, weight, bias);   // [B,N,G]
+  return logits.sigmoid_().transpose(1, 2).contiguous();  // [B,G,N]
 }
 
 // mixed_forward with the gate computed here from the layer's hidden states h [B,N,C] and the gate's weight
@@ -748,10 +730,9 @@ std::vector<at::Tensor> mixed_forward_gated(const at::Tensor& q, const at::Tenso
                                             const at::Tensor& hidden, const at::Tensor& weight,
                                             const c10::optional<at::Tensor>& bias, double scale) {
   const at::ScalarType t = common_real_type("mixed_forward_gated", {&q, &k, &v, &hidden, &weight});
-  TORCH_CHECK(hidden.dim() == 3 && hidden.stride(2) == 1 && weight.dim() == 2 && weight.size(1) == hidden.size(2),
-              "mixed_forward_gated: hidden [B,N,C] with unit stride in C and weight [G,C]");
-  const at::Tensor gate = t == at::kDouble ? gate_values<double>(hidden, weight, bias)
-                                           : gate_values<float>(hidden, weight, bias);
+  TORCH_CHECK(hidden.dim() == 3 && weight.dim() == 2 && weight.size(1) == hidden.size(2),
+              "mixed_forward_gated: hidden [B,N,C] and weight [G,C]");
+  const at::Tensor gate = gate_values(hidden, weight, bias);
   auto result = mixed_forward(q, k, v, base, local, gate, scale, 0.0, 0);
   return {result[0], gate};
 }
