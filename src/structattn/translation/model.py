@@ -178,13 +178,19 @@ def xavier_normal_initialisation(model) -> None:
     """Joey NMT's Transformer initialisation (``initializer: xavier_normal``, gain 1, for the linear layers and
     the shared embeddings; zero biases; a zero padding row). With ``scale_embedding`` the embeddings start
     about 5x smaller than fairseq's N(0, d^-1/2), so the positions dominate the first updates' inputs."""
+    _xavier_normal(model, lambda name: 1.0)
+
+
+def _xavier_normal(model, gain_of) -> None:
+    """Xavier-normal linear weights (gain ``gain_of(module name)``) and shared embeddings (gain 1, zero padding
+    row), zero biases; the output projection is tied to the embeddings."""
     import torch
     from torch import nn
 
     with torch.no_grad():
-        for module in model.modules():
+        for name, module in model.named_modules():
             if isinstance(module, nn.Linear) and module is not model.get_output_embeddings():
-                nn.init.xavier_normal_(module.weight)
+                nn.init.xavier_normal_(module.weight, gain=gain_of(name))
                 if module.bias is not None:
                     module.bias.zero_()
         embeddings = model.get_input_embeddings()
@@ -215,23 +221,15 @@ def deepnet_initialisation(model) -> None:
     residual weights: ``residual="deepnet"``): Xavier-normal matrices, gain beta (:func:`deepnet_alpha_beta`) for
     the value and output projections and the feed-forward layers of each stack and gain 1 for the query and key
     projections; Xavier-normal shared embeddings with a zero padding row; zero biases."""
-    import torch
-    from torch import nn
-
     c = model.config
     beta = deepnet_alpha_beta(c.encoder_layers, c.decoder_layers)["beta"]
-    with torch.no_grad():
-        for name, module in model.named_modules():
-            if isinstance(module, nn.Linear) and module is not model.get_output_embeddings():
-                stack = "decoder" if ".decoder." in f".{name}" else "encoder"
-                gain = beta[stack] if name.endswith(_DEEPNET_BETA_WEIGHTS) else 1.0
-                nn.init.xavier_normal_(module.weight, gain=gain)
-                if module.bias is not None:
-                    module.bias.zero_()
-        embeddings = model.get_input_embeddings()
-        nn.init.xavier_normal_(embeddings.weight)
-        if embeddings.padding_idx is not None:
-            embeddings.weight[embeddings.padding_idx].zero_()
+
+    def gain_of(name: str) -> float:
+        if not name.endswith(_DEEPNET_BETA_WEIGHTS):
+            return 1.0
+        return beta["decoder" if ".decoder." in f".{name}" else "encoder"]
+
+    _xavier_normal(model, gain_of)
 
 
 def _scale_branch(factor: float):
