@@ -13,7 +13,8 @@
 #   bash experiments/run_peers.sh joeynmt-smoke    # 100 updates of Joey and of ours (transformer, hybrid_gate) at once
 #   bash experiments/run_peers.sh joeynmt          # the full Joey run (4,000 updates; hours on 1 CPU thread),
 #                                              #   resumed from its latest checkpoint when run again
-#   bash experiments/run_peers.sh joeynmt-test     # Joey's test2016 hypotheses (beam 5) -> text -> our BLEU
+#   bash experiments/run_peers.sh joeynmt-test     # Joey's test hypotheses (beam 5; the four Multi30k test sets)
+#                                              #   -> text -> our BLEU
 #   bash experiments/run_peers.sh joeynmt-laptop   # Joey cut as our --preset laptop (800 updates, all warm-up), then
 #                                              #   its test2016 BLEU (results/peers/joeynmt-laptop.test2016.de)
 set -uo pipefail
@@ -130,15 +131,23 @@ joeynmt_laptop() {  # the recipe cut as our `train-translation --preset laptop`:
   joey_config "$cfg" -e 's#joey-run/multi30k"#joey-run/laptop"#' -e 's#^    updates: 4000#    updates: 800#' \
     -e 's#learning_rate_warmup: 2000#learning_rate_warmup: 800#' -e 's#validation_freq: 500#validation_freq: 200#'
   "$JOEY/python" -m joeynmt train -t "$cfg" > "$dir.out" 2>&1 || { echo "Joey NMT training failed: $dir.out"; return 1; }
-  joeynmt_test "$dir" joeynmt-laptop
+  joeynmt_test "$dir" joeynmt-laptop test2016
 }
 
-joeynmt_test() {  # joeynmt_test [MODEL_DIR [NAME]]: test2016 with the best checkpoint, beam 5, alpha 1.0
+joeynmt_test() {  # joeynmt_test [MODEL_DIR [NAME [SPLIT ...]]]: each split (default: the four Multi30k test sets)
+  # translated with the best checkpoint, beam 5, alpha 1.0 (Joey's `test` reads its config's data.test, so one config
+  # copy per split), its pieces turned into text by our tokenizer, scored by `structattn score bleu`
   local dir=${1:-$(ls -d "$PEERS"/joey-run/multi30k* | tail -1)} name=${2:-joeynmt}
-  "$JOEY/python" -m joeynmt test "$dir/config.yaml" --output-path "$dir/hyp" > "$dir/test.out" 2>&1 \
-    || { echo "Joey NMT test failed: $dir/test.out"; return 1; }
-  $PY experiments/peers/prepare_peer_data.py detok "$PEERS/data/multi30k" "$dir/hyp.test" results/peers/$name.test2016.de
-  $PY -m structattn.cli score bleu --split test2016 --hypotheses results/peers/$name.test2016.de
+  shift $(( $# < 2 ? $# : 2 ))
+  local splits=("$@") split
+  [ ${#splits[@]} -eq 0 ] && splits=(test2016 test2017 test2018 mscoco2017)
+  for split in "${splits[@]}"; do
+    sed -e "s#bpe/test2016\"#bpe/$split\"#" "$dir/config.yaml" > "$dir/config-$split.yaml"
+    "$JOEY/python" -m joeynmt test "$dir/config-$split.yaml" --output-path "$dir/hyp-$split" > "$dir/test-$split.out" 2>&1 \
+      || { echo "Joey NMT test failed: $dir/test-$split.out"; return 1; }
+    $PY experiments/peers/prepare_peer_data.py detok "$PEERS/data/multi30k" "$dir/hyp-$split.test" results/peers/$name.$split.de
+    $PY -m structattn.cli score bleu --split "$split" --hypotheses results/peers/$name.$split.de
+  done
 }
 
 case "${1:-}" in
@@ -151,5 +160,5 @@ case "${1:-}" in
   joeynmt) joeynmt ;;
   joeynmt-test) shift; joeynmt_test "$@" ;;
   joeynmt-laptop) joeynmt_laptop ;;
-  *) echo "usage: $0 venvs | data | supar [EPOCHS] | supar-predict | supar-speed | joeynmt-smoke | joeynmt | joeynmt-test [DIR [NAME]] | joeynmt-laptop"; exit 2 ;;
+  *) echo "usage: $0 venvs | data | supar [EPOCHS] | supar-predict | supar-speed | joeynmt-smoke | joeynmt | joeynmt-test [DIR [NAME [SPLIT ...]]] | joeynmt-laptop"; exit 2 ;;
 esac
