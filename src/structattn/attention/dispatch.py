@@ -56,10 +56,12 @@ class _StepPlan:
         self.version = structure._version if isinstance(structure, torch.Tensor) else None
         self.q_shape, self.k_shape, self.dtype, self.device = query.shape, key.shape, query.dtype, query.device
         self.kernel, self.local, self.base = UNCHECKED_KERNELS[kernel], local, base
-        # the kernel computes the gate itself at inference: plain tensors, one real dtype for all inputs
+        # the kernel computes the gate itself at inference: plain tensors, one real dtype for all inputs, no autocast
+        # (which would turn the linear inside the kernel to another dtype)
         gated = GATED_INFERENCE_KERNELS.get(kernel)
         same = (query.dtype in (torch.float32, torch.float64) and key.dtype is query.dtype
-                and hidden is not None and hidden.dtype is query.dtype)
+                and hidden is not None and hidden.dtype is query.dtype
+                and not torch.is_autocast_enabled(query.device.type))
         self.gated_inference = gated if same and eager_call(query, key, hidden, local, base) else None
 
     def fits(self, structure, attention_mask, query: torch.Tensor, key: torch.Tensor) -> bool:
