@@ -397,7 +397,7 @@ def fused_unchecked(q: Tensor, k: Tensor, v: Tensor, local: Tensor, gate: Tensor
     availability once per step (the model integration): ``scale`` a float, ``seed`` an int or an int64 scalar
     tensor. Eager calls go through :class:`_NativeFunction` (or straight to the C++ forward when no gradient is
     needed); traced ones through the custom op. Written for a layer's host time (the integration calls it in
-    every layer): no helper calls on the eager path beyond the checks it needs."""
+    every layer): on the eager path, only the checks it needs and the kernel call."""
     dtype = q.dtype
     ct = torch.float64 if dtype is torch.float64 else torch.float32   # _COMPUTE_DTYPE
     if seed is None:
