@@ -10,9 +10,8 @@ from torch import nn
 
 from ..errors import UserError
 from .biased import biased_attention, reference_biased_attention
-from .eager import derive_seed, draw_seed
+from .eager import derive_seed, draw_seed, eager_call
 from .gate import StructureGate
-from .eager import eager_call
 from .kernels import (GATED_INFERENCE_KERNELS, KERNEL_CHECKS, KERNELS, UNCHECKED_KERNELS, finite_min, get_kernel,
                       local_pattern, reference_mixed_attention, two_pass_mixed_attention)
 from .masks import step_bool_mask, step_local_mask
@@ -41,12 +40,12 @@ def _stock_attend(module: nn.Module, base_fn: Callable, base_name: str, attentio
 
 
 class _StepPlan:
-    """What the later mechanism layers of one model call reuse when the first one ran a custom-op kernel
-    (``fused``, ``triton``) with a gate and nothing recorded: the checked masks, the unchecked kernel and the
-    inputs it was made for. A layer whose call matches (the same ``structure_mask`` and padding-mask tensors,
-    unchanged; the same query and key shapes, dtype and device) runs its gate and the kernel and nothing else.
-    Never made inside a compiled graph, for a layer called on its own, or while gates, probabilities or a
-    forced gate are asked for."""
+    """What the mechanism layers of one model call share when they run a custom-op kernel (``fused``,
+    ``triton``) with a gate and nothing is recorded, made by the first of them after the kernel's checks: the
+    checked masks, the unchecked kernel and the inputs it was made for. A layer whose call matches (the same
+    ``structure_mask`` and padding-mask tensors, unchanged; the same query and key shapes, dtype and device) runs
+    its gate and the kernel and nothing else. Never made inside a compiled graph, for a layer called on its own,
+    or while gates, probabilities or a forced gate are asked for."""
 
     __slots__ = ("structure", "version", "attention_mask", "q_shape", "k_shape", "dtype", "device", "kernel",
                  "local", "base", "gated_inference")
@@ -89,8 +88,8 @@ def _run_planned(rt: Runtime, plan: _StepPlan, module: nn.Module, query: torch.T
 
 
 def _plannable(rt: Runtime, want_probs: bool) -> bool:
-    """Whether this step's later layers may take the plan: a gated custom-op kernel inside a model call, with
-    nothing to record and no forced gate, outside a compiled graph."""
+    """Whether this step may run on a plan: inside a model call, with nothing to record and no forced gate,
+    outside a compiled graph (the caller checks that the kernel is a custom-op one)."""
     return (rt.step.open and not want_probs and rt.gate_override is None and not rt.recorders
             and not (rt.output_gates and rt.output_gates[-1] is not None) and not torch.compiler.is_compiling())
 
