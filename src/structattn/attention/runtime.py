@@ -50,7 +50,7 @@ class Step:
         self.seed = None           # dropout seed of the step: an int, or an int64 tensor in a compiled graph
         self.seed_per_layer = False  # gradient checkpointing: each layer draws its own seed (dispatch._dropout_seed)
         self.implementation_checked = False  # the model still runs "structattn" (hooks.gate_pre_hook)
-        self.plan = None           # what later layers reuse (dispatch._StepPlan), made by the first layer
+        self.plan = None           # what the step's mechanism layers share (dispatch._StepPlan), made by the first
         self.entries: dict[tuple, tuple] = {}
 
     def start(self, seed_per_layer: bool) -> None:
