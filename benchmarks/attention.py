@@ -326,8 +326,12 @@ class Runner:
         self.attn_dropout = model.config.attention_probs_dropout_prob
         self.opt = torch.optim.AdamW(model.parameters(), lr=1e-5)
 
+    #: whether a step sets the model's train/eval mode itself (the overhead cells set it before timing)
+    sets_mode = True
+
     def train_step(self) -> None:
-        self.model.train()
+        if self.sets_mode:
+            self.model.train()
         out = self.model(**self.kw, labels=self.labels)
         out.loss.backward()
         self.opt.step()
@@ -343,7 +347,8 @@ class Runner:
     def infer(self) -> None:
         import torch
 
-        self.model.eval()
+        if self.sets_mode:
+            self.model.eval()
         with torch.inference_mode():
             self.model(**self.kw)
 
@@ -400,21 +405,11 @@ class OverheadRunner(Runner):
     def set_mode(self, workload: str) -> None:
         self.plain.train(workload != "infer")
 
-    def train_step(self) -> None:
-        out = self.model(**self.kw, labels=self.labels)
-        out.loss.backward()
-        self.opt.step()
-        self.opt.zero_grad(set_to_none=True)
+    sets_mode = False
 
     def forward_backward(self) -> None:
         self.model(**self.kw, labels=self.labels).loss.backward()
         self.plain.zero_grad(set_to_none=True)
-
-    def infer(self) -> None:
-        import torch
-
-        with torch.inference_mode():
-            self.model(**self.kw)
 
 
 def overhead_run(args):

@@ -397,23 +397,15 @@ def fused_unchecked(q: Tensor, k: Tensor, v: Tensor, local: Tensor, gate: Tensor
     availability once per step (the model integration): ``scale`` a float, ``seed`` an int or an int64 scalar
     tensor. Eager calls go through :class:`_NativeFunction` (or straight to the C++ forward when no gradient is
     needed); traced ones through the custom op. Written for a layer's host time (the integration calls it in
-    every layer): on the eager path, only the checks it needs and the kernel call."""
+    every layer)."""
     dtype = q.dtype
-    ct = torch.float64 if dtype is torch.float64 else torch.float32   # _COMPUTE_DTYPE
+    ct = _compute_dtype(q)
     if seed is None:
         seed = _seed_or_draw(None, dropout_p)
     if k.dtype is not ct or v.dtype is not ct or dtype is not ct:
         q, k, v = q.to(ct), k.to(ct), v.to(ct)
-    if q.stride(-1) != 1:
-        q = q.contiguous()
-    if k.stride(-1) != 1:
-        k = k.contiguous()
-    if v.stride(-1) != 1:
-        v = v.contiguous()
-    if local.stride(-1) != 1:
-        local = local.contiguous()
-    if base is not None and base.stride(-1) != 1:
-        base = base.contiguous()
+    q, k, v, local = _unit_last(q), _unit_last(k), _unit_last(v), _unit_last(local)
+    base = None if base is None else _unit_last(base)
     if gate.dtype is not ct:
         gate = gate.to(ct)
     if not gate.is_contiguous():
