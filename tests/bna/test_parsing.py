@@ -21,7 +21,7 @@ from structattn.bna.model import ParserConfig  # noqa: E402
 from structattn.errors import UserError  # noqa: E402
 from structattn.train import engine as engine_module  # noqa: E402
 from structattn.bna.trainer import (  # noqa: E402
-    TreebankFiles, cached_spacy_tags, epoch_batches, make_optimizer, train_parser, warmup_factor)
+    TreebankFiles, cached_spacy_tags, chart_passes, epoch_batches, make_optimizer, train_parser, warmup_factor)
 
 TEMPLATES = [
     "( (S (NP-SBJ (DT the) (NN {n})) (VP (VBD {v}) (PP-LOC (IN on) (NP (DT the) (NN {m})))) (. .)) )",
@@ -320,6 +320,64 @@ def test_epoch_batches_are_seeded_permutations():
     assert [len(b) for b in a] == [4, 4, 2] and sorted(i for b in a for i in b) == list(range(10))
     assert a == epoch_batches(10, 4, seed=1, epoch=0)
     assert a != epoch_batches(10, 4, seed=1, epoch=1) and a != epoch_batches(10, 4, seed=2, epoch=0)
+
+
+def test_chart_passes_keep_each_pass_within_the_budget():
+    """Every tree once, shares adding up to 1 in proportion to the trees, each pass within the budget unless a
+    tree alone exceeds it, and as few passes as cutting the longest first allows (checked by brute force on the
+    sorted order: no pass could take the next tree)."""
+    import random
+
+    rng = random.Random(0)
+    for _ in range(200):
+        lengths = [rng.randint(1, 60) for _ in range(rng.randint(1, 40))]
+        batch = rng.sample(range(len(lengths)), rng.randint(1, len(lengths)))
+        budget = rng.choice([0, 50, 500, 5000, 50000])
+        passes = chart_passes(batch, lengths, budget)
+        assert sorted(i for part, _ in passes for i in part) == sorted(batch)
+        assert abs(sum(share for _, share in passes) - 1.0) < 1e-12
+        assert all(share == len(part) / len(batch) for part, share in passes)
+        cost = [len(part) * (max(lengths[i] for i in part) + 1) ** 2 for part, _ in passes]
+        if budget == 0 or len(batch) * (max(lengths[i] for i in batch) + 1) ** 2 <= budget:
+            assert passes == [(batch, 1.0)]
+            continue
+        assert all(c <= budget or len(part) == 1 for c, (part, _) in zip(cost, passes))
+        for (part, _), (after, _) in zip(passes, passes[1:]):
+            longest = max(lengths[i] for i in part)
+            assert (len(part) + 1) * (longest + 1) ** 2 > budget  # the next tree did not fit
+            assert min(lengths[i] for i in part) >= max(lengths[i] for i in after)  # longest first
+
+
+def test_a_batch_in_passes_gives_the_update_of_one_pass(treebank, tmp_path, monkeypatch):
+    """Without dropout, a run whose batches are cut into passes of one or two trees ends with the weights of the
+    run in one pass per batch (up to float rounding: the sums run in another order); plain SGD stands in for Adam,
+    whose first steps are about lr * sign(gradient) and so turn rounding in a near-zero gradient into a full step.
+    Only a run that cuts writes the budget into its settings (runs recorded before it existed keep their key)."""
+    torch.set_num_threads(1)
+    no_dropout = dict(residual_dropout=0.0, ff_dropout=0.0, attn_dropout=0.0, char_dropout=0.0, epochs=1)
+    whole, cut = tmp_path / "whole", tmp_path / "cut"
+    from structattn.bna.trainer import ParserFamily
+
+    sizes = []
+    real = ParserFamily.batch_loss
+
+    def counted(self, batch):
+        sizes.append(len(batch))
+        return real(self, batch)
+
+    monkeypatch.setattr(ParserFamily, "batch_loss", counted)
+    monkeypatch.setattr(ParserFamily, "build_optimizer", lambda self, model: torch.optim.SGD(model.parameters(), 0.1))
+    train_parser(tiny(whole, max_chart_cells=0, **no_dropout), show_progress=False)
+    assert sizes == [4, 4, 4]  # 12 trees in batches of 4
+    sizes.clear()
+    train_parser(tiny(cut, max_chart_cells=100, **no_dropout), show_progress=False)  # trees of 5-9 words
+    assert sum(sizes) == 12 and max(sizes) <= 2 and len(sizes) > 6  # every batch in passes of one or two trees
+    a, b = weights(whole), weights(cut)
+    assert a.keys() == b.keys()
+    for name in a:
+        torch.testing.assert_close(a[name], b[name], rtol=1e-4, atol=1e-5, msg=name)
+    settings = [json.loads((out / "settings.json").read_text()) for out in (whole, cut)]
+    assert "max_chart_cells" not in settings[0] and settings[1]["max_chart_cells"] == 100
 
 
 def test_optimizer_groups_and_warmup_follow_the_config():

@@ -57,7 +57,7 @@ def main(kind: str, work: str, out_file: str) -> None:
     n, rank = engine.num_processes, engine.acc.process_index
     per = len(items) // n
     value, weight = loss(items[rank * per:(rank + 1) * per])
-    engine._backward(value, weight)
+    engine._backward(value * engine._process_scale(weight))
     engine._sync_gradients()
     if engine.is_main:
         grads = {name: p.grad.detach().clone() for name, p in model.named_parameters() if p.grad is not None}

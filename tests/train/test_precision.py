@@ -30,7 +30,7 @@ def _engine(tmp_path, model, optimizer, precision="fp32", clip=0.0, schedule=lam
 def _update(engine, model, x, y):
     with engine.autocast():
         loss = _loss(model, x, y)
-    engine._backward(loss, 1)
+    engine._backward(loss)
     engine._step()
     engine.state.step += 1
 
@@ -76,7 +76,7 @@ def test_fp16_clips_the_unscaled_gradients(fp16_on_cpu):
     model, x, y = _model_and_batch()
     opt = torch.optim.SGD(model.parameters(), lr=0.0)  # lr 0: only the gradients are looked at
     engine = fp16_on_cpu(model, opt, clip=1e-4)
-    engine._backward(_loss(model, x, y) * 1e-2, 1)  # scaled by 65536, its gradients stay within float16's range
+    engine._backward(_loss(model, x, y) * 1e-2)  # scaled by 65536, its gradients stay within float16's range
     grads = [p.grad for p in model.parameters()]
     engine.scaler.unscale_(opt)
     torch.nn.utils.clip_grad_norm_(list(model.parameters()), 1e-4)
@@ -90,7 +90,7 @@ def test_fp16_skips_an_overflowed_step_and_the_scale_survives_a_checkpoint(fp16_
     engine = fp16_on_cpu(model, opt)
     engine.begin({"seed": 0})
     before = [p.detach().clone() for p in model.parameters()]
-    engine._backward(_loss(model, x, y) * float("inf"), 1)
+    engine._backward(_loss(model, x, y) * float("inf"))
     engine._step()
     assert all(torch.equal(a, b) for a, b in zip(before, model.parameters()))  # skipped
     assert engine.scaler.get_scale() == 65536.0 * 0.5

@@ -32,16 +32,16 @@ def test_the_defaults_learn_with_the_default_encoder():
     assert (mc["max_length"], mc["pool"], mc["learning_rate"]) == (384, "option", 1e-4)
 
 
-def test_reading_updates_keep_32_examples_in_passes_of_8_sequences():
+def test_reading_updates_keep_32_examples_in_passes_of_4_sequences():
     span, mc = READING_DEFAULTS["span_qa"], READING_DEFAULTS["multiple_choice"]
-    assert span["batch_size"] * span["grad_accum"] == 32 and span["batch_size"] == 8
-    assert mc["batch_size"] * mc["grad_accum"] == 32 and mc["batch_size"] * 4 == 8   # 4 options per question
+    assert span["batch_size"] * span["grad_accum"] == 32 and span["batch_size"] == 4
+    assert mc["batch_size"] * mc["grad_accum"] == 32 and mc["batch_size"] * 4 == 4   # 4 options per question
     cfg = config_from_args(_args(["--task", "squad2"]))
-    assert (cfg.batch_size, cfg.grad_accum, cfg.eval_batch_size) == (8, 4, 16)
+    assert (cfg.batch_size, cfg.grad_accum, cfg.eval_batch_size) == (4, 8, 16)
 
 
 @pytest.mark.parametrize("flags, want", [(["--batch-size", "16"], (16, 1)), (["--grad-accum", "2"], (32, 2)),
-                                         (["--batch-size", "4", "--grad-accum", "8"], (4, 8))])
+                                         (["--batch-size", "8", "--grad-accum", "4"], (8, 4))])
 def test_a_given_batch_flag_keeps_the_update_size_recorded_commands_meant(flags, want):
     """`--batch-size 16` alone (as the recorded reading commands give it) is still 16 examples per update, not the
     family's 16 x 4: the batch fields take the family defaults together or not at all."""

@@ -43,7 +43,7 @@ import torch
 from ..errors import UserError
 from ..io import atomic_write_json, atomic_write_text
 from ..train.checkpoint import AtomicDir
-from ..train.config import RESULT_NEUTRAL_FIELDS
+from ..train.config import RESULT_NEUTRAL_FIELDS, without_later_fields
 from ..train.engine import (Engine, EngineState, Evaluation, Family, epoch_seed, resume_settings, run_facts,
                             seeded_batches, warmup_factor)
 
@@ -203,6 +203,29 @@ def epoch_batches(n: int, batch_size: int, seed: int, epoch: int,
     return seeded_batches(n, batch_size, epoch_seed(seed, epoch), lengths)
 
 
+def chart_passes(batch: Sequence[int], lengths: Sequence[int], max_cells: int) -> list[tuple[list[int], float]]:
+    """The forward passes of one batch of trees (indices into ``lengths``, words per tree) that keep each pass's
+    span chart within ``max_cells`` cells (sentences x (longest + 1)^2, what the NSA layers and the label scorer
+    hold for the backward), as ``(tree indices, share of the batch)``; 0 = the batch in one pass.
+
+    A batch within the budget is one pass, unchanged. A larger one is cut, longest trees first, into passes as full
+    as the budget allows (a tree over it alone is its own pass); the shares are the passes' fractions of the batch's
+    trees, so that the shares times the passes' mean losses add up to the batch's mean loss."""
+    def cells(count: int, longest: int) -> int:
+        return count * (longest + 1) ** 2
+
+    batch = list(batch)
+    if not max_cells or cells(len(batch), max(lengths[i] for i in batch)) <= max_cells:
+        return [(batch, 1.0)]
+    passes: list[list[int]] = []
+    for i in sorted(batch, key=lambda i: -lengths[i]):  # stable: equal lengths keep the batch's order
+        if passes and cells(len(passes[-1]) + 1, lengths[passes[-1][0]]) <= max_cells:
+            passes[-1].append(i)
+        else:
+            passes.append([i])
+    return [(part, len(part) / len(batch)) for part in passes]
+
+
 # ---------------------------------------------------------------------------------------------- optimiser
 def make_optimizer(model, config) -> torch.optim.Optimizer:
     """Adam over the model's two parameter groups (``ChartParser.parameter_groups``: the pretrained encoder at
@@ -210,9 +233,14 @@ def make_optimizer(model, config) -> torch.optim.Optimizer:
     return torch.optim.Adam(model.parameter_groups(config.learning_rate, config.encoder_learning_rate))
 
 
+#: Parser options added after runs were recorded, with the value every earlier run had (train.config.LATER_FIELDS):
+#: a run recorded before batches were cut into passes is reproduced, and resumed, with ``--max-chart-cells 0``.
+PARSER_LATER_FIELDS = {"max_chart_cells": 0}
+
+
 def settings(config, data: dict) -> dict:
     """What a resume must match: the config's result-changing fields and the files read (``data``)."""
-    return {**resume_settings(config), "data": data}
+    return {**without_later_fields(resume_settings(config), PARSER_LATER_FIELDS), "data": data}
 
 
 def _metrics(result) -> dict:
@@ -273,6 +301,9 @@ class ParserFamily(Family):
         config = self.config
         return seeded_batches(len(self.train_trees), config.batch_size, self.epoch_order_seed(config.seed, epoch),
                               self.train_lengths if config.group_by_length else None)
+
+    def passes(self, batch: list[int]) -> list[tuple[list[int], float]]:
+        return chart_passes(batch, self.train_lengths, self.config.max_chart_cells)
 
     def batch_loss(self, batch: list[int]):
         tags = [self.train_tags[i] for i in batch] if self.train_tags is not None else None

@@ -87,16 +87,17 @@ class TrainConfig(JsonConfig):
 #: than BERT-base/large's 3e-5. Multiple choice: 384 tokens keep most of a RACE or MCTest passage (128 keeps its
 #: first hundred words); the option pool is the one whose loss leaves ln 4 quickly (tests/sgnet/
 #: test_reading_learns.py and README). Batches: 32 windows (span QA) or 32 questions (multiple choice, 4 options
-#: each) per update, in passes of 8 sequences of 384 tokens, because a pass keeps its attention tensors for the
+#: each) per update, in passes of 4 sequences of 384 tokens, because a pass keeps its attention tensors for the
 #: backward ([batch, heads, 384, 384] floats, several per layer, on a CPU where SDPA with dropout runs its math
-#: path): a span-QA update as one pass of 32 peaked at 7.75 GiB and took 31-36 s on one thread, as 4 passes of 8 at
-#: 2.84 GiB and 26 s (benchmarks/span_qa_passes.py, docs/reading.md). :func:`config_from_args` applies them to the
-#: fields neither a flag nor ``--config`` gives; :meth:`TrainConfig.for_task` does the same in Python.
+#: path): a span-QA update as one pass of 32 peaked at 7.75 GiB, as 4 passes of 8 at 2.84 GiB and as 8 passes of 4
+#: at about 2.1 GiB, no slower (benchmarks/span_qa_passes.py, docs/reading.md); passes of 4 keep the README's small
+#: reading runs under 3 GB. :func:`config_from_args` applies them to the fields neither a flag nor ``--config``
+#: gives; :meth:`TrainConfig.for_task` does the same in Python.
 READING_DEFAULTS: dict[str, dict[str, Any]] = {
-    "span_qa": {"max_length": 384, "stride": 128, "learning_rate": 1e-4, "batch_size": 8, "grad_accum": 4,
+    "span_qa": {"max_length": 384, "stride": 128, "learning_rate": 1e-4, "batch_size": 4, "grad_accum": 8,
                 "eval_batch_size": 16},
-    "multiple_choice": {"max_length": 384, "pool": "option", "learning_rate": 1e-4, "batch_size": 2,
-                        "grad_accum": 16, "eval_batch_size": 4},
+    "multiple_choice": {"max_length": 384, "pool": "option", "learning_rate": 1e-4, "batch_size": 1,
+                        "grad_accum": 32, "eval_batch_size": 4},
 }
 
 

@@ -20,7 +20,8 @@ the rest, written once (``docs/engine.md``):
   process r takes batches r, r + N, ... (the last round completed from the epoch's first batches, so that every
   process takes as many steps); ``batch_loss(batch) -> (loss, weight)``, ``loss`` the mean over ``weight`` items: with
   N processes each loss is scaled by ``N * weight / (sum of the processes' weights)``, so the averaged gradient
-  is that of the mean over all items (1 process at batch 2b = 2 processes at b);
+  is that of the mean over all items (1 process at batch 2b = 2 processes at b); ``passes(batch)`` may cut a batch
+  into forward passes, each backpropagated before the next, whose losses add up by their shares;
 - evaluation every ``eval_every`` updates and at the last one: ``evaluate_dev(state, end_of_epoch)`` runs on the main
   process only and its entry is broadcast, so every process takes the same decisions; better main metric ->
   ``on_best``; ``patience`` evaluations without improvement stop (0 = never); one line per evaluation on stderr
@@ -223,8 +224,8 @@ class Family(abc.ABC):
 
     The engine calls, in :meth:`Engine.train`: :meth:`upgrade_legacy` (main process), :meth:`settings` (what a
     resume must match), the config saved as :attr:`config_file`, :meth:`load_data`, :meth:`build_model`,
-    :meth:`updates`, :meth:`build_optimizer`, :meth:`schedule`; then per update :meth:`epoch_batches` and
-    :meth:`batch_loss`; per evaluation :meth:`evaluate_dev`, :meth:`on_best`, :meth:`on_evaluated`,
+    :meth:`updates`, :meth:`build_optimizer`, :meth:`schedule`; then per update :meth:`epoch_batches`,
+    :meth:`passes` and :meth:`batch_loss`; per evaluation :meth:`evaluate_dev`, :meth:`on_best`, :meth:`on_evaluated`,
     :meth:`train_mode`; at the end :meth:`summary`. :meth:`predict` is the family's inference on inputs of its
     kind (what evaluation and ``structattn predict`` use).
     """
@@ -291,6 +292,13 @@ class Family(abc.ABC):
     @abc.abstractmethod
     def batch_loss(self, batch) -> tuple[torch.Tensor, float]:
         """``(loss, weight)``: the mean loss over ``weight`` items of one batch (under the engine's autocast)."""
+
+    def passes(self, batch) -> list[tuple[Any, float]]:
+        """The forward passes one batch is computed in, as ``(part, share)`` with shares summing to 1: the
+        batch's loss is the sum of ``share * batch_loss(part)``, each pass backpropagated before the next runs, so
+        that a batch too large for memory gives the update it would give in one pass. ``batch_loss(part)``'s
+        weight must be the whole batch's (the engine scales by the first pass's). Default: one pass."""
+        return [(batch, 1.0)]
 
     # ---------------------------------------------------------------- evaluation and prediction
     @abc.abstractmethod
@@ -469,11 +477,28 @@ class Engine:
         return bool(due.item())
 
     # ------------------------------------------------------------------ the update
-    def _backward(self, loss: torch.Tensor, weight: float) -> None:
-        if self.num_processes > 1:  # scale so that the processes' mean gradient is that of the global mean
-            total = torch.tensor([float(weight)], device=self.device)
-            torch.distributed.all_reduce(total)
-            loss = loss * (self.num_processes * weight / total.item())
+    def _batch_backward(self, family: Family, batch) -> None:
+        """Forward and backward of one batch, pass by pass (:meth:`Family.passes`), adding to the gradients."""
+        process_scale = None
+        for part, share in family.passes(batch):
+            with self.autocast():
+                value, weight = family.batch_loss(part)
+            self.running[0] = self.running[0] + value.detach().double() * (weight * share)
+            self.running[1] += weight * share
+            if process_scale is None:  # one collective per batch, whatever each process's number of passes
+                process_scale = self._process_scale(weight)
+            factor = share * process_scale
+            self._backward(value if factor == 1.0 else value * factor)
+
+    def _process_scale(self, weight: float) -> float:
+        """The factor that makes the processes' mean gradient that of the global mean over their items."""
+        if self.num_processes == 1:
+            return 1.0
+        total = torch.tensor([float(weight)], device=self.device)
+        torch.distributed.all_reduce(total)
+        return self.num_processes * weight / total.item()
+
+    def _backward(self, loss: torch.Tensor) -> None:
         if self.grad_accum > 1:
             loss = loss / self.grad_accum
         self.scaler.scale(loss).backward()
@@ -560,11 +585,7 @@ class Engine:
             for k, group in enumerate(groups[state.step_in_epoch:], start=state.step_in_epoch + 1):
                 t0 = time.time()
                 for batch in group:
-                    with self.autocast():
-                        value, weight = family.batch_loss(batch)
-                    self.running[0] = self.running[0] + value.detach().double() * weight
-                    self.running[1] += weight
-                    self._backward(value, weight)
+                    self._batch_backward(family, batch)
                 self._step()
                 state.step, state.step_in_epoch = state.step + 1, k
                 spent = time.time() - t0
