@@ -8,6 +8,8 @@
 #   bash experiments/run_peers.sh data             # SuPar's tree files and Joey's BPE files, written by OUR readers
 #   bash experiments/run_peers.sh supar [EPOCHS]   # train (default 12 epochs: the CPU budget, as our BNA's), predict
 #                                              #   test, score; run again to resume an interrupted training
+#   bash experiments/run_peers.sh supar-converge SEED [PATIENCE]  # SuPar until dev F1 stops improving (default 5
+#   bash experiments/run_peers.sh bna-converge SEED [PATIENCE]    #   epochs), and our BNA without a pretrained encoder
 #   bash experiments/run_peers.sh supar-speed      # test parse sentences/s, SuPar vs BNA, 1 thread, one after the other
 #                                              #   (trains a 1-epoch BNA model for it first if none is there)
 #   bash experiments/run_peers.sh joeynmt-smoke    # 100 updates of Joey and of ours (transformer, hybrid_gate) at once
@@ -46,23 +48,47 @@ data() {
   $PY experiments/peers/prepare_peer_data.py multi30k "$PEERS/data/multi30k"
 }
 
-supar() {  # supar [EPOCHS]: SuPar's own training command; an interrupted run resumes (--checkpoint) from its last
-  # checkpoint (SuPar writes one at every dev improvement; a finished run leaves only the best model, not resumable)
-  local epochs=${1:-12} run=$PEERS/supar-run/crf-char resume=""
+supar_train() {  # supar_train RUN SEED EPOCHS PATIENCE OUT: SuPar's own training command; an interrupted run resumes
+  # (--checkpoint) from its last checkpoint (SuPar writes one at every dev improvement; a finished run leaves only the
+  # best model, not resumable), then the test parse (copied to OUT, committed) and its EVALB
+  local run=$1 seed=$2 epochs=$3 patience=$4 out=$5 resume=""
   [ -f "$run/model" ] && resume=--checkpoint
   mkdir -p "$run"
-  /usr/bin/time -v $SUPAR_PY -m supar.cmds.crf_con --mbr -d=-1 -t 1 -s 1 -c experiments/peers/supar_crf_con.ini \
+  /usr/bin/time -v $SUPAR_PY -m supar.cmds.crf_con --mbr -d=-1 -t 1 -s "$seed" -c experiments/peers/supar_crf_con.ini \
     -p "$run/model" train ${resume:--b} -f char --embed= --train "$PEERS/data/ptb.train.trees" --dev "$PEERS/data/ptb.dev.trees" \
-    --test "$PEERS/data/ptb.test.trees" --epochs=$epochs --patience=100 >> "$run/train.out" 2>&1 || { echo "SuPar training failed: $run/train.out"; return 1; }
-  supar_predict
+    --test "$PEERS/data/ptb.test.trees" --epochs="$epochs" --patience="$patience" >> "$run/train.out" 2>&1 || { echo "SuPar training failed: $run/train.out"; return 1; }
+  supar_predict "$run" "$out"
 }
 
-supar_predict() {
-  local run=$PEERS/supar-run/crf-char
+supar_predict() {  # supar_predict [RUN [OUT]]
+  local run=${1:-$PEERS/supar-run/crf-char} out=${2:-results/peers/supar.test.txt}
   $SUPAR_PY -m supar.cmds.crf_con --mbr -d=-1 -t 1 -p "$run/model" predict --data "$PEERS/data/ptb.test.trees" \
     --pred "$run/test.pred" > "$run/predict.out" 2>&1 || { echo "SuPar prediction failed: $run/predict.out"; return 1; }
-  cp "$run/test.pred" results/peers/supar.test.txt
-  $PY -m structattn.cli score evalb "$PEERS/data/ptb.test.gold" results/peers/supar.test.txt | tee "$run/test.evalb"
+  cp "$run/test.pred" "$out"
+  $PY -m structattn.cli score evalb "$PEERS/data/ptb.test.gold" "$out" | tee "$run/test.evalb"
+}
+
+supar() {  # supar [EPOCHS]: the 12-epoch budget run (seed 1, patience 100 = never stops early)
+  supar_train "$PEERS/supar-run/crf-char" 1 "${1:-12}" 100 results/peers/supar.test.txt
+}
+
+# Until dev F1 stops improving: both parsers evaluate dev once an epoch and stop after PATIENCE epochs without a
+# better dev F1 (default 5), at most 1,000 epochs; two seeds each (SEED 1 and 2); committed test parses
+# results/peers/{supar,bna}-converged-sSEED.test.*; compared by experiments/peers/supar_vs_bna.py --converged.
+supar_converge() {  # supar-converge SEED [PATIENCE]
+  local seed=${1:?seed} patience=${2:-5}
+  supar_train "$PEERS/supar-run/crf-char-converge-s$seed" "$seed" 1000 "$patience" "results/peers/supar-converged-s$seed.test.txt"
+}
+
+bna_converge() {  # bna-converge SEED [PATIENCE]: experiments/recipes/parsing.toml's none-bna-posnone settings (no
+  # pretrained encoder, no POS tags), resumed by the same command after an interruption
+  local seed=${1:?seed} patience=${2:-5} run=$PEERS/bna-run/none-bna-posnone-converge-s${1:-1}
+  mkdir -p "$PEERS/bna-run"
+  /usr/bin/time -v $PY -m structattn.cli train-parsing --preset full --d-model 128 --heads 4 --d-head 32 --d-ff 256 \
+    --label-hidden 128 --epochs 1000 --patience "$patience" --no-progress --model none --variant bna --pos none \
+    --seed "$seed" --output-dir "$run" >> "$run.log" 2>&1 || { echo "BNA training failed: $run.log"; return 1; }
+  cp "$run/test.trees" "results/peers/bna-converged-s$seed.test.trees"
+  $PY -m structattn.cli score evalb "$PEERS/data/ptb.test.gold" "results/peers/bna-converged-s$seed.test.trees" | tee "$run.evalb"
 }
 
 bna_model() {  # a BNA parser for the speed comparison only: experiments/recipes/parsing.toml's none-bna-posnone-s1
@@ -155,10 +181,12 @@ case "${1:-}" in
   data) data ;;
   supar) shift; supar "$@" ;;
   supar-predict) supar_predict ;;
+  supar-converge) shift; supar_converge "$@" ;;
+  bna-converge) shift; bna_converge "$@" ;;
   supar-speed) supar_speed ;;
   joeynmt-smoke) joeynmt_smoke ;;
   joeynmt) joeynmt ;;
   joeynmt-test) shift; joeynmt_test "$@" ;;
   joeynmt-laptop) joeynmt_laptop ;;
-  *) echo "usage: $0 venvs | data | supar [EPOCHS] | supar-predict | supar-speed | joeynmt-smoke | joeynmt | joeynmt-test [DIR [NAME [SPLIT ...]]] | joeynmt-laptop"; exit 2 ;;
+  *) echo "usage: $0 venvs | data | supar [EPOCHS] | supar-predict | supar-converge SEED [PATIENCE] | bna-converge SEED [PATIENCE] | supar-speed | joeynmt-smoke | joeynmt | joeynmt-test [DIR [NAME [SPLIT ...]]] | joeynmt-laptop"; exit 2 ;;
 esac

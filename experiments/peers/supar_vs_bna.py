@@ -1,9 +1,14 @@
 """SuPar's test trees against our BNA runs: our evalb, paired bootstrap over the 518 test sentences (10,000 resamples).
 
-    python experiments/peers/supar_vs_bna.py   (from the repository root, the library importable)
+    python experiments/peers/supar_vs_bna.py               # the 12-epoch runs (results/peers/supar.test.txt)
+    python experiments/peers/supar_vs_bna.py --converged   # both trained until dev F1 stopped improving, seeds 1 and 2
+
+(from the repository root, the library importable). One JSON line per SuPar parse, then one per (ours, SuPar) pair
+with our F1, the difference and its p.
 """
 from __future__ import annotations
 
+import argparse
 import json
 from pathlib import Path
 
@@ -12,17 +17,41 @@ from structattn.tasks.ptb import split_files
 from structattn.train.significance import paired_bootstrap_f1
 
 RESULTS = Path(__file__).resolve().parents[2] / "results"
-gold = split_files("test")
 
 
-def counts(pred: Path):
+def counts(gold, pred: Path):
+    """(EVALB figures, per-sentence (matched, gold, test) bracket counts) of ``pred`` against the test split."""
     result = evalb_files(gold, pred)
     return result.to_dict(), [(s.matched, s.gold_brackets, s.test_brackets) for s in result.per_sentence]
 
 
-supar_score, supar = counts(RESULTS / "peers" / "supar.test.txt")
-print(json.dumps({"run": "supar-crf-char-12ep", **{k: supar_score[k] for k in ("recall", "precision", "f1")}}))
-for run in ("none-bna-posnone-s1", "none-bna-posnone-s2", "none-sa-posnone-s1", "none-sa-posnone-s2"):
-    score, ours = counts(RESULTS / "parsing" / f"{run}.test.trees")
-    delta, p = paired_bootstrap_f1(ours, supar)
-    print(json.dumps({"run": run, "f1": score["f1"], "minus_supar": round(delta, 2), "p": round(p, 4)}))
+def runs(converged: bool) -> tuple[dict[str, Path], dict[str, Path]]:
+    """(ours, SuPar's): name -> committed test parse."""
+    if converged:
+        return ({f"bna-converged-s{s}": RESULTS / "peers" / f"bna-converged-s{s}.test.trees" for s in (1, 2)},
+                {f"supar-converged-s{s}": RESULTS / "peers" / f"supar-converged-s{s}.test.txt" for s in (1, 2)})
+    return ({run: RESULTS / "parsing" / f"{run}.test.trees"
+             for run in ("none-bna-posnone-s1", "none-bna-posnone-s2", "none-sa-posnone-s1", "none-sa-posnone-s2")},
+            {"supar-crf-char-12ep": RESULTS / "peers" / "supar.test.txt"})
+
+
+def main(argv=None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--converged", action="store_true", help="the runs trained until dev F1 stopped improving")
+    args = parser.parse_args(argv)
+    gold = split_files("test")
+    ours, peers = runs(args.converged)
+    scored = {name: counts(gold, path) for name, path in {**peers, **ours}.items() if path.is_file()}
+    for name in (n for n in [*peers, *ours] if n not in scored):
+        print(json.dumps({"run": name, "missing": str((peers | ours)[name])}))
+    for peer in (p for p in peers if p in scored):
+        print(json.dumps({"run": peer, **{k: scored[peer][0][k] for k in ("recall", "precision", "f1")}}))
+    for mine in (m for m in ours if m in scored):
+        for peer in (p for p in peers if p in scored):
+            delta, p = paired_bootstrap_f1(scored[mine][1], scored[peer][1])
+            against = {"against": peer} if len(peers) > 1 else {}  # one peer: the committed 12-epoch file's lines
+            print(json.dumps({"run": mine, **against, "f1": scored[mine][0]["f1"], "minus_supar": round(delta, 2),
+                              "p": round(p, 4)}))
+
+if __name__ == "__main__":
+    main()
