@@ -65,7 +65,7 @@ supar_predict() {  # supar_predict [RUN [OUT]]
   $SUPAR_PY -m supar.cmds.crf_con --mbr -d=-1 -t 1 -p "$run/model" predict --data "$PEERS/data/ptb.test.trees" \
     --pred "$run/test.pred" > "$run/predict.out" 2>&1 || { echo "SuPar prediction failed: $run/predict.out"; return 1; }
   cp "$run/test.pred" "$out"
-  $PY -m structattn.cli score evalb "$PEERS/data/ptb.test.gold" "$out" | tee "$run/test.evalb"
+  $PY -m structattn.cli score evalb --gold "$PEERS/data/ptb.test.gold" --predictions "$out" | tee "$run/test.evalb"
 }
 
 supar() {  # supar [EPOCHS]: the 12-epoch budget run (seed 1, patience 100 = never stops early)
@@ -88,7 +88,7 @@ bna_converge() {  # bna-converge SEED [PATIENCE]: experiments/recipes/parsing.to
     --label-hidden 128 --epochs 1000 --patience "$patience" --no-progress --model none --variant bna --pos none \
     --seed "$seed" --output-dir "$run" >> "$run.log" 2>&1 || { echo "BNA training failed: $run.log"; return 1; }
   cp "$run/test.trees" "results/peers/bna-converged-s$seed.test.trees"
-  $PY -m structattn.cli score evalb "$PEERS/data/ptb.test.gold" "results/peers/bna-converged-s$seed.test.trees" | tee "$run.evalb"
+  $PY -m structattn.cli score evalb --gold "$PEERS/data/ptb.test.gold" --predictions "results/peers/bna-converged-s$seed.test.trees" | tee "$run.evalb"
 }
 
 bna_model() {  # a BNA parser for the speed comparison only: experiments/recipes/parsing.toml's none-bna-posnone-s1
@@ -172,7 +172,7 @@ joeynmt_test() {  # joeynmt_test [MODEL_DIR [NAME [SPLIT ...]]]: each split (def
     "$JOEY/python" -m joeynmt test "$dir/config-$split.yaml" --output-path "$dir/hyp-$split" > "$dir/test-$split.out" 2>&1 \
       || { echo "Joey NMT test failed: $dir/test-$split.out"; return 1; }
     $PY experiments/peers/prepare_peer_data.py detok "$PEERS/data/multi30k" "$dir/hyp-$split.test" results/peers/$name.$split.de
-    $PY -m structattn.cli score bleu --split "$split" --hypotheses results/peers/$name.$split.de
+    $PY -m structattn.cli score bleu --split "$split" --predictions results/peers/$name.$split.de
   done
 }
 

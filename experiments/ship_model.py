@@ -10,7 +10,7 @@ NAME is an entry of ``structattn.models.trained.TRAINED``; its kind says what RU
   the package's: no copy of the encoder is committed). The shipped folder is then loaded BY NAME and parses the
   whole test split as the run did (the cached spaCy tags as input when the parser reads tags, the gold tags on
   the output preterminals); those trees are ``results/shipped/NAME.test.trees`` and their EVALB score (the
-  figure ``structattn score evalb "<treebank>/wsj_01[6-9]?.mrg" results/shipped/NAME.test.trees`` prints) is the
+  figure ``structattn score evalb --gold "<treebank>/wsj_01[6-9]?.mrg" --predictions results/shipped/NAME.test.trees`` prints) is the
   card's test score.
 * ``translator``: a ``structattn train-translation`` run. ``RUN_DIR/final`` (weights and tokenizer) is copied
   into the package; the shipped model, loaded by name, translates every test split of the run (beam and length
@@ -115,9 +115,9 @@ def ship_parser(run_dir: Path, entry: TrainedModel) -> dict:
                  "precision": score["precision"], "complete_match": score["complete_match"],
                  "sentences": score.get("sentences"),
                  "predictions": _rel(out),
-                 "score_command": "structattn score evalb "
+                 "score_command": "structattn score evalb --gold "
                                   "\"../shared/data/ptb_sample_nltk/treebank/combined/wsj_01[6-9]?.mrg\" "
-                                  f"{_rel(out)}",
+                                  f"--predictions {_rel(out)}",
                  "equals_run_predictions": same,
                  "equals_results_row": _rel(row) if same_row else None,
                  "parse_seconds": round(parse_seconds, 1)},
@@ -168,7 +168,7 @@ def ship_translator(run_dir: Path, entry: TrainedModel) -> dict:
         atomic_write_text(out, "".join(h + "\n" for h in hyps))
         scored = corpus_bleu(out.read_text(encoding="utf-8").split("\n")[:-1], data.targets)
         tests[split] = {"bleu": round(scored["bleu"], 2), "predictions": _rel(out),
-                        "score_command": f"structattn score bleu --split {split} --hypotheses {_rel(out)}"}
+                        "score_command": f"structattn score bleu --split {split} --predictions {_rel(out)}"}
         run_hyps = run_dir / "hypotheses" / f"{split}.de"
         same[split] = run_hyps.is_file() and run_hyps.read_text(encoding="utf-8") == out.read_text(encoding="utf-8")
         row = RESULTS / "nmt" / f"{run_dir.name}.{split}.de"  # the run's row of NMT.md, when it is one

@@ -27,6 +27,8 @@ SYNONYMS: tuple[tuple[str, ...], ...] = (
     ("--max-eval-examples", "--max-eval-trees", "--eval-examples"),  # evaluate on only the first N examples
     ("--clip-norm", "--clip-grad"),  # gradient norm clipping
     ("--warmup-steps", "--warmup"),  # linear warm-up, in optimizer steps (--warmup-ratio is a fraction)
+    ("--gold", "--references"),  # what a scorer compares with (gold trees, reference translations, SQuAD file)
+    ("--predictions", "--hypotheses"),  # what a scorer scores
 )
 
 #: Retired spelling -> the spelling that replaces it (derived from :data:`SYNONYMS`).
@@ -54,13 +56,17 @@ class RetiredFlag(argparse.Action):
 
 
 def add_retired_flags(parser: argparse.ArgumentParser, *old_flags: str) -> None:
-    """Accept each retired spelling in ``old_flags`` as a hidden alias of its replacement (already added to
-    ``parser``), with the same destination, type and number of values."""
+    """Accept each retired spelling in ``old_flags`` (of :data:`RETIRED`) as a hidden alias of its replacement."""
     for old in old_flags:
-        new = RETIRED[old]
-        target = parser._option_string_actions[new]  # noqa: SLF001  (argparse keeps no public index)
-        parser.add_argument(old, dest=target.dest, type=target.type, nargs=target.nargs, metavar=target.metavar,
-                            default=argparse.SUPPRESS, help=argparse.SUPPRESS, action=RetiredFlag, replacement=new)
+        add_retired_alias(parser, old, RETIRED[old])
+
+
+def add_retired_alias(parser: argparse.ArgumentParser, old: str, new: str) -> None:
+    """Accept the flag ``old`` as a hidden alias of ``new`` (already added to ``parser``), with the same
+    destination, type and number of values: for a spelling one subcommand alone had (``score squad --data``)."""
+    target = parser._option_string_actions[new]  # noqa: SLF001  (argparse keeps no public index)
+    parser.add_argument(old, dest=target.dest, type=target.type, nargs=target.nargs, metavar=target.metavar,
+                        default=argparse.SUPPRESS, help=argparse.SUPPRESS, action=RetiredFlag, replacement=new)
 
 
 def add_retired_positional(parser: argparse.ArgumentParser, name: str, replacement: str) -> None:

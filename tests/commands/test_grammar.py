@@ -56,13 +56,16 @@ def test_a_registered_retired_spelling_is_used_somewhere(parser):
     """The retired spellings kept are the ones some command had (a dead entry would hide a typo)."""
     used = {s for p in walk_parsers(parser) for a in _options(p) if is_retired(a) for s in a.option_strings}
     kept = {"--encoder", "--out", "--spacy-model", "--max-train-trees", "--max-eval-trees", "--clip-grad",
-            "--warmup", "--train-examples", "--eval-examples"}
+            "--warmup", "--train-examples", "--eval-examples", "--references", "--hypotheses"}
     assert kept <= used and kept <= set(RETIRED)
 
 
 @pytest.mark.parametrize("argv, dest, value, old", [
     (["probe", "--model", "m", "--out", "r.json"], "output", "r.json", "--out"),
-    (["score", "squad", "--data", "d", "--predictions", "p", "--out", "e.json"], "output", "e.json", "--out"),
+    (["score", "squad", "--gold", "d", "--predictions", "p", "--out", "e.json"], "output", "e.json", "--out"),
+    (["score", "squad", "--data", "d", "--predictions", "p"], "gold", "d", "--data"),
+    (["score", "bleu", "--references", "r", "--predictions", "p"], "gold", "r", "--references"),
+    (["score", "bleu", "--split", "dev", "--hypotheses", "h"], "predictions", "h", "--hypotheses"),
     (["score", "race", "--predictions", "p", "--out", "e.json"], "output", "e.json", "--out"),
     (["score", "mctest", "--predictions", "p", "--out", "e.json"], "output", "e.json", "--out"),
     (["parse", "--model", "m", "--spacy-model", "en_x"], "parser", "en_x", "--spacy-model"),

@@ -51,8 +51,8 @@ def test_predict_probe_evaluate_check_paths_first(cli, empty_model, tmp_path):
 @pytest.mark.parametrize("argv", [
     ["score", "race", "--predictions", "{folder}"],
     ["score", "mctest", "--predictions", "{folder}"],
-    ["score", "squad", "--data", "{file}", "--predictions", "{folder}"],
-    ["score", "evalb", "{file}", "{folder}"],
+    ["score", "squad", "--gold", "{file}", "--predictions", "{folder}"],
+    ["score", "evalb", "--gold", "{file}", "--predictions", "{folder}"],
 ])
 def test_a_folder_given_as_a_predictions_file_is_called_a_folder(cli, argv, tmp_path, text_file):
     argv = [a.format(folder=tmp_path, file=text_file) for a in argv]
@@ -67,10 +67,10 @@ def test_score_output_folder_checked_before_scoring(cli, tmp_path, text_file):
 def test_score_bleu_names_the_line_of_bad_bytes_and_control_characters(cli, tmp_path, text_file):
     hyp = tmp_path / "hyp.de"
     hyp.write_bytes(b"Ein Hund.\nZwei caf\xe9s.\n")
-    _one_line(*cli(["score", "bleu", "--references", text_file, "--hypotheses", str(hyp)])[::2],
+    _one_line(*cli(["score", "bleu", "--gold", text_file, "--predictions", str(hyp)])[::2],
               f"{hyp}:2: not valid UTF-8")
     hyp.write_bytes(b"Ein Hund.\n\x00\x00\x00\n")
-    _one_line(*cli(["score", "bleu", "--references", text_file, "--hypotheses", str(hyp)])[::2],
+    _one_line(*cli(["score", "bleu", "--gold", text_file, "--predictions", str(hyp)])[::2],
               f"{hyp}:2: control character U+0000 (NUL)")
 
 

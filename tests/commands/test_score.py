@@ -39,7 +39,7 @@ def files(tmp_path):
 
 def test_summary_from_a_folder(files, capsys):
     gold, pred = files
-    code, out, _ = run(["score", "evalb", str(gold), str(pred)], capsys)
+    code, out, _ = run(["score", "evalb", "--gold", str(gold), "--predictions", str(pred)], capsys)
     assert code == 0
     assert "-- All --" in out and "-- len<=40 --" in out
     assert "Number of sentence        =      3" in out
@@ -53,7 +53,7 @@ def test_summary_from_a_folder(files, capsys):
 
 def test_json_and_glob(files, capsys):
     gold, pred = files
-    code, out, _ = run(["score", "evalb", str(gold / "wsj_*.mrg"), str(pred), "--json"], capsys)
+    code, out, _ = run(["score", "evalb", "--gold", str(gold / "wsj_*.mrg"), "--predictions", str(pred), "--json"], capsys)
     d = json.loads(out)
     assert code == 0
     assert (d["recall"], d["precision"], d["f1"], d["complete_match"]) == (77.78, 100.0, 87.5, 66.67)
@@ -65,7 +65,7 @@ def test_json_and_glob(files, capsys):
 def test_single_gold_file_and_per_sentence_table(files, capsys):
     gold, pred = files
     pred.write_text("(S (NP (NNP John)) (VP (VBD ran)) (. .)) (S (NP (PRP We)) (VP (VBD won)))")
-    code, out, _ = run(["score", "evalb", str(gold / "wsj_0001.mrg"), str(pred), "--per-sentence"], capsys)
+    code, out, _ = run(["score", "evalb", "--gold", str(gold / "wsj_0001.mrg"), "--predictions", str(pred), "--per-sentence"], capsys)
     assert "   1    3    0  100.00 100.00     3      3    3      0      2     2   100.00" in out
     assert "Bracketing FMeasure       = 100.00" in out
 
@@ -73,7 +73,7 @@ def test_single_gold_file_and_per_sentence_table(files, capsys):
 def test_different_tree_counts_name_both_files(files, capsys):
     gold, pred = files
     with pytest.raises(UserError) as info:
-        run(["score", "evalb", str(gold / "wsj_0001.mrg"), str(pred)], capsys)
+        run(["score", "evalb", "--gold", str(gold / "wsj_0001.mrg"), "--predictions", str(pred)], capsys)
     message = str(info.value)
     assert "2 gold trees in" in message and "3 trees in" in message
     assert str(gold / "wsj_0001.mrg") in message and str(pred) in message
@@ -82,7 +82,7 @@ def test_different_tree_counts_name_both_files(files, capsys):
 def test_error_sentences_are_printed_and_counted(files, capsys):
     gold, pred = files
     pred.write_text(PRED.replace("(VBD ran)", "(VBD walked)"))
-    code, out, err = run(["score", "evalb", str(gold), str(pred), "--json"], capsys)
+    code, out, err = run(["score", "evalb", "--gold", str(gold), "--predictions", str(pred), "--json"], capsys)
     d = json.loads(out)
     assert d["error_sentences"] == 1 and d["errors"] == [{"sentence": 1, "error": "Words unmatch (ran|walked)"}]
     assert "sentence 1: Words unmatch (ran|walked)" in err
@@ -99,14 +99,14 @@ def test_bad_gold_argument(tmp_path, files, capsys, what, pattern):
     (tmp_path / "empty_dir").mkdir()
     arg = {"missing": tmp_path / "missing", "empty_dir": tmp_path / "empty_dir", "glob": tmp_path / "x*.mrg"}[what]
     with pytest.raises(UserError, match=pattern):
-        run(["score", "evalb", str(arg), str(pred)], capsys)
+        run(["score", "evalb", "--gold", str(arg), "--predictions", str(pred)], capsys)
 
 
 def test_malformed_prediction_names_file_and_line(files, capsys):
     gold, pred = files
     pred.write_text("(S (NN a))\n(S (NN b)\n")
     with pytest.raises(UserError, match=rf"^{pred}:2: '\(' never closed"):
-        run(["score", "evalb", str(gold), str(pred)], capsys)
+        run(["score", "evalb", "--gold", str(gold), "--predictions", str(pred)], capsys)
 
 
 def _stdin(monkeypatch, data: bytes) -> None:
@@ -118,14 +118,14 @@ def _stdin(monkeypatch, data: bytes) -> None:
 
 def test_dash_reads_the_predictions_from_standard_input(files, capsys, monkeypatch):
     gold, pred = files
-    _, from_file, _ = run(["score", "evalb", str(gold), str(pred), "--json"], capsys)
+    _, from_file, _ = run(["score", "evalb", "--gold", str(gold), "--predictions", str(pred), "--json"], capsys)
     _stdin(monkeypatch, PRED.encode("utf-8"))
-    code, from_stdin, _ = run(["score", "evalb", str(gold), "-", "--json"], capsys)
+    code, from_stdin, _ = run(["score", "evalb", "--gold", str(gold), "--predictions", "-", "--json"], capsys)
     assert code == 0
     assert {**json.loads(from_stdin), "pred": None} == {**json.loads(from_file), "pred": None}
     assert json.loads(from_stdin)["pred"] == "<stdin>" and json.loads(from_stdin)["f1"] == 87.5
     _stdin(monkeypatch, PRED.encode("utf-8"))
-    code, out, _ = run(["score", "evalb", str(gold), "-"], capsys)
+    code, out, _ = run(["score", "evalb", "--gold", str(gold), "--predictions", "-"], capsys)
     assert code == 0 and "pred: <stdin>" in out and "Bracketing FMeasure       =  87.50" in out
 
 
@@ -139,13 +139,13 @@ def test_bad_standard_input_is_named(files, capsys, monkeypatch, data, pattern):
     gold, _ = files
     _stdin(monkeypatch, data)
     with pytest.raises(UserError, match=pattern):
-        run(["score", "evalb", str(gold), "-"], capsys)
+        run(["score", "evalb", "--gold", str(gold), "--predictions", "-"], capsys)
 
 
 def test_gold_cannot_be_standard_input(files, capsys):
     _, pred = files
-    with pytest.raises(UserError, match=r"GOLD cannot be standard input \('-'\): give the gold tree file"):
-        run(["score", "evalb", "-", str(pred)], capsys)
+    with pytest.raises(UserError, match=r"--gold cannot be standard input \('-'\): give the gold tree file"):
+        run(["score", "evalb", "--gold", "-", "--predictions", str(pred)], capsys)
 
 
 def test_score_needs_a_scorer(capsys):
@@ -177,7 +177,7 @@ def test_squad_prints_the_official_json(squad_files, capsys, tmp_path):
     pred = squad_files("pred.json", {"q1": "Paris", "q2": "in 1889", "q3": "Paris", "extra": "x"})
     na = squad_files("na.json", {"q1": 0.1, "q2": 0.5, "q3": 0.7})
     out_file = tmp_path / "eval.json"
-    code, out, err = run(["score", "squad", "--data", data, "--predictions", pred, "--na-prob", na,
+    code, out, err = run(["score", "squad", "--gold", data, "--predictions", pred, "--na-prob", na,
                           "--na-prob-thresh", "0.6", "--out", str(out_file)], capsys)
     d = json.loads(out)
     assert code == 0 and out.startswith('{\n  "exact": ')  # indent 2, the script's key order
@@ -195,7 +195,7 @@ def test_squad_prints_the_official_json(squad_files, capsys, tmp_path):
 def test_squad_without_na_prob(squad_files, capsys):
     data = squad_files("data.json", SQUAD)
     pred = squad_files("pred.json", {"q1": "Paris", "q2": "", "q3": ""})
-    code, out, err = run(["score", "squad", "--data", data, "--predictions", pred], capsys)
+    code, out, err = run(["score", "squad", "--gold", data, "--predictions", pred], capsys)
     d = json.loads(out)
     assert list(d) == ["exact", "f1", "total", "HasAns_exact", "HasAns_f1", "HasAns_total",
                        "NoAns_exact", "NoAns_f1", "NoAns_total"]
@@ -206,7 +206,7 @@ def test_squad_missing_predictions_count_as_wrong_and_are_reported(squad_files, 
     data = squad_files("data.json", SQUAD)
     path = tmp_path / "pred.json"
     path.write_text(json.dumps({"q1": "Paris"}))
-    code, out, err = run(["score", "squad", "--data", data, "--predictions", str(path)], capsys)
+    code, out, err = run(["score", "squad", "--gold", data, "--predictions", str(path)], capsys)
     assert code == 0 and "2 question(s) of" in err and "count as wrong (first: 'q2', 'q3')" in err
     assert json.loads(out)["total"] == 3
 
@@ -220,7 +220,7 @@ def test_squad_bad_predictions(squad_files, tmp_path, capsys, pred, pattern):
     path = tmp_path / "pred.json"
     path.write_text(pred if isinstance(pred, str) else json.dumps(pred))
     with pytest.raises(UserError, match=pattern):
-        run(["score", "squad", "--data", data, "--predictions", str(path)], capsys)
+        run(["score", "squad", "--gold", data, "--predictions", str(path)], capsys)
 
 
 def test_squad_bad_data_names_the_question(squad_files, capsys):
@@ -229,9 +229,9 @@ def test_squad_bad_data_names_the_question(squad_files, capsys):
     data = squad_files("data.json", bad)
     pred = squad_files("pred.json", {"q1": "", "q2": "", "q3": ""})
     with pytest.raises(UserError, match=r"article 0 \('T'\), paragraph 0, question 2 \(id 'q3'\): is_impossible is true"):
-        run(["score", "squad", "--data", data, "--predictions", pred], capsys)
+        run(["score", "squad", "--gold", data, "--predictions", pred], capsys)
     with pytest.raises(UserError, match=r"--na-prob: input file \S*missing\.json does not exist"):
-        run(["score", "squad", "--data", squad_files("ok.json", SQUAD), "--predictions", pred,
+        run(["score", "squad", "--gold", squad_files("ok.json", SQUAD), "--predictions", pred,
              "--na-prob", data.replace("data.json", "missing.json")], capsys)
 
 
@@ -245,7 +245,7 @@ def test_score_bleu_prints_sacrebleu_of_the_file(tmp_path, capsys):
     refs.write_text("Ein Hund läuft im Park.\nZwei Männer sitzen auf einer Bank.\n", encoding="utf-8")
     hyps = tmp_path / "hyp.de"
     hyps.write_text("Ein Hund läuft im Park.\nZwei Männer sitzen auf der Bank.\n", encoding="utf-8")
-    assert main(["score", "bleu", "--references", str(refs), "--hypotheses", str(hyps), "--json"]) == 0
+    assert main(["score", "bleu", "--gold", str(refs), "--predictions", str(hyps), "--json"]) == 0
     out = json.loads(capsys.readouterr().out)
     import sacrebleu
 
@@ -261,5 +261,15 @@ def test_score_bleu_refuses_a_line_count_mismatch(tmp_path, capsys):
     refs.write_text("a\nb\n", encoding="utf-8")
     hyps = tmp_path / "hyp.de"
     hyps.write_text("a\n", encoding="utf-8")
-    assert main(["score", "bleu", "--references", str(refs), "--hypotheses", str(hyps)]) == 2
+    assert main(["score", "bleu", "--gold", str(refs), "--predictions", str(hyps)]) == 2
     assert "1 hypotheses for 2 references" in capsys.readouterr().err
+
+
+def test_the_earlier_positional_spelling_still_scores_with_two_deprecation_lines(files, capsys):
+    """`score evalb GOLD PRED` (the spelling before --gold/--predictions) gives the same figures, and says twice
+    which flags replace it."""
+    gold, pred = files
+    code, old, err = run(["score", "evalb", str(gold), str(pred), "--json"], capsys)
+    assert code == 0 and err.count("is deprecated") == 2 and "use --gold" in err and "use --predictions" in err
+    _, new, err = run(["score", "evalb", "--gold", str(gold), "--predictions", str(pred), "--json"], capsys)
+    assert "deprecated" not in err and json.loads(old)["f1"] == json.loads(new)["f1"]

@@ -2,29 +2,35 @@
 
 Examples::
 
-    structattn score evalb ../shared/data/ptb_sample_nltk/treebank/combined/wsj_0001.mrg pred.trees
-    structattn score evalb "../shared/data/ptb_sample_nltk/treebank/combined/wsj_01[6-9]?.mrg" test.trees --json
-    structattn score evalb gold_folder/ test.trees --per-sentence
-    structattn score squad --data ../shared/data/squad2/dev-v2.0.reconstructed-from-explorer.json \
+    structattn score evalb --gold ../shared/data/ptb_sample_nltk/treebank/combined/wsj_0001.mrg --predictions pred.trees
+    structattn score evalb --gold "../shared/data/ptb_sample_nltk/treebank/combined/wsj_01[6-9]?.mrg" \
+        --predictions test.trees --json
+    structattn score evalb --gold gold_folder/ --predictions test.trees --per-sentence
+    structattn score squad --gold ../shared/data/squad2/dev-v2.0.reconstructed-from-explorer.json \
         --predictions predictions.json --na-prob na_prob.json --output eval.json
     structattn score squad --task squad2 --split test --predictions results/squad2/RUN.json
-    structattn score bleu --split test2016 --hypotheses results/nmt/RUN.test2016.de
-    structattn score bleu --references REF.de --hypotheses HYP.de
+    structattn score bleu --split test2016 --predictions results/nmt/RUN.test2016.de
+    structattn score bleu --gold REF.de --predictions HYP.de
     structattn score race --predictions race_test.json                   # RACE test, middle + high
     structattn score race --task race_m --split dev --predictions dev.json
     structattn score mctest --task mctest500 --predictions results/mctest/RUN.json
 
-``score evalb`` is EVALB with COLLINS.prm (see :mod:`structattn.tasks.evalb` for the rules): GOLD is a tree
+Every scorer reads the reference side from ``--gold`` (or a registered split) and the scored output from
+``--predictions``; the earlier spellings (``evalb GOLD PRED``, ``--data``, ``--references``, ``--hypotheses``) still
+work for one release, with a deprecation line.
+
+``score evalb`` is EVALB with COLLINS.prm (see :mod:`structattn.tasks.evalb` for the rules): ``--gold`` is a tree
 file, a folder (its ``*.mrg`` files in sorted order) or a quoted glob (matches in sorted order), the gold
-files read one after another; PRED is one file with one tree per gold tree, in any whitespace layout, or ``-``
-for standard input (``structattn parse ... | structattn score evalb GOLD -``; GOLD cannot be ``-``). Gold
+files read one after another; ``--predictions`` is one file with one tree per gold tree, in any whitespace layout,
+or ``-`` for standard input (``structattn parse ... | structattn score evalb --gold GOLD --predictions -``; the
+gold side cannot be ``-``). Gold
 trees may be as found in the treebank (traces, function tags, outer bracket).
 
-``score squad`` is the official SQuAD ``evaluate-v2.0.py`` (see :mod:`structattn.tasks.squad_eval`): DATA is a
-SQuAD 1.1 or 2.0 JSON file, PRED maps every question id to its answer text (``""`` = no answer), NA (optional)
+``score squad`` is the official SQuAD ``evaluate-v2.0.py`` (see :mod:`structattn.tasks.squad_eval`): ``--gold`` is
+a SQuAD 1.1 or 2.0 JSON file (or ``--task`` and ``--split`` name one), PRED (``--predictions``) maps every question id to its answer text (``""`` = no answer), NA (optional)
 maps every id to a no-answer probability or score and adds the best-threshold sweep. It prints the JSON the
 official script prints (same keys, same order, percentages); ``--output`` also writes it to a file. A question
-without a prediction is an error (the official script crashes); predictions for ids not in DATA are ignored, as
+without a prediction is an error (the official script crashes); predictions for ids not in the gold file are ignored, as
 there, and counted on stderr.
 
 ``score race`` is accuracy as the RACE papers count it (Lai et al. 2017; see :func:`structattn.tasks.race.score_race`):
@@ -52,7 +58,7 @@ import json
 import sys
 from pathlib import Path
 
-from ..cli_grammar import add_retired_flags
+from ..cli_grammar import add_retired_alias, add_retired_flags, add_retired_positional
 from ..errors import UserError
 
 
@@ -123,6 +129,15 @@ def _option_predictions(args) -> tuple[list, dict]:
     return get_mc_task(args.task).read(args.split), _json_object(args.predictions, "option letter")
 
 
+def _require_one(args, command: str, **flags: str) -> None:
+    """Exactly one of ``flags`` (attribute -> flag) given: a flag replaced by a retired spelling or positional
+    cannot be required by argparse itself, which does not see the alias as the flag."""
+    given = [flag for attribute, flag in flags.items() if getattr(args, attribute, None) is not None]
+    if len(given) != 1:
+        names = " or ".join(flags.values())
+        raise UserError(f"{command} needs {names}" if not given else f"{command}: give only one of {names}")
+
+
 def _check_files(args, output: str | None = None, **inputs: str) -> None:
     """Every input file (attribute -> flag) readable and the output file writable, before anything is read."""
     from ..paths import check_input_file, check_output_file
@@ -145,14 +160,16 @@ def _report(result: dict, out: str | None) -> int:
 
 def _add_bleu(scorers) -> None:
     b = scorers.add_parser("bleu", help="sacreBLEU corpus BLEU of a translation file",
-                           description="Detokenised, case-sensitive sacreBLEU (13a) of HYP against a Multi30k split's "
-                                       "references (--split) or a reference file (--references).")
-    ref = b.add_mutually_exclusive_group(required=True)
+                           description="Detokenised, case-sensitive sacreBLEU (13a) of the --predictions file against "
+                                       "a Multi30k split's references (--split) or a reference file (--gold).")
+    ref = b.add_mutually_exclusive_group()
     ref.add_argument("--split", help="Multi30k split whose German side is the reference (test2016, test2017, "
                                      "test2018, mscoco2017, dev)")
-    ref.add_argument("--references", help="reference file, one line per hypothesis line")
-    b.add_argument("--hypotheses", required=True, help="hypothesis file (UTF-8, one line per reference line)")
+    ref.add_argument("--gold", metavar="REF", help="reference file, one line per predicted line")
+    b.add_argument("--predictions", metavar="HYP", help="the translations scored (UTF-8, one line per reference "
+                                                        "line; required)")
     b.add_argument("--json", action="store_true", help="print one JSON object")
+    add_retired_flags(b, "--references", "--hypotheses")
     b.set_defaults(func=run_bleu)
 
 
@@ -163,9 +180,11 @@ def run_bleu(args) -> int:
 
     from ..io import read_input_lines
 
-    _check_files(args, references="--references", hypotheses="--hypotheses")
-    refs = read_split(args.split).targets if args.split else read_lines(Path(args.references))
-    _, hyps = read_input_lines(args.hypotheses)  # bad bytes and control characters: FILE:LINE
+    _require_one(args, "score bleu", split="--split", gold="--gold")
+    _require_one(args, "score bleu", predictions="--predictions")
+    _check_files(args, gold="--gold", predictions="--predictions")
+    refs = read_split(args.split).targets if args.split else read_lines(Path(args.gold))
+    _, hyps = read_input_lines(args.predictions)  # bad bytes and control characters: FILE:LINE
     scored = corpus_bleu(hyps, refs)
     if args.json:
         print(json.dumps({"bleu": round(scored["bleu"], 2), "signature": scored["signature"]}))
@@ -176,12 +195,15 @@ def run_bleu(args) -> int:
 
 def _add_evalb(scorers) -> None:
     e = scorers.add_parser("evalb", help="labelled bracketing recall/precision/F1 as EVALB with COLLINS.prm",
-                           description="Labelled bracketing scores of PRED against GOLD, equal to "
+                           description="Labelled bracketing scores of --predictions against --gold, equal to "
                                        "`evalb -p COLLINS.prm` (punctuation and -NONE- deleted, TOP deleted, "
                                        "function tags stripped, ADVP = PRT), with the len<=40 breakdown.")
-    e.add_argument("gold", metavar="GOLD", help="gold tree file, folder of *.mrg files, or quoted glob")
-    e.add_argument("pred", metavar="PRED", help="predicted trees, one per gold tree, same order; - = standard input")
+    e.add_argument("--gold", metavar="GOLD", help="gold tree file, folder of *.mrg files, or quoted glob (required)")
+    e.add_argument("--predictions", metavar="PRED",
+                   help="predicted trees, one per gold tree, same order; - = standard input (required)")
     e.add_argument("--json", action="store_true", help="print one JSON object instead of the EVALB summary")
+    add_retired_positional(e, "gold", "--gold")
+    add_retired_positional(e, "pred", "--predictions")
     e.add_argument("--per-sentence", action="store_true", help="also print EVALB's per-sentence table")
     e.add_argument("--cutoff", type=int, default=40, help="length cut-off of the second block (default 40)")
     e.set_defaults(func=run_evalb)
@@ -189,10 +211,10 @@ def _add_evalb(scorers) -> None:
 
 def _add_squad(scorers) -> None:
     q = scorers.add_parser("squad", help="exact match and F1 as the official SQuAD evaluate-v2.0.py",
-                           description="EM/F1 of PRED against DATA with the rules of the official SQuAD "
+                           description="EM/F1 of --predictions against --gold with the rules of the official SQuAD "
                                        "evaluate-v2.0.py (also for SQuAD 1.1 files), printed as its JSON.")
-    gold = q.add_mutually_exclusive_group(required=True)
-    gold.add_argument("--data", metavar="DATA.json", help="SQuAD JSON file (1.1 or 2.0)")
+    gold = q.add_mutually_exclusive_group()
+    gold.add_argument("--gold", metavar="DATA.json", help="SQuAD JSON file (1.1 or 2.0)")
     gold.add_argument("--task", choices=("squad2", "squad11"),
                       help="score against a split of a registered task instead (with --split): e.g. the test part "
                            "of the SQuAD 2.0 article split (results/squad2_split.json)")
@@ -205,6 +227,7 @@ def _add_squad(scorers) -> None:
                    help="predict no answer where na_prob exceeds this (default 1.0)")
     q.add_argument("--output", metavar="eval.json", help="also write the JSON to this file (default: none)")
     add_retired_flags(q, "--out")
+    add_retired_alias(q, "--data", "--gold")
     q.set_defaults(func=run_squad)
 
 
@@ -231,14 +254,15 @@ def run_squad(args) -> int:
     from ..tasks.squad import load_squad
     from ..tasks.squad_eval import evaluate, has_answer, missing_predictions
 
-    _check_files(args, data="--data", predictions="--predictions", na_prob="--na-prob", output="--output")
+    _require_one(args, "score squad", gold="--gold", task="--task")
+    _check_files(args, gold="--gold", predictions="--predictions", na_prob="--na-prob", output="--output")
     if args.task:
         from ..tasks.squad import get_qa_task
 
         dataset = get_qa_task(args.task).read(args.split).dataset
         source = f"{args.task}/{args.split}"
     else:
-        dataset, source = load_squad(args.data), args.data
+        dataset, source = load_squad(args.gold), args.gold
     predictions = _json_object(args.predictions, "answer text")
     na_probs = _json_object(args.na_prob, "no-answer probability") if args.na_prob else None
     result = evaluate(dataset, predictions, na_probs, args.na_prob_thresh)
@@ -252,10 +276,10 @@ def run_squad(args) -> int:
 
 def gold_paths(spec: str) -> list[Path]:
     """A file, a folder (its ``*.mrg`` sorted) or a glob (its matches sorted); UserError when nothing is found
-    and for ``-`` (only PRED may come from standard input)."""
+    and for ``-`` (only the predictions may come from standard input)."""
     if spec == "-":
-        raise UserError("GOLD cannot be standard input ('-'): give the gold tree file, folder of *.mrg or quoted "
-                        "glob; the predicted trees (PRED) may be '-' to read them from standard input")
+        raise UserError("--gold cannot be standard input ('-'): give the gold tree file, folder of *.mrg or quoted "
+                        "glob; the predicted trees (--predictions) may be '-' to read them from standard input")
     path = Path(spec)
     if path.is_dir():
         files = sorted(p for p in path.glob("*.mrg") if p.is_file())
@@ -269,7 +293,7 @@ def gold_paths(spec: str) -> list[Path]:
         if not files:
             raise UserError(f"{spec}: the pattern matches no file")
         return files
-    raise UserError(f"{spec}: file not found (GOLD is a tree file, a folder of *.mrg files or a quoted glob)")
+    raise UserError(f"{spec}: file not found (--gold is a tree file, a folder of *.mrg files or a quoted glob)")
 
 
 def run_evalb(args) -> int:
@@ -278,10 +302,12 @@ def run_evalb(args) -> int:
 
     if args.cutoff < 0:
         raise UserError(f"--cutoff must be >= 0, got {args.cutoff}")
-    _check_files(args, pred="PRED")
+    _require_one(args, "score evalb", gold="--gold")
+    _require_one(args, "score evalb", predictions="--predictions")
+    _check_files(args, predictions="--predictions")
     golds = gold_paths(args.gold)
-    pred = STDIN if args.pred == "-" else Path(args.pred)
-    result = evalb_files(golds, args.pred, cutoff=args.cutoff)
+    pred = STDIN if args.predictions == "-" else Path(args.predictions)
+    result = evalb_files(golds, args.predictions, cutoff=args.cutoff)
     # nothing dropped silently: every error/skip sentence is named on stderr, like evalb's "<line> : <error>"
     for sentence, message in result.errors:
         print(f"sentence {sentence}: {message}", file=sys.stderr)

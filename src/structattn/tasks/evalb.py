@@ -324,7 +324,7 @@ def evalb_files(gold_paths: Sequence[Path] | Path, test_path: Path | str, cutoff
         test = parse_trees("\n".join(lines), source=test_path)
         if not test:
             raise UserError(f"{test_path}: no bracketed tree on standard input; pipe in the predicted trees, one "
-                            "per gold tree, e.g. `structattn parse ... | structattn score evalb GOLD -`")
+                            "per gold tree, e.g. `structattn parse ... | structattn score evalb --gold GOLD --predictions -`")
     else:
         test = read_tree_file(test_path)
     if len(gold) != len(test):
