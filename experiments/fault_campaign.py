@@ -32,7 +32,6 @@ It writes one JSON line per case to ``--out`` and prints a Markdown table of cou
 from __future__ import annotations
 
 import argparse
-import collections
 import concurrent.futures
 import dataclasses
 import glob
@@ -45,6 +44,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Iterator
 
 REPO = Path(__file__).resolve().parents[1]
 DATA = Path(os.environ.get("STRUCTATTN_DATA", REPO.parent / "shared" / "data"))
@@ -530,8 +530,7 @@ PARSER_FILES = ("best/model.safetensors", "checkpoint/model.safetensors", "dev.t
 NMT_FILES = ("best/model.safetensors", "checkpoint/model.safetensors", "final/model.safetensors")
 
 
-def kill_cases(root: Path, only: set[str] | None = None) -> list[dict]:
-    rows = []
+def kill_cases(root: Path, only: set[str] | None = None) -> Iterator[dict]:
     setups = []
     ps = parser_setup(root / "parser")
     if ps:
@@ -572,7 +571,7 @@ def kill_cases(root: Path, only: set[str] | None = None) -> list[dict]:
         ref = d / "reference"
         shutil.rmtree(ref, ignore_errors=True)
         ref_out = run_cli([*argv, "--output-dir", str(ref)])
-        rows.append(record(f"{name}-uninterrupted", "kill", [*argv, "--output-dir", str(ref)], ref_out,
+        yield (record(f"{name}-uninterrupted", "kill", [*argv, "--output-dir", str(ref)], ref_out,
                            "success" if ref_out.rc == 0 else classify(ref_out)))
         if ref_out.rc != 0:
             continue
@@ -589,7 +588,7 @@ def kill_cases(root: Path, only: set[str] | None = None) -> list[dict]:
             killed_out, killed, what = run_until(cmd, trig, delay=delay)
             state = {"killed": killed, "trigger": what, "step_at_kill": state_step(run), "leftovers": leftovers(run)}
             if not killed:
-                rows.append(record(f"{name}-kill-{phase}", "kill", cmd, killed_out, "skipped",
+                yield (record(f"{name}-kill-{phase}", "kill", cmd, killed_out, "skipped",
                                    note="the run ended before the phase was seen", **state))
                 continue
             again = run_cli(cmd)
@@ -601,14 +600,12 @@ def kill_cases(root: Path, only: set[str] | None = None) -> list[dict]:
                 cls = "success" if same else "data lost"
                 if leftovers(run):
                     note += f"; leftovers after the rerun: {leftovers(run)}"
-            rows.append(record(f"{name}-kill-{phase}", "kill", cmd, again, cls, note=note, **state))
-    return rows
+            yield (record(f"{name}-kill-{phase}", "kill", cmd, again, cls, note=note, **state))
 
 
 # ---------------------------------------------------------------- concurrency and disk
 
-def concurrency_cases(root: Path) -> list[dict]:
-    rows = []
+def concurrency_cases(root: Path) -> Iterator[dict]:
     # two preprocess writers into one STRUCTATTN_CACHE
     cache = root / "cache"
     shutil.rmtree(cache, ignore_errors=True)
@@ -633,7 +630,7 @@ def concurrency_cases(root: Path) -> list[dict]:
         cls = classify(out)
     else:
         cls = "success" if n >= 600 else "data lost"
-    rows.append(record("preprocess-two-writers-one-cache", "concurrency", cmds[0] + ["&"] + cmds[1], out, cls,
+    yield (record("preprocess-two-writers-one-cache", "concurrency", cmds[0] + ["&"] + cmds[1], out, cls,
                        note=f"{n} rows in {len(dbs)} database(s) for 600 distinct sentences"))
 
     # two trainers on one --output-dir
@@ -663,9 +660,8 @@ def concurrency_cases(root: Path) -> list[dict]:
         else:
             cls = classify(out)
             note = f"exit codes {rcs}"
-        rows.append(record("train-parsing-two-trainers-one-output-dir", "concurrency", cmd + ["&", "(twice)"], out,
+        yield (record("train-parsing-two-trainers-one-output-dir", "concurrency", cmd + ["&", "(twice)"], out,
                            cls, note=note, exit_codes=rcs))
-    return rows
 
 
 def mount_tmpfs(path: Path, size: str, read_only: bool = False) -> tuple[bool, str]:
@@ -686,27 +682,26 @@ def umount(path: Path) -> None:
     subprocess.run(["umount", str(path)], capture_output=True)
 
 
-def disk_cases(root: Path) -> list[dict]:
-    rows = []
+def disk_cases(root: Path) -> Iterator[dict]:
     ps = parser_setup(root / "parser")
     if not ps:
-        return rows
+        return
     argv, d = ps
     argv = [a if a != "3" else "1" for a in argv]  # one epoch
     mnt = d / "full"
     ok, why = mount_tmpfs(mnt, "2m")
     cmd = [*argv, "--output-dir", str(mnt / "run")]
     if not ok:
-        rows.append(record("train-parsing-full-disk", "disk", cmd, Outcome(None, why, 0.0), "skipped",
+        yield (record("train-parsing-full-disk", "disk", cmd, Outcome(None, why, 0.0), "skipped",
                            note=f"mount refused: {why}"))
-        return rows
+        return
     try:
         out = run_cli(cmd)
         left = leftovers(mnt / "run")
         cls = classify(out)
         if out.rc == 0:
             cls = "silent"
-        rows.append(record("train-parsing-full-disk", "disk", cmd, out, cls, leftovers=left))
+        yield (record("train-parsing-full-disk", "disk", cmd, out, cls, leftovers=left))
         # free space (a larger size) and rerun: it must finish and equal an uninterrupted run
         subprocess.run(["mount", "-o", "remount,size=64m", str(mnt)], capture_output=True)
         again = run_cli(cmd)
@@ -720,16 +715,14 @@ def disk_cases(root: Path) -> list[dict]:
         else:
             same, note = compare_runs(mnt / "run", ref, PARSER_FILES)
             cls = "success" if same else "data lost"
-        rows.append(record("train-parsing-full-disk-then-rerun", "disk", cmd, again, cls, note=note))
+        yield (record("train-parsing-full-disk-then-rerun", "disk", cmd, again, cls, note=note))
     finally:
         umount(mnt)
-    return rows
 
 
 # ---------------------------------------------------------------- table and main
 
 def table(rows: list[dict]) -> str:
-    counts = collections.Counter((r["kind"], r["class"]) for r in rows)
     kinds = [k for k in KINDS if any(r["kind"] == k for r in rows)]
     classes = [c for c in CLASSES if any(r["class"] == c for r in rows)]
     lines = ["| kind | cases | " + " | ".join(classes) + " |", "|---|---:|" + "---:|" * len(classes)]
