@@ -463,12 +463,14 @@ def leftovers(run: Path) -> list[str]:
 
 
 def run_until(argv: list[str], trigger, timeout: float = 300.0, delay: float = 0.0) -> tuple[Outcome, bool, str]:
-    """Start the CLI, SIGKILL it when ``trigger(stderr_text)`` returns a description; (outcome, killed, what)."""
+    """Start the CLI, SIGKILL it when ``trigger(output)`` returns a description; (outcome, killed, what).
+
+    ``output`` is stdout and stderr together (the trainers print their phases on both)."""
     err_path = Path(f"/tmp/faults/.stderr-{os.getpid()}-{time.time_ns()}")
     err_path.parent.mkdir(parents=True, exist_ok=True)
     t0 = time.time()
     with open(err_path, "wb") as err:
-        p = subprocess.Popen(cli_command(argv), stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=err,
+        p = subprocess.Popen(cli_command(argv), stdin=subprocess.DEVNULL, stdout=err, stderr=err,
                              env=cli_env(), cwd="/tmp")
         what = ""
         while p.poll() is None and time.time() - t0 < timeout:
@@ -542,6 +544,8 @@ def kill_cases(root: Path, only: set[str] | None = None) -> Iterator[dict]:
                 "update": (lambda e: f"checkpoint step {state_step(run)} committed, next update running"
                            if state_step(run) >= 1 and not list(run.glob(".checkpoint.tmp-*")) else "", 0.02),
                 "checkpoint-write": (dir_trigger(run, ".checkpoint.tmp-*", "a .checkpoint.tmp-* folder exists"), 0.0),
+                "checkpoint-replace": (lambda e: f"a .checkpoint.tmp-* folder beside checkpoint step {state_step(run)}"
+                                       if state_step(run) >= 1 and list(run.glob(".checkpoint.tmp-*")) else "", 0.0),
                 "best-write": (dir_trigger(run, ".best.tmp-*", "a .best.tmp-* folder exists"), 0.0),
                 "evaluation": (lambda e: f"checkpoint step {state_step(run)}, evaluation of step 3 running"
                                if state_step(run) == 2 else "", 0.4),
@@ -560,6 +564,8 @@ def kill_cases(root: Path, only: set[str] | None = None) -> Iterator[dict]:
                 "update": (lambda e: f"checkpoint step {state_step(run)} committed" if state_step(run) >= 1 else "",
                            0.02),
                 "checkpoint-write": (dir_trigger(run, ".checkpoint.tmp-*", "a .checkpoint.tmp-* folder exists"), 0.0),
+                "checkpoint-replace": (lambda e: f"a .checkpoint.tmp-* folder beside checkpoint step {state_step(run)}"
+                                       if state_step(run) >= 1 and list(run.glob(".checkpoint.tmp-*")) else "", 0.0),
                 "evaluation": (lambda e: "checkpoint step 2, dev BLEU of step 3 running"
                                if state_step(run) == 2 else "", 0.15),
                 "final-translation": (lambda e: "after the last dev evaluation line" if "step 6: dev" in e else "",
