@@ -1,23 +1,18 @@
 """experiments/fault_campaign.py's own functions on real CLI runs: a clear error, a success, an atomic output."""
 from __future__ import annotations
 
-import importlib.util
 import sys
 from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[2]
-SCRIPT = ROOT / "experiments" / "fault_campaign.py"
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from experiments_testutil import ROOT, load_experiment  # noqa: E402
 
 
 @pytest.fixture(scope="module")
 def campaign():
-    spec = importlib.util.spec_from_file_location("experiments_fault_campaign", SCRIPT)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # its dataclasses look their module up
-    spec.loader.exec_module(module)
-    return module
+    return load_experiment("fault_campaign")
 
 
 def test_unequal_bleu_files_are_a_clear_error(campaign, tmp_path):
