@@ -214,7 +214,8 @@ def tree_variants(d: Path) -> dict[str, tuple[str, str]]:
         "latin1": (write(d / "latin1.trees", "(TOP (S (NP (NN café)) (VP (VBZ est))))\n".encode("latin-1")), "refuse"),
         "nul": (write(d / "nul.trees", TREE + "\n(TOP (S (NP (NN d\x00og)) (VP (VBZ runs))))\n"), "refuse"),
         "malformed": (write(d / "malformed.trees", TREE + "\n(TOP (S NP (NN dog)) VP (VBZ runs))) )(\n"), "refuse"),
-        "unbalanced_open": (write(d / "unbal_open.trees", TREE + "\n(TOP (S (NP (NN dog)) (VP (VBZ runs))\n"), "refuse"),
+        "unbalanced_open": (write(d / "unbal_open.trees", TREE + "\n(TOP (S (NP (NN dog)) (VP (VBZ runs))\n"),
+                            "refuse"),
         "unbalanced_close": (write(d / "unbal_close.trees", TREE + "\n(TOP (S (NP (NN dog)) (VP (VBZ runs)))))))\n"),
                              "refuse"),
         "words_301": (write(d / "long.trees", TREE + "\n" + long_tree + "\n"), "refuse"),
@@ -263,10 +264,12 @@ def input_cases(root: Path) -> list[Case]:
     squad = {
         "truncated": write(sq / "trunc.json", json.dumps(squad_good)[:60]),
         "no_data_key": write(sq / "nodata.json", json.dumps({"version": "v2.0"})),
-        "no_context": write(sq / "nocontext.json", json.dumps({"data": [{"paragraphs": [{"qas": [
+        "no_context": write(sq / "nocontext.json", json.dumps({"data": [{"title": "t", "paragraphs": [{"qas": [
             {"id": "q1", "question": "Where?", "answers": []}]}]}]})),
-        "no_question": write(sq / "noquestion.json", json.dumps({"data": [{"paragraphs": [
+        "no_question": write(sq / "noquestion.json", json.dumps({"data": [{"title": "t", "paragraphs": [
             {"context": "The cat sat.", "qas": [{"id": "q1", "answers": []}]}]}]})),
+        "no_title": write(sq / "notitle.json", json.dumps({"data": [{"paragraphs": [{"context": "The cat sat.",
+                          "qas": [{"id": "q1", "question": "Where?", "answers": []}]}]}]})),
         "not_object": write(sq / "list.json", "[1, 2, 3]"),
         "jsonl_bad_line": write(sq / "bad.jsonl", json.dumps({"question": "Where?", "context": "Here.", "id": "a"})
                                 + "\n{\"question\": \"Who\n"),
@@ -283,7 +286,7 @@ def input_cases(root: Path) -> list[Case]:
 
     # score squad: --data, --predictions, --na-prob
     good_pred = write(sq / "pred.json", json.dumps({"q1": "on the mat"}))
-    for name in ("truncated", "no_data_key", "no_context", "no_question", "not_object", "binary", "empty",
+    for name in ("truncated", "no_data_key", "no_title", "no_context", "no_question", "not_object", "binary", "empty",
                  "folder", "missing"):
         add(f"score-squad-data-{name}", ["score", "squad", "--data", squad[name], "--predictions", good_pred])
     pred_bad = {
@@ -336,7 +339,8 @@ def input_cases(root: Path) -> list[Case]:
             add(f"train-parsing-{role}-{name}",
                 ["train-parsing", "--train", files["train"], "--dev", files["dev"], "--test", files["test"], *tp,
                  "--output-dir", str(od)])
-    add("train-parsing-config-truncated", ["train-parsing", "--config", write(root / "cfg" / "trunc.json", '{"epochs": 1,'),
+    add("train-parsing-config-truncated", ["train-parsing", "--config", write(root / "cfg" / "trunc.json",
+                                                                              '{"epochs": 1,'),
                                            "--output-dir", str(root / "runs" / "tp-cfg")])
     add("train-parsing-config-unknown-key", ["train-parsing", "--config", write(root / "cfg" / "unk.json",
                                              '{"epochz": 1}'), "--output-dir", str(root / "runs" / "tp-cfg2")])
