@@ -18,7 +18,7 @@ unchanged). Kinds of cases:
 
 Classes: ``clear error`` (exit != 0, no traceback, one message line besides usage/notes, naming an error),
 ``unclear error`` (exit != 0, no traceback, but several lines or no ``error:``), ``traceback``, ``success``
-(exit 0 and the expected output), ``handled`` (exit 0 on a hostile input, with a message on stderr),
+(exit 0 and the expected output), ``handled`` (exit 0 on a hostile input, with a note or warning about it),
 ``silent`` (exit 0 where the input should be refused or noted and nothing is said, or exit 0 without the expected
 output), ``data lost`` (a file that had to survive changed, or a resumed run differs from an uninterrupted one),
 ``hang`` (ran past the time limit), ``skipped``.
@@ -59,6 +59,8 @@ CLASSES = ("clear error", "unclear error", "traceback", "success", "handled", "s
 KINDS = ("input", "output", "kill", "concurrency", "disk")
 # stderr lines that are not a message about the case: argparse's usage block and the library's notes/warnings
 NOISE_PREFIXES = ("usage:", "structattn: warning:", "note:", "warning:")
+# words of a line that tells the user something about an input it accepted
+NOTICE_WORDS = ("warning", "note:", "skipp", "ignor", "dropp", "blank", "unmatch", "were cut", "no prediction")
 
 
 @dataclasses.dataclass
@@ -130,8 +132,8 @@ def classify(outcome: Outcome, expect: str = "refuse", output: Path | None = Non
         return "clear error" if len(lines) == 1 and "error" in lines[0] else "unclear error"
     if output is not None and not output.exists():
         return "silent"
-    if expect == "refuse":
-        return "handled" if outcome.stderr.strip() else "silent"
+    if expect == "refuse":  # a trainer's progress lines are no message about the input
+        return "handled" if any(word in outcome.stderr.lower() for word in NOTICE_WORDS) else "silent"
     return "success"
 
 
@@ -152,7 +154,8 @@ def last_error_line(stderr: str) -> str:
 def record(case_id: str, kind: str, command: list[str], outcome: Outcome, cls: str, **extra) -> dict:
     row = {"id": case_id, "kind": kind, "command": " ".join(["structattn", *command]), "rc": outcome.rc,
            "class": cls, "stderr_first": first_line(outcome.stderr), "stderr_last": last_error_line(outcome.stderr),
-           "stderr_lines": len(outcome.stderr.splitlines()), "seconds": round(outcome.seconds, 1)}
+           "stderr_lines": len(outcome.stderr.splitlines()), "stderr_tail": outcome.stderr[-1500:],
+           "seconds": round(outcome.seconds, 1)}
     row.update(extra)
     return row
 

@@ -50,6 +50,7 @@ def test_the_classifier_on_made_up_outcomes(campaign, tmp_path):
     assert campaign.classify(o(1, "something\nwent wrong\n", 0)) == "unclear error"
     assert campaign.classify(o(0, "", 0), expect="refuse") == "silent"
     assert campaign.classify(o(0, "note: 2 blank lines\n", 0), expect="refuse") == "handled"
+    assert campaign.classify(o(0, "train-parsing step 1: dev f1 0\n", 0), expect="refuse") == "silent"
     assert campaign.classify(o(0, "", 0), expect="accept", output=tmp_path / "absent") == "silent"
     assert campaign.classify(o(None, "", 0)) == "hang"
     kept = tmp_path / "kept"
