@@ -3,7 +3,6 @@ run's file byte for byte, every score is the project's scorer on that copy, ever
 and a re-recorded run keeps its place in the results file."""
 from __future__ import annotations
 
-import importlib.util
 import json
 import sys
 from pathlib import Path
@@ -13,23 +12,20 @@ import pytest
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tasks"))
 from tasks_testutil import needs  # noqa: E402
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from experiments_testutil import load_experiment  # noqa: E402
+
 from structattn.errors import UserError  # noqa: E402
 from structattn.tasks.bleu import corpus_bleu  # noqa: E402
 from structattn.tasks.evalb import evalb_files  # noqa: E402
 from structattn.tasks.multi30k import read_split  # noqa: E402
 from structattn.tasks.ptb import split_files  # noqa: E402
 
-ROOT = Path(__file__).resolve().parents[2]
-SCRIPT = ROOT / "experiments" / "record.py"
 
 
 @pytest.fixture(scope="module")
 def recorder():
-    spec = importlib.util.spec_from_file_location("experiments_record", SCRIPT)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module   # its dataclasses look their module up
-    spec.loader.exec_module(module)
-    return module
+    return load_experiment("record")
 
 
 def _bleu(path: Path, split: str) -> float:

@@ -2,7 +2,6 @@
 skips recorded runs, resumes in the same folder, follows up and says what failed (on a recipe of tiny commands)."""
 from __future__ import annotations
 
-import importlib.util
 import json
 import shlex
 import sys
@@ -13,17 +12,16 @@ import pytest
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tasks"))
 from tasks_testutil import DATA  # noqa: E402
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from experiments_testutil import load_experiment  # noqa: E402
+
 ROOT = Path(__file__).resolve().parents[2]
 RESULTS = ROOT / "results"
 
 
 @pytest.fixture(scope="module")
 def driver():
-    spec = importlib.util.spec_from_file_location("experiments_run", ROOT / "experiments" / "run.py")
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module
-    spec.loader.exec_module(module)
-    return module
+    return load_experiment("run")
 
 
 def _dry_run(driver, capsys, *args: str) -> dict[str, list[list[str]]]:
