@@ -291,7 +291,7 @@ def input_cases(root: Path) -> list[Case]:
     good_pred = write(sq / "pred.json", json.dumps({"q1": "on the mat"}))
     for name in ("truncated", "no_data_key", "no_title", "no_context", "no_question", "not_object", "binary", "empty",
                  "folder", "missing"):
-        add(f"score-squad-data-{name}", ["score", "squad", "--data", squad[name], "--predictions", good_pred])
+        add(f"score-squad-data-{name}", ["score", "squad", "--gold", squad[name], "--predictions", good_pred])
     pred_bad = {
         "truncated": write(sq / "pred_trunc.json", '{"q1": "on the'),
         "list": write(sq / "pred_list.json", '["on the mat"]'),
@@ -301,34 +301,34 @@ def input_cases(root: Path) -> list[Case]:
         "missing": str(sq / "missing.json"),
     }
     for name, path in pred_bad.items():
-        add(f"score-squad-pred-{name}", ["score", "squad", "--data", good_squad, "--predictions", path],
+        add(f"score-squad-pred-{name}", ["score", "squad", "--gold", good_squad, "--predictions", path],
             "either" if name == "unknown_ids" else "refuse")
-    add("score-squad-naprob-truncated", ["score", "squad", "--data", good_squad, "--predictions", good_pred,
+    add("score-squad-naprob-truncated", ["score", "squad", "--gold", good_squad, "--predictions", good_pred,
                                          "--na-prob", squad["truncated"]])
-    add("score-squad-naprob-strings", ["score", "squad", "--data", good_squad, "--predictions", good_pred,
+    add("score-squad-naprob-strings", ["score", "squad", "--gold", good_squad, "--predictions", good_pred,
                                        "--na-prob", write(sq / "na_str.json", '{"q1": "high"}')])
 
     # score bleu: hypotheses and references
     ref3 = write(root / "bleu" / "ref.txt", "Ein Mann geht.\nEin Hund läuft.\nEine Katze schläft.\n")
     hyp2 = write(root / "bleu" / "hyp2.txt", "Ein Mann geht.\nEin Hund läuft.\n")
-    add("score-bleu-unequal-lines", ["score", "bleu", "--references", ref3, "--hypotheses", hyp2])
+    add("score-bleu-unequal-lines", ["score", "bleu", "--gold", ref3, "--predictions", hyp2])
     for name in ("empty", "binary", "latin1", "nul", "folder", "missing", "blank_lines"):
         path, _ = txt[name]
-        add(f"score-bleu-hyp-{name}", ["score", "bleu", "--references", ref3, "--hypotheses", path])
+        add(f"score-bleu-hyp-{name}", ["score", "bleu", "--gold", ref3, "--predictions", path])
     for name in ("binary", "missing"):
-        add(f"score-bleu-ref-{name}", ["score", "bleu", "--references", txt[name][0], "--hypotheses", ref3])
-    add("score-bleu-unknown-split", ["score", "bleu", "--split", "test2099", "--hypotheses", ref3])
+        add(f"score-bleu-ref-{name}", ["score", "bleu", "--gold", txt[name][0], "--predictions", ref3])
+    add("score-bleu-unknown-split", ["score", "bleu", "--split", "test2099", "--predictions", ref3])
 
     # score evalb: GOLD and PRED
     gold2 = write(root / "evalb" / "gold2.trees", "\n".join(TINY_TREES[:2]) + "\n")
-    add("score-evalb-unequal-count", ["score", "evalb", gold2, good_trees])
+    add("score-evalb-unequal-count", ["score", "evalb", "--gold", gold2, "--predictions", good_trees])
     for name in ("empty", "binary", "nul", "malformed", "unbalanced_open", "unbalanced_close", "plain_text",
                  "folder", "missing"):
         path, _ = trees[name]
-        add(f"score-evalb-pred-{name}", ["score", "evalb", gold2, path])
+        add(f"score-evalb-pred-{name}", ["score", "evalb", "--gold", gold2, "--predictions", path])
     for name in ("malformed", "binary", "missing"):
-        add(f"score-evalb-gold-{name}", ["score", "evalb", trees[name][0], gold2])
-    add("score-evalb-words-differ", ["score", "evalb", gold2, write(root / "evalb" / "other.trees",
+        add(f"score-evalb-gold-{name}", ["score", "evalb", "--gold", trees[name][0], "--predictions", gold2])
+    add("score-evalb-words-differ", ["score", "evalb", "--gold", gold2, "--predictions", write(root / "evalb" / "other.trees",
                                                                    "\n".join(TINY_TREES[2:4]) + "\n")])
 
     # train-parsing: own treebank files (each must be refused before the first update)
@@ -411,7 +411,7 @@ def output_cases(root: Path, ro_dir: Path | None) -> list[Case]:
         cases.append(Case(f"probe-output-{name}", "output", ["probe", "--model", TRANSLATOR, "--tasks", "SeLn",
                                                               "--output", target]))
         cases.append(Case(f"score-squad-output-{name}", "output",
-                          ["score", "squad", "--data", write(root / "s.json", json.dumps({"data": []})),
+                          ["score", "squad", "--gold", write(root / "s.json", json.dumps({"data": []})),
                            "--predictions", write(root / "p.json", "{}"), "--output", target]))
     trainer = ["train-parsing", "--train", write(root / "t.trees", "\n".join(TINY_TREES) + "\n"),
                "--dev", str(root / "t.trees"), "--model", "none", "--pos", "none", "--epochs", "1", "--no-progress"]

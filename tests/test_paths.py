@@ -67,3 +67,24 @@ def test_not_writable(tmp_path):
             check_output_folder(locked / "run")
     finally:
         locked.chmod(0o755)
+
+
+@pytest.fixture
+def read_only_mount(tmp_path):
+    """A read-only tmpfs (needs mount: root on Linux); skipped where it cannot be made."""
+    import subprocess
+
+    folder = tmp_path / "ro"
+    folder.mkdir()
+    made = subprocess.run(["mount", "-t", "tmpfs", "-o", "ro,size=1m", "tmpfs", str(folder)], capture_output=True)
+    if made.returncode != 0:
+        pytest.skip(f"cannot mount a read-only tmpfs here ({made.stderr.decode(errors='replace').strip()})")
+    yield folder
+    subprocess.run(["umount", str(folder)], check=False)
+
+
+def test_a_read_only_file_system_is_named_as_such(read_only_mount):
+    with pytest.raises(UserError, match=r"--output .*out.txt: not writable \(read-only file system\)"):
+        check_output_file(str(read_only_mount / "out.txt"), "--output")
+    with pytest.raises(UserError, match=r"not writable \(read-only file system\); choose another folder"):
+        check_output_folder(str(read_only_mount / "run"))

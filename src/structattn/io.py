@@ -96,11 +96,14 @@ def megabytes(n: int) -> str:
     return f"{n / 1e6:,.1f} MB"
 
 
-def disk_full_message(path: Path, needed: int, kept: str = "") -> str:
-    """One line: the path, the space it needs, the space free, what was kept, what to do."""
+def disk_full_message(path: Path, needed: int, kept: str = "", *, at_least: bool = False) -> str:
+    """One line: the path, the space it needs (``at_least``: only what was written before the disk filled is
+    known), the space free now that the temporary files are gone, what was kept, what to do."""
     free = free_bytes(path)
-    free_text = f"{megabytes(free)} free there" if free is not None else "free space unknown"
-    return (f"no space left on the device writing {path}: it needs about {megabytes(needed)} ({free_text}); "
+    free_text = (f"{megabytes(free)} free there once the partial files were removed" if free is not None
+                 else "free space unknown")
+    size = f"more than {megabytes(needed)}" if at_least else f"about {megabytes(needed)}"
+    return (f"no space left on the device writing {path}: it needs {size} ({free_text}); "
             f"the temporary files were removed{kept}. Free some space, or write to another folder")
 
 

@@ -62,8 +62,19 @@ def check_output_file(path: str | os.PathLike | None, flag: str) -> str | None:
     if not folder.is_dir():
         raise UserError(f"{flag} {path}: {folder} is a file, not a folder")
     if not os.access(folder, os.W_OK | os.X_OK) or (file.exists() and not os.access(file, os.W_OK)):
-        raise UserError(f"{flag} {path}: not writable (permission denied); choose another path")
+        raise UserError(f"{flag} {path}: not writable ({_why_not_writable(folder)}); choose another path")
     return path
+
+
+def _why_not_writable(folder: Path) -> str:
+    """"read-only file system" when ``folder`` lies on one (os.access says no to root there too), else
+    "permission denied"."""
+    try:
+        if os.statvfs(folder).f_flag & os.ST_RDONLY:
+            return "read-only file system"
+    except (OSError, AttributeError):  # AttributeError: no statvfs on this platform
+        pass
+    return "permission denied"
 
 
 def check_output_folder(path: str | os.PathLike, flag: str = "--output-dir") -> str:
@@ -77,5 +88,6 @@ def check_output_folder(path: str | os.PathLike, flag: str = "--output-dir") -> 
     if not existing.is_dir():
         raise UserError(f"{flag} {path}: {existing} is a file, not a folder")
     if not os.access(existing, os.W_OK | os.X_OK):
-        raise UserError(f"{flag} {path}: {existing} is not writable (permission denied); choose another folder")
+        raise UserError(f"{flag} {path}: {existing} is not writable ({_why_not_writable(existing)}); choose another "
+                        "folder")
     return str(path)

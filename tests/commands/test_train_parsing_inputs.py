@@ -38,9 +38,12 @@ def test_a_tree_longer_than_max_words_names_file_and_line(cli, files, tmp_path):
              f"{tmp_path / 'dev.mrg'}:1: 6 words")
 
 
-def test_training_trees_without_a_labelled_constituent_name_the_file(cli, files, tmp_path):
-    _refused(cli, files(train="(NN cat)\n(NN dog)\n", dev=TREE), tmp_path,
-             f"{tmp_path / 'train.mrg'}: the training trees have no labelled constituent")
+@pytest.mark.parametrize("trees", ["(NN cat)\n(NN dog)\n", "(TOP (NN dog))\n(TOP (NN cat))\n",
+                                   "(TOP (NN dog) (NN cat))\n"])
+def test_training_trees_without_a_labelled_constituent_name_the_file(cli, files, tmp_path, trees):
+    """Bare words and TOP over words alike: EVALB deletes TOP, so a parser trained on them scores nothing."""
+    _refused(cli, files(train=trees, dev=TREE), tmp_path,
+             f"{tmp_path / 'train.mrg'}: the training trees have no labelled constituent besides TOP")
 
 
 def test_a_control_character_in_a_tree_names_file_and_line(cli, files, tmp_path):

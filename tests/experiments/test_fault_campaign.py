@@ -18,16 +18,16 @@ def campaign():
 def test_unequal_bleu_files_are_a_clear_error(campaign, tmp_path):
     ref = campaign.write(tmp_path / "ref.txt", "Ein Mann geht.\nEin Hund läuft.\nEine Katze schläft.\n")
     hyp = campaign.write(tmp_path / "hyp.txt", "Ein Mann geht.\nEin Hund läuft.\n")
-    row = campaign.run_case(campaign.Case("bleu-unequal", "input", ["score", "bleu", "--references", ref,
-                                                                    "--hypotheses", hyp]))
+    row = campaign.run_case(campaign.Case("bleu-unequal", "input", ["score", "bleu", "--gold", ref,
+                                                                    "--predictions", hyp]))
     assert row["class"] == "clear error", row
     assert row["rc"] == 2 and "2 hypotheses for 3 references" in row["stderr_first"]
 
 
 def test_equal_bleu_files_are_a_success(campaign, tmp_path):
     ref = campaign.write(tmp_path / "ref.txt", "Ein Mann geht.\nEin Hund läuft.\n")
-    row = campaign.run_case(campaign.Case("bleu-ok", "input", ["score", "bleu", "--references", ref,
-                                                               "--hypotheses", ref, "--json"], expect="accept"))
+    row = campaign.run_case(campaign.Case("bleu-ok", "input", ["score", "bleu", "--gold", ref,
+                                                               "--predictions", ref, "--json"], expect="accept"))
     assert row["class"] == "success", row
     assert row["rc"] == 0
 

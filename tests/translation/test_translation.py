@@ -88,6 +88,17 @@ def test_own_data_needs_all_four_files(corpus, tmp_path):
                           show_progress=False)
 
 
+def test_dropped_training_pairs_are_a_note_on_stderr_with_file_and_line(corpus, tmp_path, capsys):
+    lines = (corpus / "train.en").read_text(encoding="utf-8").splitlines()
+    lines[2] = ""
+    (corpus / "train.en").write_text("\n".join(lines) + "\n", encoding="utf-8")
+    train_translation(_config(corpus, tmp_path / "run", max_updates=2, eval_every=2, test_source=None,
+                              test_target=None), show_progress=False)
+    err = capsys.readouterr().err
+    assert (f"note: {corpus / 'train.en'}: train: kept 119 pairs, dropped 1 with an empty side (e.g. line 3 "
+            "(empty source))") in err
+
+
 def test_unknown_variant_lists_the_valid_ones(corpus, tmp_path):
     with pytest.raises(UserError, match="valid variants: transformer, local, hybrid_gate"):
         train_translation(_config(corpus, tmp_path / "y", variant="hybrid"), show_progress=False)

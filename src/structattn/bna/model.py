@@ -50,7 +50,7 @@ from ..errors import UserError
 from .chart import SpanLabelScorer, cky_decode, margin_loss
 from .transformer_block import build_layer
 from .word_encoders import CharWordEncoder, PretrainedWordEncoder, build_vocabularies
-from ..tasks.ptb import Tree, escape_word, spans_to_tree, tree_to_spans
+from ..tasks.ptb import TOP, Tree, escape_word, spans_to_tree, tree_to_spans
 from ..verbosity import quiet_loading
 
 Tensor = torch.Tensor
@@ -197,6 +197,12 @@ def label_vocabulary(trees: Sequence[Tree]) -> list[str]:
     return [""] + sorted(labels)
 
 
+def has_constituent_label(labels: Sequence[str]) -> bool:
+    """Whether span ``labels`` (of :func:`label_vocabulary`) name a constituent EVALB scores: a label other than
+    the empty one and TOP, which EVALB deletes (alone or at the top of a unary chain such as ``TOP::NN``)."""
+    return any(part not in ("", TOP) for label in labels for part in label.split("::"))
+
+
 # --------------------------------------------------------------------------- the parser
 class ChartParser(nn.Module):
     """Span-based constituency parser (BNA): see the module docstring for the pipeline.
@@ -260,8 +266,9 @@ class ChartParser(nn.Module):
             raise UserError("no training trees: the parser's vocabularies come from them")
         layer_kinds(config)  # fail on a bad variant before loading an encoder
         labels = label_vocabulary(train_trees)
-        if len(labels) < 2:
-            raise UserError("the training trees have no labelled constituent")
+        if not has_constituent_label(labels):
+            raise UserError("the training trees have no labelled constituent besides TOP (EVALB scores none); give "
+                            "trees like (S (NP ...) (VP ...))")
         tags = sorted({tag for tree in train_trees for tag in tree.tags()})
         words = chars = None
         if config.encoder == "none":

@@ -79,7 +79,7 @@ class TreebankFiles:
         own file that is malformed, holds a control character or has more words than ``config.max_words``, named
         ``FILE:LINE``, and training trees without a labelled constituent: every file (``--test`` too) is read and
         checked before anything is trained."""
-        from .model import label_vocabulary
+        from .model import has_constituent_label, label_vocabulary
         from ..tasks.ptb import read_treebank
 
         for split in ("train", "dev", "test"):
@@ -100,9 +100,10 @@ class TreebankFiles:
                 if len(tree.leaves()) > config.max_words:
                     raise UserError(f"{name}:{line}: {len(tree.leaves())} words, more than the parser's max_words="
                                     f"{config.max_words}; remove the tree or raise --max-words")
-            if split == "train" and len(label_vocabulary(trees[:limit or None])) < 2:
-                raise UserError(f"{name}: the training trees have no labelled constituent (every tree is a bare "
-                                "word or an unlabelled bracket); give trees like (S (NP ...) (VP ...))")
+            if split == "train" and not has_constituent_label(label_vocabulary(trees[:limit or None])):
+                raise UserError(f"{name}: the training trees have no labelled constituent besides TOP (every tree "
+                                "is a bare word, an unlabelled bracket or TOP over words, and EVALB scores none of "
+                                "these); give trees like (S (NP ...) (VP ...))")
 
     def read(self, split: str, *, clean: bool = True) -> list:
         """The trees of ``split`` in file order (cleaned unless ``clean=False``)."""

@@ -74,12 +74,13 @@ class AtomicDir:
 
     def _failed(self, exc: BaseException) -> None:
         """Remove the temporary folder; raise DiskFull (naming ``final`` and the space a complete folder needs: the
-        last committed one's size or what was written, whichever is larger) when ``exc`` is a full disk."""
+        last committed one's size, or, without one, more than what was written) when ``exc`` is a full disk."""
         written = _folder_bytes(self.tmp)
         self.abort()
         if isinstance(exc, Exception) and is_disk_full(exc):
+            last = _folder_bytes(self.final) if self.final.exists() else 0
             kept = f" and the last saved {self.final} is unchanged" if self.final.exists() else ""
-            raise DiskFull(disk_full_message(self.final, max(written, _folder_bytes(self.final)), kept)) from exc
+            raise DiskFull(disk_full_message(self.final, max(written, last), kept, at_least=last <= written)) from exc
 
     def __enter__(self) -> Path:
         return self.begin()

@@ -31,6 +31,7 @@ earlier versions are read once and rewritten (:mod:`structattn.train.legacy`).
 from __future__ import annotations
 
 import dataclasses
+import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -193,7 +194,10 @@ def prepare_data(config: NMTConfig, tokenizer, train, dev, tests, mechanism) -> 
 
     kept, counts = filter_training_pairs(train, length, config.max_length)
     summary = counts.summary("train")
-    print(summary)
+    if counts.empty or counts.too_long:  # nothing dropped without a note where notes go
+        print(f"note: {train.source_path}: {summary}", file=sys.stderr)
+    else:
+        print(summary)
     data = NMTData(encode_texts(tokenizer, kept.sources), encode_texts(tokenizer, kept.targets),
                    list(dev.sources), list(dev.targets), {s: (d.sources, d.targets) for s, d in tests.items()},
                    filter_summary=summary)
