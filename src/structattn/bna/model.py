@@ -90,7 +90,9 @@ class ParserConfig(JsonConfig):
     seed: int = 42  # seeds torch, numpy and random
     epochs: int = 30  # passes over the training trees
     batch_size: int = 32  # sentences per optimizer step
-    max_chart_cells: int = 100_000  # most chart cells (sentences x (longest + 1)^2) in one forward pass; a larger batch runs in passes whose gradients add up to the same update (0 = always one pass)
+    # most chart cells (sentences x (longest + 1)^2) in one forward pass; a larger batch runs in passes whose
+    # gradients add up to the same update (0 = always one pass)
+    max_chart_cells: int = 100_000
     group_by_length: bool = True  # batches of similar length (same trees per epoch; the chart costs L^2 per batch)
     learning_rate: float = 1e-3  # peak learning rate of the new layers (everything but the pretrained encoder)
     encoder_learning_rate: float = 5e-5  # peak learning rate of the pretrained encoder (when fine-tuned)

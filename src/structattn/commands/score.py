@@ -27,8 +27,9 @@ gold side cannot be ``-``). Gold
 trees may be as found in the treebank (traces, function tags, outer bracket).
 
 ``score squad`` is the official SQuAD ``evaluate-v2.0.py`` (see :mod:`structattn.tasks.squad_eval`): ``--gold`` is
-a SQuAD 1.1 or 2.0 JSON file (or ``--task`` and ``--split`` name one), PRED (``--predictions``) maps every question id to its answer text (``""`` = no answer), NA (optional)
-maps every id to a no-answer probability or score and adds the best-threshold sweep. It prints the JSON the
+a SQuAD 1.1 or 2.0 JSON file (or ``--task`` and ``--split`` name one), PRED (``--predictions``) maps every
+question id to its answer text (``""`` = no answer), NA (optional) maps every id to a no-answer probability or
+score and adds the best-threshold sweep. It prints the JSON the
 official script prints (same keys, same order, percentages); ``--output`` also writes it to a file. A question
 without a prediction is an error (the official script crashes); predictions for ids not in the gold file are ignored, as
 there, and counted on stderr.
