@@ -378,7 +378,8 @@ def _finish(family: ParserFamily, state: EngineState) -> dict:
         predicted = family.predict(used, best)
         path = out / f"{split}.trees"
         atomic_write_text(path, "".join(t.to_string() + "\n" for t in predicted))
-        if len(used) == len(trees):  # the same figures `structattn score evalb --gold <raw files> --predictions <split>.trees` gives
+        # the same figures `structattn score evalb --gold <raw files> --predictions <split>.trees` gives
+        if len(used) == len(trees):
             result = evalb_files(data.raw_files(split), path)
         else:  # only the first N trees were parsed: score them against the first N raw trees
             result = evalb(data.read(split, clean=False)[:len(used)], predicted)
