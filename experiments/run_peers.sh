@@ -134,12 +134,17 @@ joeynmt_smoke() {
     --cpu "$PEERS/smoke-cpu.jsonl" --pids "$pids" | tee "$PEERS/smoke-throughput.jsonl"
 }
 
+joey_last_dir() {  # the full run's newest model folder: joey-run/multi30k or its last multi30k-resumeN
+  local dir=$PEERS/joey-run/multi30k n=1
+  while [ -d "$dir-resume$n" ]; do n=$((n + 1)); done
+  if [ $n -gt 1 ]; then echo "$dir-resume$((n - 1))"; else echo "$dir"; fi
+}
+
 joeynmt() {  # the full run; a second call resumes from the latest checkpoint into joey-run/multi30k-resumeN
   local dir=$PEERS/joey-run/multi30k cfg=$PEERS/joey-multi30k.yaml
   mkdir -p "$PEERS/joey-run"
   if [ -e "$dir/latest.ckpt" ]; then
-    local n=1; while [ -d "$dir-resume$n" ]; do n=$((n + 1)); done
-    local last=$dir; [ $n -gt 1 ] && last=$dir-resume$((n - 1))
+    local last n; last=$(joey_last_dir); n=1; while [ -d "$dir-resume$n" ]; do n=$((n + 1)); done
     joey_config "$cfg" -e "s#joey-run/multi30k\"#joey-run/multi30k-resume$n\"#" \
       -e "s#^training:#training:\n    load_model: \"$last/latest.ckpt\"#"
     dir=$dir-resume$n
@@ -163,7 +168,7 @@ joeynmt_laptop() {  # the recipe cut as our `train-translation --preset laptop`:
 joeynmt_test() {  # joeynmt_test [MODEL_DIR [NAME [SPLIT ...]]]: each split (default: the four Multi30k test sets)
   # translated with the best checkpoint, beam 5, alpha 1.0 (Joey's `test` reads its config's data.test, so one config
   # copy per split), its pieces turned into text by our tokenizer, scored by `structattn score bleu`
-  local dir=${1:-$(ls -d "$PEERS"/joey-run/multi30k* | tail -1)} name=${2:-joeynmt}
+  local dir=${1:-$(joey_last_dir)} name=${2:-joeynmt}
   shift $(( $# < 2 ? $# : 2 ))
   local splits=("$@") split
   [ ${#splits[@]} -eq 0 ] && splits=(test2016 test2017 test2018 mscoco2017)

@@ -4,7 +4,9 @@
     python experiments/peers/supar_vs_bna.py --converged   # both trained until dev F1 stopped improving, seeds 1 and 2
 
 (from the repository root, the library importable). One JSON line per SuPar parse, then one per (ours, SuPar) pair
-with our F1, the difference and its p.
+with our F1, the difference and its p. With --converged the pairs are by seed (BNA seed k against SuPar seed k), then
+one line for both seeds at once (the mean difference, a seed-paired bootstrap), each p also Holm-adjusted over the
+lines printed.
 """
 from __future__ import annotations
 
@@ -14,7 +16,7 @@ from pathlib import Path
 
 from structattn.tasks.evalb import evalb_files
 from structattn.tasks.ptb import split_files
-from structattn.train.significance import paired_bootstrap_f1
+from structattn.train.significance import holm, mean_std, paired_bootstrap_f1, seed_paired_bootstrap_f1
 
 RESULTS = Path(__file__).resolve().parents[2] / "results"
 
@@ -46,12 +48,35 @@ def main(argv=None) -> None:
         print(json.dumps({"run": name, "missing": str((peers | ours)[name])}))
     for peer in (p for p in peers if p in scored):
         print(json.dumps({"run": peer, **{k: scored[peer][0][k] for k in ("recall", "precision", "f1")}}))
+    if args.converged:
+        converged(ours, peers, scored)
+        return
     for mine in (m for m in ours if m in scored):
         for peer in (p for p in peers if p in scored):
             delta, p = paired_bootstrap_f1(scored[mine][1], scored[peer][1])
             against = {"against": peer} if len(peers) > 1 else {}  # one peer: the committed 12-epoch file's lines
             print(json.dumps({"run": mine, **against, "f1": scored[mine][0]["f1"], "minus_supar": round(delta, 2),
                               "p": round(p, 4)}))
+
+
+def converged(ours: dict[str, Path], peers: dict[str, Path], scored: dict) -> None:
+    """BNA seed k against SuPar seed k, then both seeds at once; p Holm-adjusted over these lines."""
+    pairs = [(m, p) for m, p in zip(ours, peers) if m in scored and p in scored]
+    lines = []
+    for mine, peer in pairs:
+        delta, p = paired_bootstrap_f1(scored[mine][1], scored[peer][1])
+        lines.append({"run": mine, "against": peer, "f1": scored[mine][0]["f1"], "minus_supar": round(delta, 2),
+                      "p": p})
+    if len(pairs) > 1:
+        delta, p = seed_paired_bootstrap_f1([(scored[m][1], scored[q][1]) for m, q in pairs])
+        ours_mean, ours_std = mean_std([scored[m][0]["f1"] for m, _ in pairs])
+        peer_mean, peer_std = mean_std([scored[q][0]["f1"] for _, q in pairs])
+        lines.append({"run": "bna-converged (seeds " + ", ".join(m.rsplit("-s", 1)[1] for m, _ in pairs) + ")",
+                      "f1": f"{ours_mean:.2f} ± {ours_std:.2f}", "supar_f1": f"{peer_mean:.2f} ± {peer_std:.2f}",
+                      "minus_supar": round(delta, 2), "p": p})
+    for line, adjusted in zip(lines, holm([line["p"] for line in lines])):
+        print(json.dumps({**line, "p": round(line["p"], 4), "p_holm": round(adjusted, 4)}, ensure_ascii=False))
+
 
 if __name__ == "__main__":
     main()

@@ -10,8 +10,9 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 def load_experiment(name: str) -> ModuleType:
-    """``experiments/<name>.py`` imported as ``experiments_<name>``."""
-    spec = importlib.util.spec_from_file_location(f"experiments_{name}", ROOT / "experiments" / f"{name}.py")
+    """``experiments/<name>.py`` imported as ``experiments_<name>`` (``name`` may name a subfolder: ``peers/x``)."""
+    spec = importlib.util.spec_from_file_location(f"experiments_{name.replace('/', '_')}",
+                                                  ROOT / "experiments" / f"{name}.py")
     module = importlib.util.module_from_spec(spec)
     sys.modules[spec.name] = module  # its dataclasses look their module up
     spec.loader.exec_module(module)

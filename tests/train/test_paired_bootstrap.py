@@ -53,3 +53,21 @@ def test_paired_bootstrap_mean_difference_and_p():
     noisy_b = [0.0, 1.0] * 20  # same mean, opposite items
     delta, p = paired_bootstrap_mean(noisy_a, noisy_b, samples=2000)
     assert delta == 0.0 and p == 1.0
+
+
+def test_seed_pairs_average_the_difference_and_one_pair_is_the_plain_test():
+    from structattn.train.significance import seed_paired_bootstrap_f1
+
+    a1, b1 = [(4, 5, 5), (2, 5, 5)] * 20, [(3, 5, 5), (3, 5, 5)] * 20
+    a2, b2 = [(5, 5, 5)] * 40, [(3, 5, 5)] * 40
+    assert seed_paired_bootstrap_f1([(a1, b1)], samples=500) == paired_bootstrap_f1(a1, b1, samples=500)
+    # seed 1: F1 60 vs 60 (Δ 0); seed 2: F1 100 vs 60 (Δ 40): the mean is 20, and every resample keeps seed 2's 40
+    delta, p = seed_paired_bootstrap_f1([(a1, b1), (a2, b2)], samples=2000)
+    assert delta == pytest.approx(20.0) and p < 0.001
+
+
+def test_seed_pairs_of_different_lengths_are_refused():
+    from structattn.train.significance import seed_paired_bootstrap_f1
+
+    with pytest.raises(ValueError, match="equal"):
+        seed_paired_bootstrap_f1([([(1, 1, 1)], [(1, 1, 1)]), ([(1, 1, 1)] * 2, [(1, 1, 1)] * 2)])

@@ -50,19 +50,35 @@ def paired_bootstrap_f1(a: Sequence[tuple[int, int, int]], b: Sequence[tuple[int
     Returns (observed F1(A) - F1(B) in points, two-sided p): the share of resamples whose difference has the
     other sign or is 0, doubled and capped at 1 (the percentile test with the observed sign).
     """
-    if len(a) != len(b) or not len(a):
-        raise ValueError(f"paired bootstrap needs two equal, non-empty lists of sentences ({len(a)} vs {len(b)})")
-    A, B = np.asarray(a, dtype=float), np.asarray(b, dtype=float)
+    return seed_paired_bootstrap_f1([(a, b)], samples=samples, seed=seed)
+
+
+def seed_paired_bootstrap_f1(pairs: Sequence[tuple[Sequence[tuple[int, int, int]], Sequence[tuple[int, int, int]]]],
+                             samples: int = 10_000, seed: int = 0) -> tuple[float, float]:
+    """:func:`paired_bootstrap_f1` over several training seeds at once: the statistic is the mean over the
+    ``(a, b)`` pairs (one per seed, all parsing the same sentences) of F1(A) - F1(B). Each resample draws one set
+    of sentence indices and applies it to every pair, since the seeds parse the same sentences. With one pair it
+    is exactly :func:`paired_bootstrap_f1`. Returns (observed mean difference in points, two-sided p).
+    """
+    if not pairs:
+        raise ValueError("a seed-paired bootstrap needs at least one (a, b) pair of parses")
+    n = len(pairs[0][0])
+    if not n or any(len(a) != n or len(b) != n for a, b in pairs):
+        raise ValueError("paired bootstrap needs equal, non-empty lists of sentences "
+                         f"({', '.join(f'{len(a)} vs {len(b)}' for a, b in pairs)})")
 
     def f1(m, g, t):
         r, p = m / np.maximum(g, 1e-12), m / np.maximum(t, 1e-12)
         return np.where(r + p > 0, 200 * r * p / np.maximum(r + p, 1e-12), 0.0)
 
-    observed = float(f1(*A.sum(0)) - f1(*B.sum(0)))
-    rng = np.random.default_rng(seed)
-    idx = rng.integers(0, len(A), size=(samples, len(A)))
-    sa, sb = A[idx].sum(1), B[idx].sum(1)  # [samples, 3] corpus counts per resample
-    diff = f1(sa[:, 0], sa[:, 1], sa[:, 2]) - f1(sb[:, 0], sb[:, 1], sb[:, 2])
+    counts = [(np.asarray(a, dtype=float), np.asarray(b, dtype=float)) for a, b in pairs]
+    observed = float(np.mean([f1(*A.sum(0)) - f1(*B.sum(0)) for A, B in counts]))
+    idx = np.random.default_rng(seed).integers(0, n, size=(samples, n))
+    diff = np.zeros(samples)
+    for A, B in counts:
+        sa, sb = A[idx].sum(1), B[idx].sum(1)  # [samples, 3] corpus counts per resample
+        diff += f1(sa[:, 0], sa[:, 1], sa[:, 2]) - f1(sb[:, 0], sb[:, 1], sb[:, 2])
+    diff /= len(counts)
     against = np.mean(diff <= 0) if observed > 0 else np.mean(diff >= 0)
     return observed, float(min(1.0, 2 * against))
 
