@@ -1,0 +1,59 @@
+"""One JSON line per parser run trained until dev F1 stopped improving (`run_peers.sh bna-converge SEED`,
+`supar-converge SEED`): epochs, best epoch and dev F1, test F1 of the committed parse, wall and CPU time.
+
+    python experiments/peers/converged_summary.py [PEERS] > results/peers/converged_runs.jsonl
+
+PEERS is the peers' folder (default /work/peers). Test F1 is ``structattn score evalb`` of the committed parse against
+the test split. CPU time is what ``/usr/bin/time -v`` printed for the run's last process: a run resumed after an
+interruption reports only its last part (``cpu_seconds_epochs`` says which epochs that covers).
+"""
+from __future__ import annotations
+
+import json
+import re
+import sys
+from pathlib import Path
+
+from structattn.tasks.evalb import evalb_files
+from structattn.tasks.ptb import split_files
+
+RESULTS = Path(__file__).resolve().parents[2] / "results"
+
+
+def cpu_seconds(log: str) -> float | None:
+    """User + system seconds of the last ``/usr/bin/time -v`` report in ``log``."""
+    user = re.findall(r"User time \(seconds\): ([\d.]+)", log)
+    system = re.findall(r"System time \(seconds\): ([\d.]+)", log)
+    return round(float(user[-1]) + float(system[-1]), 1) if user and system else None
+
+
+def bna_run(peers: Path, seed: int) -> dict | None:
+    """The line of ``bna-run/none-bna-posnone-converge-sSEED`` (None when it has not finished)."""
+    run = peers / "bna-run" / f"none-bna-posnone-converge-s{seed}"
+    parse = RESULTS / "peers" / f"bna-converged-s{seed}.test.trees"
+    if not (run / "summary.json").is_file() or not parse.is_file():
+        return None
+    summary = json.loads((run / "summary.json").read_text())
+    log = Path(f"{run}.log").read_text()
+    resumed = re.findall(r"resuming .* \(epoch (\d+),", log)
+    first = int(resumed[-1]) + 1 if resumed else 1
+    return {"run": f"bna-converged-s{seed}", "parser": "BNA (no pretrained encoder, no POS)", "seed": seed,
+            "epochs": summary["epochs_completed"], "best_epoch": summary["best_epoch"],
+            "best_dev_f1": summary["best_dev_f1"], "test_f1": evalb_files(split_files("test"), parse).to_dict()["f1"],
+            "output": str(parse.relative_to(RESULTS.parent)), "wall_seconds": summary["wall_seconds"],
+            "cpu_seconds": cpu_seconds(log), "cpu_seconds_epochs": [first, summary["epochs_completed"]],
+            "command": f"bash experiments/run_peers.sh bna-converge {seed}"}
+
+
+def main(argv: list[str]) -> None:
+    peers = Path(argv[0]) if argv else Path("/work/peers")
+    for seed in (1, 2):
+        line = bna_run(peers, seed)
+        if line is None:
+            print(f"bna-converge {seed}: not finished under {peers}", file=sys.stderr)
+        else:
+            print(json.dumps(line))
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])
