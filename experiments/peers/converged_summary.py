@@ -45,14 +45,44 @@ def bna_run(peers: Path, seed: int) -> dict | None:
             "command": f"bash experiments/run_peers.sh bna-converge {seed}"}
 
 
+def hms_seconds(text: str) -> float:
+    """Seconds of a ``timedelta`` as SuPar logs it (``H:MM:SS.ffffff``, or ``N day(s), H:MM:SS``)."""
+    text = text.strip()
+    days = re.match(r"(\d+) days?, (.*)", text)
+    hours, minutes, seconds = (days.group(2) if days else text).split(":")
+    return (int(days.group(1)) * 86400 if days else 0) + int(hours) * 3600 + int(minutes) * 60 + float(seconds)
+
+
+def supar_run(peers: Path, seed: int) -> dict | None:
+    """The line of ``supar-run/crf-char-converge-sSEED`` from SuPar's own log (None when it has not finished).
+    SuPar's elapsed time is its epochs' (training, dev and test evaluation), summed over resumed parts."""
+    run = peers / "supar-run" / f"crf-char-converge-s{seed}"
+    parse = RESULTS / "peers" / f"supar-converged-s{seed}.test.txt"
+    log = (run / "train.out").read_text() if (run / "train.out").is_file() else ""
+    saved = re.findall(r"Epoch (\d+) saved\s*\n.*dev:\s+.*LF:\s*([\d.]+)%", log)
+    elapsed = re.findall(r"([\d:., a-z]+)s elapsed, ([\d:., a-z]+)s/epoch", log)
+    if not saved or not elapsed or not parse.is_file():
+        return None
+    epochs = [int(e) for e in re.findall(r"Epoch (\d+) / \d+:", log)]
+    last_process = [int(e) for e in re.findall(r"Epoch (\d+) / \d+:", log.split("Loading the data")[-1])]
+    return {"run": f"supar-converged-s{seed}", "parser": "SuPar 1.1.4 CRF (CharLSTM, MBR, no POS, no GloVe)",
+            "seed": seed, "epochs": epochs[-1], "best_epoch": int(saved[-1][0]), "best_dev_f1": float(saved[-1][1]),
+            "test_f1": evalb_files(split_files("test"), parse).to_dict()["f1"],
+            "output": str(parse.relative_to(RESULTS.parent)), "supar_epoch_seconds": hms_seconds(elapsed[-1][1]),
+            "supar_elapsed_seconds": hms_seconds(elapsed[-1][0]), "cpu_seconds": cpu_seconds(log),
+            "cpu_seconds_epochs": [last_process[0], last_process[-1]] if last_process else None,
+            "command": f"bash experiments/run_peers.sh supar-converge {seed}"}
+
+
 def main(argv: list[str]) -> None:
     peers = Path(argv[0]) if argv else Path("/work/peers")
-    for seed in (1, 2):
-        line = bna_run(peers, seed)
-        if line is None:
-            print(f"bna-converge {seed}: not finished under {peers}", file=sys.stderr)
-        else:
-            print(json.dumps(line))
+    for name, summarise in (("bna-converge", bna_run), ("supar-converge", supar_run)):
+        for seed in (1, 2):
+            line = summarise(peers, seed)
+            if line is None:
+                print(f"{name} {seed}: not finished under {peers}", file=sys.stderr)
+            else:
+                print(json.dumps(line))
 
 
 if __name__ == "__main__":
