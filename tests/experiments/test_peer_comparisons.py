@@ -40,3 +40,5 @@ def test_the_laptop_translations_rescore_to_their_recorded_bleu(capsys):
     compared = [line for line in printed if "minus_joey" in line]
     assert {line["variant"] for line in compared} == {"transformer", "hybrid_gate"}
     assert all(0 < line["p"] <= line["p_holm"] <= 1 for line in compared)
+    committed = [json.loads(line) for line in (RESULTS / "peers" / "joey_vs_ours_laptop.jsonl").read_text().splitlines()]
+    assert printed == committed
