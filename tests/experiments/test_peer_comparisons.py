@@ -42,3 +42,10 @@ def test_the_laptop_translations_rescore_to_their_recorded_bleu(capsys):
     assert all(0 < line["p"] <= line["p_holm"] <= 1 for line in compared)
     committed = [json.loads(line) for line in (RESULTS / "peers" / "joey_vs_ours_laptop.jsonl").read_text().splitlines()]
     assert printed == committed
+
+
+@needs("multi30k/raw/test_2016_flickr.de", "multi30k/raw/test_2017_mscoco.de")
+def test_the_full_length_translations_rescore_to_their_committed_comparison(capsys):
+    load_experiment("peers/joey_vs_ours").main([])
+    committed = [json.loads(line) for line in (RESULTS / "peers" / "joey_vs_ours.jsonl").read_text().splitlines()]
+    assert _lines(capsys) == committed
