@@ -134,17 +134,22 @@ joeynmt_smoke() {
     --cpu "$PEERS/smoke-cpu.jsonl" --pids "$pids" | tee "$PEERS/smoke-throughput.jsonl"
 }
 
+joey_resumes() {  # how many times the full run was resumed: its folders multi30k-resume1 .. multi30k-resumeN
+  local n=0
+  while [ -d "$PEERS/joey-run/multi30k-resume$((n + 1))" ]; do n=$((n + 1)); done
+  echo $n
+}
+
 joey_last_dir() {  # the full run's newest model folder: joey-run/multi30k or its last multi30k-resumeN
-  local dir=$PEERS/joey-run/multi30k n=1
-  while [ -d "$dir-resume$n" ]; do n=$((n + 1)); done
-  if [ $n -gt 1 ]; then echo "$dir-resume$((n - 1))"; else echo "$dir"; fi
+  local n; n=$(joey_resumes)
+  if [ "$n" -gt 0 ]; then echo "$PEERS/joey-run/multi30k-resume$n"; else echo "$PEERS/joey-run/multi30k"; fi
 }
 
 joeynmt() {  # the full run; a second call resumes from the latest checkpoint into joey-run/multi30k-resumeN
   local dir=$PEERS/joey-run/multi30k cfg=$PEERS/joey-multi30k.yaml
   mkdir -p "$PEERS/joey-run"
   if [ -e "$dir/latest.ckpt" ]; then
-    local last n; last=$(joey_last_dir); n=1; while [ -d "$dir-resume$n" ]; do n=$((n + 1)); done
+    local last n; last=$(joey_last_dir); n=$(( $(joey_resumes) + 1 ))
     joey_config "$cfg" -e "s#joey-run/multi30k\"#joey-run/multi30k-resume$n\"#" \
       -e "s#^training:#training:\n    load_model: \"$last/latest.ckpt\"#"
     dir=$dir-resume$n

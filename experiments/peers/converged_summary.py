@@ -63,10 +63,10 @@ def supar_run(peers: Path, seed: int) -> dict | None:
     elapsed = re.findall(r"([\d:., a-z]+)s elapsed, ([\d:., a-z]+)s/epoch", log)
     if not saved or not elapsed or not parse.is_file():
         return None
-    epochs = [int(e) for e in re.findall(r"Epoch (\d+) / \d+:", log)]
-    last_process = [int(e) for e in re.findall(r"Epoch (\d+) / \d+:", log.split("Loading the data")[-1])]
+    epoch = re.compile(r"Epoch (\d+) / \d+:")
+    last_process = [int(e) for e in epoch.findall(log.split("Loading the data")[-1])]  # each process loads once
     return {"run": f"supar-converged-s{seed}", "parser": "SuPar 1.1.4 CRF (CharLSTM, MBR, no POS, no GloVe)",
-            "seed": seed, "epochs": epochs[-1], "best_epoch": int(saved[-1][0]), "best_dev_f1": float(saved[-1][1]),
+            "seed": seed, "epochs": int(epoch.findall(log)[-1]), "best_epoch": int(saved[-1][0]), "best_dev_f1": float(saved[-1][1]),
             "test_f1": evalb_files(split_files("test"), parse).to_dict()["f1"],
             "output": str(parse.relative_to(RESULTS.parent)), "supar_epoch_seconds": hms_seconds(elapsed[-1][1]),
             "supar_elapsed_seconds": hms_seconds(elapsed[-1][0]), "cpu_seconds": cpu_seconds(log),

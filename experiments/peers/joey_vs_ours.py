@@ -54,21 +54,23 @@ def main(argv=None) -> None:
     args = parser.parse_args(argv)
     joey, ours = laptop() if args.laptop else full_length()
     references = {split: read_split(split).targets for split in joey}
-    bleu = {}
-    for path in [*joey.values(), *(p for by_split in ours.values() for files in by_split.values() for p in files)]:
-        split = next(s for s in joey if path.name.endswith(f".{s}.de"))
+    files = list(joey.items())
+    files += [(split, p) for by_split in ours.values() for split, paths in by_split.items() for p in paths]
+    hypotheses, bleu = {}, {}  # path -> its lines, its BLEU (each file read and scored once)
+    for split, path in files:
         if not path.is_file():
             print(json.dumps({"file": str(path.relative_to(ROOT)), "missing": True}))
             continue
-        bleu[path] = corpus_bleu(read_lines(path), references[split])["bleu"]
+        hypotheses[path] = read_lines(path)
+        bleu[path] = corpus_bleu(hypotheses[path], references[split])["bleu"]
         print(json.dumps({"file": str(path.relative_to(ROOT)), "split": split, "bleu": round(bleu[path], 2)}))
     lines = []
     for variant, by_split in ours.items():
-        for split, files in by_split.items():
-            have = [p for p in files if p in bleu]
+        for split, paths in by_split.items():
+            have = [p for p in paths if p in bleu]
             if joey[split] not in bleu or not have:
                 continue
-            tested = seed_paired_bootstrap([(read_lines(joey[split]), read_lines(p)) for p in have], references[split])
+            tested = seed_paired_bootstrap([(hypotheses[joey[split]], hypotheses[p]) for p in have], references[split])
             mean, std = mean_std([bleu[p] for p in have])
             lines.append({"variant": variant, "split": split, "seeds": len(have), "bleu": f"{mean:.2f} ± {std:.2f}",
                           "joey_bleu": round(bleu[joey[split]], 2), "minus_joey": round(tested["delta"], 2),

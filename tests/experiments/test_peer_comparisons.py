@@ -49,3 +49,28 @@ def test_the_full_length_translations_rescore_to_their_committed_comparison(caps
     load_experiment("peers/joey_vs_ours").main([])
     committed = [json.loads(line) for line in (RESULTS / "peers" / "joey_vs_ours.jsonl").read_text().splitlines()]
     assert _lines(capsys) == committed
+
+
+@needs(str(ptb.PTB_SUBDIR / "wsj_0199.mrg"))
+def test_a_resumed_supar_run_is_summarised_from_its_own_log(tmp_path):
+    summary = load_experiment("peers/converged_summary")
+    run = tmp_path / "supar-run" / "crf-char-converge-s1"
+    run.mkdir(parents=True)
+    # SuPar 1.1.4's log lines (parser.py): two processes, the second resumed at epoch 2 and stopped after epoch 3
+    (run / "train.out").write_text(
+        "05:00:00 INFO Loading the data\n05:00:01 INFO Epoch 1 / 1000:\n"
+        "06:00:00 INFO Loading the data\n06:00:01 INFO Epoch 2 / 1000:\n06:03:00 INFO Epoch 3 / 1000:\n"
+        "07:00:00 INFO Epoch 2 saved\n"
+        "07:00:00 INFO dev: UCM: 10.00% LCM: 10.00% UP: 80.00% UR: 80.00% UF: 80.00% LP: 78.50% LR: 78.00% LF: 78.25%\n"
+        "07:00:00 INFO 1 day, 0:07:30.000000s elapsed, 0:02:30.500000s/epoch\n"
+        "\tUser time (seconds): 100.5\n\tSystem time (seconds): 2.5\n")
+    results = tmp_path / "results"
+    (results / "peers").mkdir(parents=True)
+    (results / "peers" / "supar-converged-s1.test.txt").write_bytes((RESULTS / "peers" / "supar.test.txt").read_bytes())
+    summary.RESULTS = results
+    line = summary.supar_run(tmp_path, 1)
+    assert (line["epochs"], line["best_epoch"], line["best_dev_f1"]) == (3, 2, 78.25)
+    assert (line["supar_epoch_seconds"], line["supar_elapsed_seconds"]) == (150.5, 86400 + 450.0)
+    assert (line["cpu_seconds"], line["cpu_seconds_epochs"]) == (103.0, [2, 3])
+    assert line["test_f1"] == 74.6  # the committed 12-epoch parse, rescored
+    assert summary.supar_run(tmp_path, 2) is None  # no such run: nothing to summarise
