@@ -47,13 +47,15 @@ nmt() {
 # part), seed 1
 SQUAD_ENC="--task squad2 --model-parts encoder --epochs 1 --max-length 256 --stride 128 --batch-size 16
            --eval-batch-size 64 --learning-rate 5e-5 --warmup-ratio 0.1 --group-by-length true --eval-every 200
-           --precision bf16"
+           --precision ${PRECISION:-bf16}"
 
 reader() {
   # docs/reader.md: the CPU reader (experiments/run_reading_experiments.sh reader-cpu: 4.2 h on 2 threads), SG-Net (dual)
-  # on its encoder (25-55 min on one thread), then the packed form (int8 per row) with its F1 cost against float32
+  # on its encoder (25-55 min on one thread), then the packed form (int8 per row) with its F1 cost against float32.
+  # PRECISION and READER_RUN as in experiments/recipe.sh (PRECISION=fp32 READER_RUN=reader-fp32 on an AVX2-only CPU)
   BIN=$BIN bash experiments/run_reading_experiments.sh reader-cpu 1
-  train runs/reading/sgnet-squad2 train $SQUAD_ENC --model runs/reading/reader-cpu-s1/best --sgnet dual --seed 1
+  train runs/reading/sgnet-squad2 train $SQUAD_ENC --model runs/reading/${READER_RUN:-reader-cpu}-s1/best --sgnet dual \
+    --seed 1
   $BIN/structattn pack-reader runs/reading/sgnet-squad2/best src/structattn/trained/sgnet-squad2 \
     --measure squad2:test --measure squad11:dev
 }

@@ -52,7 +52,7 @@ MC="--max-length 256 --batch-size 4 --eval-batch-size 64 --learning-rate 5e-5 --
 # experiments/run_reading_gpu.sh, runs/reading/base-s1-gpu/best: SQuAD 1.1 train + the squad2 train part). Both variants
 # keep that encoder and start their heads fresh (--model-parts encoder): the baseline a new span head, SG-Net a new
 # SG layer + span head, as the paper adds SG-Net to a pretrained encoder. One epoch of the whole squad2 train part
-# (6,305 questions), bf16 autocast, model selection and the no-answer threshold on the dev part every 200 updates.
+# (6,305 questions), autocast in $PRECISION (bf16 by default), model selection and the no-answer threshold on the dev part every 200 updates.
 # READER names the reader and ENC the runs' infix: the CPU reader's runs (squad2-cpuenc-*) are
 #   READER=runs/reading/reader-cpu-s1/best ENC=cpuenc bash experiments/run_reading_experiments.sh squad-encoder
 # and on two lanes (baselines on one, SG-Net on the other, seeds 1-3; then the rows with encoder-ablation):
@@ -65,7 +65,7 @@ READER=${READER:-runs/reading/base-s1-gpu/best}
 ENC=${ENC:-enc}
 SQUAD_ENC="--task squad2 --model $READER --model-parts encoder --epochs 1 --max-length 256 --stride 128
        --batch-size 16 --eval-batch-size 64 --learning-rate 5e-5 --warmup-ratio 0.1 --group-by-length true
-       --eval-every 200 --precision bf16"
+       --eval-every 200 --precision $PRECISION"
 squad_encoder_lane() {  # baseline and SG-Net by seed, then the Table 3 rows (seed 1)
   for s in 1 2 3; do
     run squad2 squad2-$ENC-baseline-s$s $SQUAD_ENC --sgnet none --seed $s
@@ -94,7 +94,7 @@ mc_lane() {  # mc_lane VARIANT SGNET
 # 384 tokens (110 of 1,200 training questions have their story cut), batch 4 questions, AdamW 1e-4, one epoch
 # (300 updates), dev accuracy every 100 updates, bf16 autocast. About 9 s an update on one thread here.
 MC_OPTION="--task mctest500 --pool option --max-length 384 --batch-size 4 --eval-batch-size 64 --learning-rate 1e-4
-    --warmup-ratio 0.1 --epochs 1 --eval-every 100 --precision bf16"
+    --warmup-ratio 0.1 --epochs 1 --eval-every 100 --precision $PRECISION"
 mc_option_lane() {  # mc_option_lane VARIANT SGNET SEED...
   local variant=$1 sgnet=$2; shift 2
   for s in "${@:-1}"; do run mctest mctest500-option-$variant-s$s $MC_OPTION --sgnet $sgnet --seed $s; done
@@ -113,24 +113,27 @@ mc_race_lane() {  # mc_race_lane VARIANT SGNET SEED...
 }
 # The reader on this CPU: the recipe of experiments/run_reading_gpu.sh's reader (squad2_plus11 =
 # SQuAD 1.1 train + the squad2 train part, windows of 384 tokens sharing at most 128, batch 32, AdamW 1e-4, 10 %
-# warm-up, bf16 autocast over float32 weights) for ONE epoch (2,970 updates; the H100 reader's dev curve was flat
-# after 3,000), batches of similar length (measured here on 8 updates of 32 windows, 2 threads: about 5.3 s an
-# update at 384 tokens, 3.8 s at 256 with 19 % more windows, so 256 would save about 17 % an epoch; 384 kept, as on
-# the GPU), dev part every 500 updates, a checkpoint every 100 (resumable: rerun the lane). About 4.5 hours on both
-# threads. Then SQuAD 1.1 dev and the squad2 test part are predicted and recorded.
-READER_CPU="--task squad2_plus11 --precision bf16 --batch-size 32 --eval-batch-size 64 --epochs 1 --max-length 384
+# warm-up, autocast in $PRECISION over float32 weights) for ONE epoch (2,970 updates; the H100 reader's dev curve was
+# flat after 3,000), batches of similar length (measured on an avx512_bf16 CPU on 8 updates of 32 windows, 2 threads,
+# bf16: about 5.3 s an update at 384 tokens, 3.8 s at 256 with 19 % more windows, so 256 would save about 17 % an
+# epoch; 384 kept, as on the GPU), dev part every 500 updates, a checkpoint every 100 (resumable: rerun the lane).
+# About 4.5 hours on both threads there. Then SQuAD 1.1 dev and the squad2 test part are predicted and recorded as
+# squad11-$READER_RUN-sSEED and squad2-$READER_RUN-sSEED. On a CPU without bfloat16 instructions:
+#   PRECISION=fp32 READER_RUN=reader-fp32 bash experiments/run_reading_experiments.sh reader-cpu 1
+READER_CPU="--task squad2_plus11 --precision $PRECISION --batch-size 32 --eval-batch-size 64 --epochs 1 --max-length 384
     --stride 128 --learning-rate 1e-4 --warmup-ratio 0.1 --group-by-length true --eval-every 500 --checkpoint-every 100"
+READER_RUN=${READER_RUN:-reader-cpu}
 reader_cpu() {  # reader_cpu SEED
-  local s=${1:-1} dir=runs/reading/reader-cpu-s${1:-1}
+  local s=${1:-1} name=$READER_RUN-s${1:-1} dir=runs/reading/$READER_RUN-s${1:-1}
   if ! grep -q '"finished": true' "$dir/trainer_state.json" 2>/dev/null; then   # else trained: record only
-    echo "== reader-cpu-s$s: $READER_CPU --seed $s"
+    echo "== $name: $READER_CPU --seed $s"
     OMP_NUM_THREADS=${READER_THREADS:-2} $BIN/structattn train $READER_CPU --seed $s --output-dir $dir \
-      >> $dir.log 2>&1 || { echo "FAILED reader-cpu-s$s ($dir.log)"; return 1; }
+      >> $dir.log 2>&1 || { echo "FAILED $name ($dir.log)"; return 1; }
   fi
   for task in squad11 squad2; do
-    if grep -q "\"run\": \"$task-reader-cpu-s$s\"" results/$task.jsonl 2>/dev/null; then continue; fi
+    recorded results/$task.jsonl "$task-$name" && continue
     OMP_NUM_THREADS=${READER_THREADS:-2} $BIN/python experiments/record.py reading $dir \
-      $task-reader-cpu-s$s --task $task >> $dir.log 2>&1 || echo "RECORD FAILED $task-reader-cpu-s$s"
+      $task-$name --task $task >> $dir.log 2>&1 || echo "RECORD FAILED $task-$name"
   done
 }
 sentence() {  # appended to results/<task>.jsonl by the sentence runner's sweep
