@@ -106,6 +106,23 @@ def test_recipe_fields_at_their_earlier_value_stay_out_of_the_resume_settings():
 
     assert not set(NMT_LATER_FIELDS) & set(TranslationFamily(NMTConfig()).settings())
     assert TranslationFamily(NMTConfig(batching="shuffled")).settings()["batching"] == "shuffled"
+    assert TranslationFamily(NMTConfig(lr_decay="linear")).settings()["lr_decay"] == "linear"
+
+
+def test_learning_rate_decays_after_the_warm_up_as_chosen():
+    from structattn.errors import UserError
+    from structattn.translation.trainer import NMTConfig, TranslationFamily
+
+    def factors(**options):   # the factor of each update of an 8-update run with 4 of warm-up
+        schedule = TranslationFamily(NMTConfig(warmup=4, max_updates=8, **options)).schedule(8)
+        return [round(schedule(step), 4) for step in range(8)]
+
+    # by hand: warm-up 1/4 .. 4/4, then sqrt(4 / step) for steps 5..8
+    assert factors() == [0.25, 0.5, 0.75, 1.0, 0.8944, 0.8165, 0.7559, 0.7071]
+    # linear: down by 1/5 an update after the peak, the last update at 1/5 (0 would be one update past the end)
+    assert factors(lr_decay="linear") == [0.25, 0.5, 0.75, 1.0, 0.8, 0.6, 0.4, 0.2]
+    with pytest.raises(UserError, match="unknown --lr-decay 'cosine'; valid: inverse_sqrt, linear"):
+        TranslationFamily(NMTConfig(lr_decay="cosine"))
 
 
 def test_deepnet_constants_for_four_plus_four_layers_are_the_papers():

@@ -25,7 +25,9 @@ NMT_FIELD_HELP = {
     "max_train_examples": "use only the first N training pairs; 0 = all",
     "vocab_size": "size of the joint BPE vocabulary",
     "max_tokens": "padded tokens per training batch (source and target)",
-    "warmup": "linear warm-up, in updates, to the peak learning rate (then inverse square root)",
+    "warmup": "linear warm-up, in updates, to the peak learning rate (then --lr-decay)",
+    "lr_decay": "the learning rate after the warm-up: inverse_sqrt (sqrt(warmup / step)) or linear (down to 0 at "
+                "the last update)",
     "max_updates": "optimizer updates of the run",
     "label_smoothing": "label smoothing of the cross-entropy",
     "eval_every": "updates between dev-BLEU evaluations",
@@ -43,7 +45,7 @@ def add_parser(sub) -> None:
     from ..translation.model import INITIALISATIONS, RESIDUALS, SIZES, VARIANTS
     from ..tasks.multi30k import TEST_SPLITS
     from ..train.config import PRECISIONS
-    from ..translation.trainer import NMT_PRESETS, NMTConfig
+    from ..translation.trainer import LR_DECAYS, NMT_PRESETS, NMTConfig
 
     p = sub.add_parser("train-translation", aliases=["train-nmt"],
                        help="train a translation model with structure-aware encoder attention",
@@ -55,7 +57,8 @@ def add_parser(sub) -> None:
                             descriptions=NMT_FIELD_HELP,
                             choices={"variant": list(VARIANTS), "size": list(SIZES), "gate": ("token", "head", "none"),
                                      "precision": PRECISIONS, "test_splits": TEST_SPLITS, "init": list(INITIALISATIONS),
-                                     "residual": RESIDUALS, "batching": list(TRAINING_BATCHES)})
+                                     "residual": RESIDUALS, "batching": list(TRAINING_BATCHES),
+                                     "lr_decay": list(LR_DECAYS)})
     p.add_argument("--no-progress", action="store_true", help="no progress bar (one line per evaluation stays)")
     p.set_defaults(func=run)
 

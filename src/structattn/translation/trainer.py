@@ -34,7 +34,7 @@ import dataclasses
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 import torch
 
@@ -44,7 +44,8 @@ from ..io import atomic_write_json
 from ..train.checkpoint import AtomicDir, load_model_tensors, model_tensors
 from .data import TRAINING_BATCHES
 from ..train.config import RESULT_NEUTRAL_FIELDS, without_later_fields
-from ..train.engine import Engine, EngineState, Evaluation, Family, resume_settings, run_facts, warmup_inverse_sqrt
+from ..train.engine import (Engine, EngineState, Evaluation, Family, linear_schedule, resume_settings, run_facts,
+                            warmup_inverse_sqrt)
 
 BEST, FINAL, RECENT = "best", "final", "recent"
 
@@ -71,6 +72,7 @@ class NMTConfig(JsonConfig):
     max_tokens: int = 4096
     learning_rate: float = 5e-3  # the Multi30k Transformer-tiny recipe (with 2,000 warm-up and 8,000 updates)
     warmup: int = 2000
+    lr_decay: str = "inverse_sqrt"  # after the warm-up: inverse_sqrt (sqrt(warmup / step)) | linear (to 0 at max_updates)
     max_updates: int = 8000
     label_smoothing: float = 0.1
     clip_norm: float = 0.0  # 0 = no clipping
@@ -123,7 +125,15 @@ TRANSLATION_ORDER_STRIDE = 100_003
 #: Recipe options added after runs were recorded, with the value every earlier run had (train.config.LATER_FIELDS):
 #: left out of ``settings.json`` at that value, so a run folder of an earlier version still resumes.
 NMT_LATER_FIELDS = {"adam_eps": 1e-9, "init": "fairseq", "residual": "plain", "batching": "length",
-                    "embedding_dropout": None, "attention_dropout": 0.0, "activation_dropout": 0.0}
+                    "embedding_dropout": None, "attention_dropout": 0.0, "activation_dropout": 0.0,
+                    "lr_decay": "inverse_sqrt"}
+
+#: ``--lr-decay``: the learning-rate factor after step ``step`` (1-based) of ``total``, with ``warmup`` linear
+#: warm-up steps. ``linear`` reaches 0 one step after the last (the last update still learns).
+LR_DECAYS: dict[str, Callable[[int, int, int], float]] = {
+    "inverse_sqrt": lambda step, warmup, total: warmup_inverse_sqrt(step, warmup),
+    "linear": lambda step, warmup, total: linear_schedule(step, warmup, total + 1),
+}
 
 
 # ---------------------------------------------------------------------------------------------- data
@@ -285,6 +295,8 @@ class TranslationFamily(Family):
         self.mechanism = variant_mechanism(config.variant, **config.mechanism_options())
         if config.batching not in TRAINING_BATCHES:
             raise UserError(f"unknown --batching {config.batching!r}; valid: {', '.join(TRAINING_BATCHES)}")
+        if config.lr_decay not in LR_DECAYS:
+            raise UserError(f"unknown --lr-decay {config.lr_decay!r}; valid: {', '.join(LR_DECAYS)}")
 
     def settings(self) -> dict:
         return without_later_fields(resume_settings(self.config), NMT_LATER_FIELDS)
@@ -320,7 +332,8 @@ class TranslationFamily(Family):
                                 eps=self.config.adam_eps)
 
     def schedule(self, total: int):
-        return lambda step: warmup_inverse_sqrt(step + 1, self.config.warmup)
+        decay, config = LR_DECAYS[self.config.lr_decay], self.config
+        return lambda step: decay(step + 1, config.warmup, config.max_updates)
 
     def updates(self) -> tuple[int, int]:
         return self.config.max_updates, self.config.eval_every
