@@ -17,7 +17,7 @@
 #                                              #   resumed from its latest checkpoint when run again
 #   bash experiments/run_peers.sh joeynmt-test     # Joey's test hypotheses (beam 5; the four Multi30k test sets)
 #                                              #   -> text -> our BLEU
-#   bash experiments/run_peers.sh joeynmt-laptop   # Joey cut as our --preset laptop (800 updates, all warm-up), then
+#   bash experiments/run_peers.sh joeynmt-laptop   # Joey cut to 800 updates, all warm-up (our laptop preset then), then
 #                                              #   its test2016 BLEU (results/peers/joeynmt-laptop.test2016.de)
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -160,7 +160,7 @@ joeynmt() {  # the full run; a second call resumes from the latest checkpoint in
   echo "trained: $dir"
 }
 
-joeynmt_laptop() {  # the recipe cut as our `train-translation --preset laptop`: 800 updates, all warm-up, dev every 200
+joeynmt_laptop() {  # the recipe cut as our laptop preset then was: 800 updates, all warm-up, dev every 200
   local dir=$PEERS/joey-run/laptop cfg=$PEERS/joey-laptop.yaml
   mkdir -p "$PEERS/joey-run"
   rm -rf "$dir"
