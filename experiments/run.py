@@ -10,7 +10,7 @@ one), its ``[flags]`` groups and the run's fields; a command's first word ``stru
 folder first: a timed run), ``skip_recorded = false`` (run a recorded run again), ``command_file = true`` (write
 the training command to OUTPUT.command for the recorder).
 
-For each selected run (RUN: a run's name or a lane's; none: every run), in order: a run already recorded in the
+For each selected run (RUN: a run's name, else a lane's; none: every run), in order: a run already recorded in the
 results file is skipped (``skip NAME (recorded)``); the training command runs with its output in OUTPUT.log, in the
 same --output-dir as before, so an interrupted run resumes from its checkpoint; ``[[before_record]]`` steps
 (e.g. the dev translation), the recorder, then ``[[after_record]]`` steps (each with ``match``: the run-name patterns
@@ -261,14 +261,17 @@ def _load_average() -> str:
 
 def select(recipe: Recipe, wanted: list[str], default: bool = True) -> list[Run]:
     """The runs named (by run or lane name), in the recipe's order; when none is named, the recipe's default
-    runs (``default``) or every run."""
-    lanes = {r.lane for r in recipe.runs}
-    unknown = [w for w in wanted if w not in lanes and w not in {r.name for r in recipe.runs}]
+    runs (``default``) or every run. A word that names a run selects that run alone, also where a lane has the
+    same name (laptop's run ``transformer`` in lane ``transformer``): two commands naming two runs of one lane must
+    not both train the second."""
+    lanes, names = {r.lane for r in recipe.runs}, {r.name for r in recipe.runs}
+    unknown = [w for w in wanted if w not in lanes and w not in names]
     if unknown:
         raise SystemExit(f"run.py: {recipe.name} has no run or lane {', '.join(unknown)} "
                          f"(lanes: {', '.join(sorted(lanes))}; --list names the runs)")
     wanted = wanted or (recipe.default if default else [])
-    return [r for r in recipe.runs if not wanted or r.name in wanted or r.lane in wanted]
+    whole_lanes = {w for w in wanted if w not in names}
+    return [r for r in recipe.runs if not wanted or r.name in wanted or r.lane in whole_lanes]
 
 
 def main(args: list[str] | None = None) -> int:

@@ -183,3 +183,12 @@ def test_recorded_runs_are_skipped_and_names_are_checked(driver, tmp_path, capsy
         driver.main([str(recipe), "run-c", "--dry-run"])
     with pytest.raises(SystemExit, match="not a variable"):
         driver.main([str(recipe), "--set", "colour=red", "--dry-run"])
+
+
+def test_a_run_named_like_a_lane_selects_that_run_alone(driver):
+    """laptop's run ``transformer`` sits in lane ``transformer`` with ``transformer-s2``: naming the run must not
+    also train the lane's other run (two commands naming one run each would both train the second)."""
+    recipe = driver.load_recipe("laptop")
+    assert [r.name for r in driver.select(recipe, ["transformer"])] == ["transformer"]
+    assert [r.name for r in driver.select(recipe, ["transformer", "transformer-s2"])] == ["transformer", "transformer-s2"]
+    assert [r.name for r in driver.select(recipe, ["translation"])] == ["hg", "hg-s2"]   # a lane's name alone
