@@ -10,6 +10,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 export OMP_NUM_THREADS=1 MKL_NUM_THREADS=1
 BIN=${BIN:-.venv/bin}
+. experiments/recipe.sh   # PRECISION and READER_RUN (bf16, reader-cpu unless set)
 
 # experiments/recipes/parsing.toml's CPU configuration; POS tags from spaCy (the best BNA rows of PARSING.md)
 PARSING="--preset full --d-model 128 --heads 4 --d-head 32 --d-ff 256 --label-hidden 128 --epochs 12 --patience 4 --max-chart-cells 0 --no-progress"  # one pass per batch, as recorded
@@ -47,14 +48,14 @@ nmt() {
 # part), seed 1
 SQUAD_ENC="--task squad2 --model-parts encoder --epochs 1 --max-length 256 --stride 128 --batch-size 16
            --eval-batch-size 64 --learning-rate 5e-5 --warmup-ratio 0.1 --group-by-length true --eval-every 200
-           --precision ${PRECISION:-bf16}"
+           --precision $PRECISION"
 
 reader() {
   # docs/reader.md: the CPU reader (experiments/run_reading_experiments.sh reader-cpu: 4.2 h on 2 threads), SG-Net (dual)
   # on its encoder (25-55 min on one thread), then the packed form (int8 per row) with its F1 cost against float32.
   # PRECISION and READER_RUN as in experiments/recipe.sh (PRECISION=fp32 READER_RUN=reader-fp32 on an AVX2-only CPU)
   BIN=$BIN bash experiments/run_reading_experiments.sh reader-cpu 1
-  train runs/reading/sgnet-squad2 train $SQUAD_ENC --model runs/reading/${READER_RUN:-reader-cpu}-s1/best --sgnet dual \
+  train runs/reading/sgnet-squad2 train $SQUAD_ENC --model runs/reading/$READER_RUN-s1/best --sgnet dual \
     --seed 1
   $BIN/structattn pack-reader runs/reading/sgnet-squad2/best src/structattn/trained/sgnet-squad2 \
     --measure squad2:test --measure squad11:dev

@@ -15,5 +15,7 @@ trained() {   # LOG NAME COMMAND...: COMMAND with its output in LOG; false, and 
 # The precision of the CPU reading recipes: PRECISION=bf16 (the default; the committed CPU lines: bf16 autocast over
 # float32 weights, on a CPU with avx512_bf16) or PRECISION=fp32. Where the CPU has no bfloat16 instructions bf16 is
 # emulated: on a 2-core AMD EPYC with AVX2 only, one update of the reader (32 windows of 200 tokens, one thread) took
-# 175-192 s in bf16 against 11 s in float32. Runs in float32 take run names of their own (READER_RUN, ENC).
+# 175-192 s in bf16 against 11 s in float32. Runs in float32 take run names of their own: READER_RUN names the CPU
+# reader's run (runs/reading/READER_RUN-sSEED), ENC the runs on its encoder.
 PRECISION=${PRECISION:-bf16}
+READER_RUN=${READER_RUN:-reader-cpu}

@@ -122,9 +122,10 @@ mc_race_lane() {  # mc_race_lane VARIANT SGNET SEED...
 #   PRECISION=fp32 READER_RUN=reader-fp32 bash experiments/run_reading_experiments.sh reader-cpu 1
 READER_CPU="--task squad2_plus11 --precision $PRECISION --batch-size 32 --eval-batch-size 64 --epochs 1 --max-length 384
     --stride 128 --learning-rate 1e-4 --warmup-ratio 0.1 --group-by-length true --eval-every 500 --checkpoint-every 100"
-READER_RUN=${READER_RUN:-reader-cpu}
 reader_cpu() {  # reader_cpu SEED
-  local s=${1:-1} name=$READER_RUN-s${1:-1} dir=runs/reading/$READER_RUN-s${1:-1}
+  local s=${1:-1}
+  local name=$READER_RUN-s$s
+  local dir=runs/reading/$name
   if ! grep -q '"finished": true' "$dir/trainer_state.json" 2>/dev/null; then   # else trained: record only
     echo "== $name: $READER_CPU --seed $s"
     OMP_NUM_THREADS=${READER_THREADS:-2} $BIN/structattn train $READER_CPU --seed $s --output-dir $dir \

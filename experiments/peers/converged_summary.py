@@ -66,7 +66,8 @@ def supar_run(peers: Path, seed: int) -> dict | None:
     epoch = re.compile(r"Epoch (\d+) / \d+:")
     last_process = [int(e) for e in epoch.findall(log.split("Loading the data")[-1])]  # each process loads once
     return {"run": f"supar-converged-s{seed}", "parser": "SuPar 1.1.4 CRF (CharLSTM, MBR, no POS, no GloVe)",
-            "seed": seed, "epochs": int(epoch.findall(log)[-1]), "best_epoch": int(saved[-1][0]), "best_dev_f1": float(saved[-1][1]),
+            "seed": seed, "epochs": int(epoch.findall(log)[-1]), "best_epoch": int(saved[-1][0]),
+            "best_dev_f1": float(saved[-1][1]),
             "test_f1": evalb_files(split_files("test"), parse).to_dict()["f1"],
             "output": str(parse.relative_to(RESULTS.parent)), "supar_epoch_seconds": hms_seconds(elapsed[-1][1]),
             "supar_elapsed_seconds": hms_seconds(elapsed[-1][0]), "cpu_seconds": cpu_seconds(log),

@@ -336,8 +336,8 @@ class TranslationFamily(Family):
                                 eps=self.config.adam_eps)
 
     def schedule(self, total: int):
-        decay, config = LR_DECAYS[self.config.lr_decay], self.config
-        return lambda step: decay(step + 1, config.warmup, config.max_updates)
+        decay, warmup = LR_DECAYS[self.config.lr_decay], self.config.warmup
+        return lambda step: decay(step + 1, warmup, total)
 
     def updates(self) -> tuple[int, int]:
         return self.config.max_updates, self.config.eval_every
