@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Build the trained models that load by name (structattn.models.trained) into src/structattn/trained/:
 # train each with the settings of its results file, then experiments/ship_model.py saves it into the package, parses /
-# translates its test set with the shipped weights and writes its card (a reader: `structattn pack-reader` packs it,
-# measures its F1 cost and writes its card). `make models` runs `parsers` (the parsers
+# translates its test set with the shipped weights and writes its card (a reader: packs it and measures its F1 cost
+# against the float32 run on the same questions). `make models` runs `parsers` (the parsers
 # are committed: rerunning rebuilds them); `make models-nmt` runs `nmt` (committed too: about 2 h on one
 # CPU thread). A finished run in runs/ is not trained again (train-parsing / train-translation resume), only shipped.
 #   bash experiments/make_models.sh parsers | nmt | reader | all
@@ -44,21 +44,16 @@ nmt() {
   $BIN/python experiments/ship_model.py runs/nmt/multi30k-hybrid_gate-s1 hybrid-gate-en-de
 }
 
-# experiments/run_reading_experiments.sh's SQUAD_ENC (SG-Net on a trained reader's encoder, one epoch of the squad2 train
-# part), seed 1
-SQUAD_ENC="--task squad2 --model-parts encoder --epochs 1 --max-length 256 --stride 128 --batch-size 16
-           --eval-batch-size 64 --learning-rate 5e-5 --warmup-ratio 0.1 --group-by-length true --eval-every 200
-           --precision $PRECISION"
-
 reader() {
-  # docs/reader.md: the CPU reader (experiments/run_reading_experiments.sh reader-cpu: 4.2 h on 2 threads), SG-Net (dual)
-  # on its encoder (25-55 min on one thread), then the packed form (int8 per row) with its F1 cost against float32.
-  # PRECISION and READER_RUN as in experiments/recipe.sh (PRECISION=fp32 READER_RUN=reader-fp32 on an AVX2-only CPU)
+  # docs/reader.md: the CPU reader (experiments/run_reading_experiments.sh reader-cpu), SG-Net (dual) on its encoder:
+  # the seed-1 SG-Net run of the comparison there (squad-encoder-b; results/squad2.jsonl squad2-$ENC-sgnet-s1), then
+  # experiments/ship_model.py packs it (int8 per row), answers the squad2 test part and SQuAD 1.1 dev with it and the
+  # float32 run, and writes its card. PRECISION and READER_RUN as in experiments/recipe.sh; ENC names the runs on
+  # that reader's encoder (cpuenc unless set): PRECISION=fp32 READER_RUN=reader-fp32 ENC=fp32enc on an AVX2-only CPU.
+  local enc=${ENC:-cpuenc}
   BIN=$BIN bash experiments/run_reading_experiments.sh reader-cpu 1
-  train runs/reading/sgnet-squad2 train $SQUAD_ENC --model runs/reading/$READER_RUN-s1/best --sgnet dual \
-    --seed 1
-  $BIN/structattn pack-reader runs/reading/sgnet-squad2/best src/structattn/trained/sgnet-squad2 \
-    --measure squad2:test --measure squad11:dev
+  READER=runs/reading/$READER_RUN-s1/best ENC=$enc BIN=$BIN bash experiments/run_reading_experiments.sh squad-encoder-b 1
+  $BIN/python experiments/ship_model.py runs/reading/squad2-$enc-sgnet-s1 sgnet-squad2
 }
 
 case "${1:-parsers}" in

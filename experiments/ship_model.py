@@ -15,6 +15,13 @@ NAME is an entry of ``structattn.models.trained.TRAINED``; its kind says what RU
 * ``translator``: a ``structattn train-translation`` run. ``RUN_DIR/final`` (weights and tokenizer) is copied
   into the package; the shipped model, loaded by name, translates every test split of the run (beam and length
   penalty of the run); ``results/shipped/NAME.<split>.de`` and their sacreBLEU scores go on the card.
+* ``reader``: a span-QA run of ``structattn train`` recorded in ``results/<task>.jsonl`` (``experiments/record.py
+  reading``). ``RUN_DIR/best`` is packed into the package (``structattn.sgnet.reader_packing.pack_reader``: int8
+  matrices with a float scale per row, the tokenizer as its vocabulary when that rebuilds it exactly); the float32
+  run and the shipped reader, loaded by name, then answer the squad2 test part and SQuAD 1.1 dev at their saved
+  threshold: the shipped reader's answers are ``results/shipped/NAME.<task>-<split>.json``, scored by the
+  project's scorer (``structattn score squad``), and the F1 the packing costs goes on the card, with the time of a
+  first ``structattn answer`` call in a fresh process.
 
 Either way the script says whether the shipped model's test predictions equal the run's own
 (``RUN_DIR/test.trees`` or ``RUN_DIR/hypotheses/<split>.de``), and writes ``card.json`` and ``CARD.md`` beside the
@@ -26,14 +33,18 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import re
 import shutil
 import sys
 import time
 from pathlib import Path
 
-from structattn.io import atomic_write_text
-from structattn.models.trained import TRAINED, TrainedModel
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "benchmarks"))
+from machine import cpu_name  # noqa: E402
+
+from structattn.io import atomic_write_text  # noqa: E402
+from structattn.models.trained import TRAINED, TrainedModel, resolve  # noqa: E402
 
 RESULTS = Path(__file__).resolve().parent.parent / "results"
 REPO = RESULTS.parent
@@ -201,6 +212,137 @@ def ship_translator(run_dir: Path, entry: TrainedModel) -> dict:
     }
 
 
+#: The README's quick start, timed on the card: ``echo CONTEXT | structattn answer --model NAME --question QUESTION``.
+QUICK_START = ("In what country is Normandy located?",
+               "The Normans were the people who in the 10th and 11th centuries gave their name to Normandy, "
+               "a region in France.")
+FIRST_CALLS = 3  # fresh processes timed one after another (the first pays the cold file cache)
+
+
+def results_line(results: Path, run: str) -> dict:
+    """The line of ``run`` in ``results`` (a results JSONL file); exits with a message when it has none."""
+    lines = [json.loads(x) for x in results.read_text(encoding="utf-8").splitlines() if x.strip()] \
+        if results.is_file() else []
+    line = next((x for x in lines if x.get("run") == run), None)
+    if line is None:
+        sys.exit(f"ship_model.py: {results} has no line for {run}; record the run first "
+                 f"(python experiments/record.py reading runs/reading/{run} {run})")
+    return line
+
+
+def train_command(config: dict) -> str:
+    """The ``structattn train`` command of a recorded config: every field that differs from its field default or
+    that the task family defaults otherwise (so the command is exact whatever the defaults), ``extra`` left out."""
+    from dataclasses import MISSING, fields
+
+    from structattn.train.config import READING_DEFAULTS, TrainConfig, task_family
+
+    family = READING_DEFAULTS.get(task_family(config["task"]), {})
+    defaults = {f.name: f.default for f in fields(TrainConfig) if f.default is not MISSING}
+    words = []
+    for name, value in config.items():
+        if name == "extra" or name not in defaults or (value == defaults[name] and name not in family):
+            continue
+        text = "none" if value is None else str(value).lower() if isinstance(value, bool) else str(value)
+        words.append(f"--{name.replace('_', '-')} {text}")
+    return "structattn train " + " ".join(words)
+
+
+#: The card's data texts of a reader, by the task it was trained on.
+READER_DATA = {"squad2": {
+    "trained_on": "the squad2 train part (6,305 questions of the SQuAD 2.0 dev file, split by article), on the encoder "
+                  "of a reader trained on SQuAD 1.1 train + that part (encoder_from)",
+    "data": {"corpus": "SQuAD 2.0 dev file split by article (results/squad2_split.json) and SQuAD 1.1 "
+                       "(../shared/data)",
+             "split": "squad2 train part 6,305 questions, dev part 1,395 (model selection and the no-answer "
+                      "threshold), test part 4,173; SQuAD 1.1 dev 10,570 (measured, never answered 'no answer')"}}}
+
+
+def reader_measures(task: str) -> list[tuple[str, str]]:
+    """The (task, split) pairs a reader trained on ``task`` is measured on, the first one the card's test score:
+    its own test split, and SQuAD 1.1 dev where that is another task (never answered "no answer")."""
+    return [(task, "test")] + ([("squad11", "dev")] if task != "squad11" else [])
+
+
+def first_call_seconds(entry: TrainedModel, calls: int = FIRST_CALLS) -> dict:
+    """Wall seconds of ``echo CONTEXT | structattn answer --model NAME --question QUESTION`` (:data:`QUICK_START`)
+    in ``calls`` fresh processes, one after another, and the answer printed. The processes are given the folder
+    the name resolves to (the same files; a test's registry is not the subprocess's)."""
+    import subprocess
+
+    question, context = QUICK_START
+    name = entry.name
+    command = [str(Path(sys.executable).with_name("structattn")), "answer", "--model", str(entry.folder),
+               "--question", question]
+    seconds, printed = [], ""
+    for _ in range(calls):
+        start = time.perf_counter()
+        done = subprocess.run(command, input=context, capture_output=True, text=True, check=True)
+        seconds.append(round(time.perf_counter() - start, 2))
+        printed = done.stdout.strip()
+    return {"command": f"echo \"{context}\" | structattn answer --model {name} --question \"{question}\"",
+            "printed": printed, "seconds": seconds, "cpu": cpu_name(),
+            "OMP_NUM_THREADS": os.environ.get("OMP_NUM_THREADS")}
+
+
+def ship_reader(run_dir: Path, entry: TrainedModel, first_calls: int = FIRST_CALLS) -> dict:
+    from structattn.sgnet.reader_packing import CARD_FILE, cost_of, pack_reader, read_with_both
+    from structattn.tasks.squad import get_qa_task
+    from structattn.tasks.squad_eval import evaluate
+
+    trained = json.loads((run_dir / "best" / "train_config.json").read_text(encoding="utf-8"))
+    line = results_line(RESULTS / f"{trained['task']}.jsonl", run_dir.name)
+    packing = pack_reader(run_dir / "best", entry.folder)
+    (entry.folder / CARD_FILE).unlink()  # the packing's card: the shipped card below replaces it
+    SHIPPED.mkdir(exist_ok=True)
+    measured = {}
+    measures = reader_measures(trained["task"])
+    for task, split in measures:
+        start = time.perf_counter()
+        questions, scored = read_with_both(run_dir / "best", resolve(entry.name, "reader"), task=task, split=split)
+        seconds = time.perf_counter() - start
+        out = SHIPPED / f"{entry.name}.{task}-{split}.json"
+        answers = scored[1][1]
+        atomic_write_text(out, json.dumps(answers, indent=0, ensure_ascii=False) + "\n")
+        committed = evaluate(get_qa_task(task).read(split).dataset, json.loads(out.read_text(encoding="utf-8")))
+        cost = cost_of(questions, scored)
+        measured[f"{task}:{split}"] = {
+            "set": questions.source, "questions": cost["questions"],
+            "f1": round(committed["f1"], 2), "exact": round(committed["exact"], 2),
+            "float32_f1": round(cost["float32"]["f1"], 2), "float32_exact": round(cost["float32"]["exact"], 2),
+            "f1_lost": round(cost["f1_lost"], 2), "exact_lost": round(cost["exact_lost"], 2),
+            "answers_changed": sum(a != scored[0][1].get(q) for q, a in answers.items()),
+            "predictions": _rel(out),
+            "score_command": f"structattn score squad --task {task} --split {split} --predictions {_rel(out)}",
+            "seconds_both_models": round(seconds, 1)}
+    first = measured[":".join(measures[0])]
+    float_recorded = round(line["f1"], 2) == first["float32_f1"]
+    return {
+        "name": entry.name, "kind": entry.kind, "description": entry.description,
+        **READER_DATA.get(trained["task"], {"trained_on": f"task {trained['task']}'s train split",
+                                             "data": {"task": trained["task"]}}),
+        "encoder_from": trained.get("model"),
+        "command": train_command(line["config"]),
+        "commit": line.get("git_commit"),
+        "results_line": f"results/{trained['task']}.jsonl run {run_dir.name} (F1 {line['f1']:.2f} in float32)",
+        "test": {"set": first["set"], "metric": "F1", "score": first["f1"], "exact": first["exact"],
+                 "questions": first["questions"], "predictions": first["predictions"],
+                 "score_command": first["score_command"], "float32_f1": first["float32_f1"],
+                 "f1_lost": first["f1_lost"], "equals_run_predictions": first["answers_changed"] == 0,
+                 "float32_equals_results_line": float_recorded},
+        "measured": measured,
+        "na_threshold": line.get("na_threshold"),
+        "packing": packing["packing"], "tokenizer": packing["tokenizer"], "float32_bytes": packing["float32_bytes"],
+        "precision": "int8 weights (one float32 scale per row), dequantised to float32 on loading",
+        "size_bytes": entry.size_bytes(),
+        "first_call": first_call_seconds(entry, first_calls),
+        "train": {"wall_seconds": line.get("train_wall_s"), "device": line.get("device"), "steps": line.get("steps"),
+                  "best_step": line.get("best_step")},  # (the line's torch_threads are its recording process's)
+        "build": entry.build,
+        **card_notes(entry),
+    }
+
+
 def card_notes(entry: TrainedModel) -> dict:
     """The card's domain, good-at and bad-at texts (from :data:`structattn.models.trained.TRAINED`)."""
     return {"domain": entry.domain, "good_at": entry.good_at, "bad_at": entry.bad_at}
@@ -210,8 +352,7 @@ def card_markdown(card: dict) -> str:
     """CARD.md: the card's fields for people."""
     test = card["test"]
     lines = [f"# {card['name']}", "", card["description"] + ".", "",
-             f"- kind: {card['kind']} (load: `structattn {'parse' if card['kind'] == 'parser' else 'translate'} "
-             f"--model {card['name']}`)",
+             f"- kind: {card['kind']} (load: `structattn {LOAD_COMMAND[card['kind']]} --model {card['name']}`)",
              f"- data: {json.dumps(card['data'], ensure_ascii=False)}",
              f"- trained on: {card['trained_on']}",
              *(f"- {label}: {card[key]}" for key, label in (("domain", "domain"), ("good_at", "good at"),
@@ -236,15 +377,34 @@ def card_markdown(card: dict) -> str:
             ref = card["encoder_reference"]
             lines.append(f"  (pip package {ref['package']} {ref['version']}, weights SHA-256 {ref['sha256']})")
         lines.append(f"- parameters: {card['parameters']:,} ({card['trainable_parameters']:,} trained)")
-    else:
+    elif card["kind"] == "translator":
         decoding = card["decoding"]
         lines.append("- all test sets: " + ", ".join(f"{s} {t['bleu']}" for s, t in card["tests"].items())
                      + f"; decoding beam {decoding['beam']}, length penalty {decoding['length_penalty']}")
+    else:
+        for measure in card["measured"].values():
+            lines.append(f"- {measure['set']} ({measure['questions']:,} questions): F1 {measure['f1']} packed, "
+                         f"{measure['float32_f1']} in float32 (cost {measure['f1_lost']} F1; "
+                         f"{measure['answers_changed']} answers changed); `{measure['score_command']}`")
+        threshold = card["na_threshold"]
+        lines.append(f"- the float32 run: {card['results_line']}; no-answer threshold "
+                     + (f"{threshold} (null score minus best span score)" if threshold is not None
+                        else "none (always answers)"))
+        lines.append(f"- packing: {card['packing']['int8_tensors']} int8 matrices; tokenizer: {card['tokenizer']}; "
+                     f"the float32 weights file: {card['float32_bytes'] / 1e6:.2f} MB")
+        call = card["first_call"]
+        lines.append(f"- first call in a fresh process: {', '.join(f'{x} s' for x in call['seconds'])} "
+                     f"({len(call['seconds'])} process(es) one after another, {call['cpu']}): `{call['command']}` "
+                     f"prints `{call['printed']}`")
     lines += [f"- weights: {card['precision']}; size {card['size_bytes'] / 1e6:.2f} MB (this folder)",
               f"- time to train: {card['train']['wall_seconds']} s on {card['train']['device']}"
               + (f", {card['train']['torch_threads']} thread(s)" if card["train"].get("torch_threads") else ""),
               f"- rebuild: `{card['build']}` (experiments/make_models.sh)", ""]
     return "\n".join(lines)
+
+
+SHIP = {"parser": ship_parser, "translator": ship_translator, "reader": ship_reader}  # kind -> how it ships
+LOAD_COMMAND = {"parser": "parse", "translator": "translate", "reader": "answer"}
 
 
 def main() -> int:
@@ -253,7 +413,7 @@ def main() -> int:
     ap.add_argument("name", choices=sorted(TRAINED))
     args = ap.parse_args()
     entry = TRAINED[args.name]
-    card = ship_parser(args.run_dir, entry) if entry.kind == "parser" else ship_translator(args.run_dir, entry)
+    card = SHIP[entry.kind](args.run_dir, entry)
     card["size_bytes"] = entry.size_bytes()  # the weights and config (the card files are added next)
     atomic_write_text(entry.folder / "card.json", json.dumps(card, indent=2, ensure_ascii=False) + "\n")
     atomic_write_text(entry.folder / "CARD.md", card_markdown(card))

@@ -1,6 +1,6 @@
-"""Trained models by name (structattn.models.trained): name resolution and its errors, and every shipped parser
-loaded by name reproducing exactly the committed test predictions of its shipped weights on a slice of the test
-set (the card's full-test score is re-scored from the committed file when the treebank is there)."""
+"""Trained models by name (structattn.models.trained): name resolution and its errors, and every shipped parser,
+translator and reader loaded by name reproducing exactly the committed test predictions of its shipped weights on
+a slice of the test set (the card's full-test score is re-scored from the committed file when the data is there)."""
 from __future__ import annotations
 
 import json
@@ -79,8 +79,8 @@ def test_a_folder_with_weights_is_shipped(tmp_path, monkeypatch):
 # ------------------------------------------------------------------------------------------- shipped parsers
 def test_the_parsers_are_shipped_within_the_size_limit():
     assert [m.name for m in shipped_models("parser")] == SHIPPED_PARSERS
-    weights = sum(p.stat().st_size for p in trained.TRAINED_DIR.rglob("*.safetensors"))
-    assert weights <= 25_000_000, f"committed weights total {weights:,} bytes, over 25 MB"
+    weights = sum(p.stat().st_size for m in shipped_models("parser") for p in m.folder.rglob("*.safetensors"))
+    assert weights <= 25_000_000, f"the parsers' committed weights total {weights:,} bytes, over 25 MB"
 
 
 @pytest.mark.parametrize("name", SHIPPED_PARSERS)
@@ -165,6 +165,63 @@ def test_shipped_translator_by_name_gives_its_committed_test_translations(name):
     got = translator.translate([sources[j] for j in first], beam=decoding["beam"],
                                length_penalty=decoding["length_penalty"], max_tokens=decoding["max_tokens"])
     assert got == [committed[j] for j in first]
+
+
+# ------------------------------------------------------------------------------------------- shipped readers
+SHIPPED_READERS = [m.name for m in shipped_models("reader")]
+
+
+def _answers(card: dict, limit: int = 0):
+    """The questions of the card's test set (the first ``limit``) and the committed answers to them."""
+    from structattn.tasks.squad import get_qa_task
+
+    task, split = next(iter(card["measured"])).split(":")
+    questions = get_qa_task(task).read(split).questions
+    committed = json.loads((REPO / card["test"]["predictions"]).read_text(encoding="utf-8"))
+    assert len(committed) == len(questions) == card["test"]["questions"]
+    return (questions[:limit] if limit else questions), committed
+
+
+@pytest.mark.parametrize("name", SHIPPED_READERS)
+def test_shipped_reader_fits_25_mb_and_its_card_names_what_it_cost(name):
+    card, folder = TRAINED[name].card(), TRAINED[name].folder
+    assert card["size_bytes"] == TRAINED[name].size_bytes() - sum(
+        (folder / f).stat().st_size for f in ("card.json", "CARD.md"))
+    assert card["size_bytes"] <= 25_000_000, f"{name}: {card['size_bytes']:,} bytes, over 25 MB"
+    for key in ("trained_on", "data", "command", "commit", "test", "measured", "train", "first_call"):
+        assert card.get(key), f"{name}'s card lacks {key}"
+    for measure in card["measured"].values():
+        assert measure["f1_lost"] == pytest.approx(measure["float32_f1"] - measure["f1"], abs=0.011)
+        assert (REPO / measure["predictions"]).is_file()
+    assert card["test"]["float32_equals_results_line"]
+
+
+@pytest.mark.data
+@needs("squad2")
+@pytest.mark.parametrize("name", SHIPPED_READERS)
+def test_shipped_reader_by_name_gives_its_committed_test_answers(name):
+    """The first SLICE questions of the card's test set, answered by name at the saved threshold, equal the
+    committed answers of the shipped weights (run only where a reader is shipped)."""
+    from structattn.sgnet.reader import Reader
+
+    questions, committed = _answers(TRAINED[name].card(), SLICE)
+    got = Reader.from_pretrained(name).read_questions(questions)
+    assert {q.qid: (r.answer.text if r.answer else "") for q, r in zip(questions, got)} == \
+        {q.qid: committed[q.qid] for q in questions}
+
+
+@pytest.mark.data
+@needs("squad2")
+@pytest.mark.parametrize("name", SHIPPED_READERS)
+def test_reader_card_scores_are_the_scorer_on_the_committed_answers(name):
+    from structattn.tasks.squad import get_qa_task
+    from structattn.tasks.squad_eval import evaluate
+
+    for key, measure in TRAINED[name].card()["measured"].items():
+        task, split = key.split(":")
+        answers = json.loads((REPO / measure["predictions"]).read_text(encoding="utf-8"))
+        scores = evaluate(get_qa_task(task).read(split).dataset, answers)
+        assert (round(scores["f1"], 2), round(scores["exact"], 2)) == (measure["f1"], measure["exact"])
 
 
 @pytest.mark.parametrize("name", sorted(n for n, m in TRAINED.items() if (m.folder / "card.json").is_file()))

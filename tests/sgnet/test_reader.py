@@ -171,6 +171,9 @@ def test_packed_reader_is_small_and_close_to_float32(env, reader, tmp_path):
     packed_weights = (tmp_path / "packed" / "model.safetensors").stat().st_size
     assert packed_weights < 0.3 * card["float32_bytes"] and card["packing"]["int8_tensors"] >= 10
     assert json.loads((tmp_path / "packed" / "card.json").read_text()) == card and card["size_bytes"] > packed_weights
+    # the vocabulary rebuilds the run's tokenizer exactly, so vocab.txt replaces tokenizer.json
+    assert card["tokenizer"].startswith("rebuilt from vocab.txt") and (env["best"] / "tokenizer.json").is_file()
+    assert not (tmp_path / "packed" / "tokenizer.json").exists() and (tmp_path / "packed" / "vocab.txt").is_file()
     packed = Reader.from_pretrained(tmp_path / "packed")
     assert packed.threshold == reader.threshold and packed.cfg == reader.cfg
     questions = read_squad(env["dev"])
@@ -183,6 +186,21 @@ def test_packed_reader_is_small_and_close_to_float32(env, reader, tmp_path):
     # float32 packing (nothing quantised, nothing by reference) gives the very same logits
     pack_reader(env["best"], tmp_path / "float", quantize=False)
     assert np.array_equal(_logits(Reader.from_pretrained(tmp_path / "float"), questions), ours)
+
+
+def test_a_tokenizer_the_vocabulary_does_not_rebuild_is_kept(env, tmp_path):
+    from transformers import AutoTokenizer
+
+    run = tmp_path / "best"
+    shutil.copytree(env["best"], run)
+    tokenizer = AutoTokenizer.from_pretrained(run)
+    tokenizer.add_tokens(["qzxword"])  # an added token lives in tokenizer.json only, not in a vocab.txt
+    tokenizer.save_pretrained(run)
+    saved = (run / "tokenizer.json").read_text(encoding="utf-8")
+    card = pack_reader(run, tmp_path / "packed")
+    assert card["tokenizer"].startswith("the run's tokenizer files")
+    assert (tmp_path / "packed" / "tokenizer.json").read_text(encoding="utf-8") == saved
+    assert not (tmp_path / "packed" / "tokenizer.json.aside").exists() and not (tmp_path / "packed" / "vocab.txt").exists()
 
 
 def test_packing_cost_scores_both_forms_on_the_same_questions(env, tmp_path):

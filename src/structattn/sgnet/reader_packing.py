@@ -3,7 +3,8 @@
 :func:`pack_reader` writes the packed form of a span-QA run's ``best/`` folder
 (:mod:`structattn.models.packing`: int8 matrices with one float scale per row, and optionally the tensors that are
 a pip package's, by reference), with everything else the reader needs copied beside it (tokenizer,
-``train_config.json``, ``span_qa.json`` with the no-answer threshold, ``metrics.json``) and a ``card.json`` that
+``train_config.json``, ``span_qa.json`` with the no-answer threshold, ``metrics.json``; ``tokenizer.json``
+replaced by ``vocab.txt`` when that rebuilds it exactly, :func:`leave_out_rebuilt_tokenizer`) and a ``card.json`` that
 records the source, the packing and the sizes. The folder loads like the run's own
 (:meth:`structattn.sgnet.reader.Reader.from_pretrained`, ``structattn predict``, ``structattn answer``): the int8
 weights are dequantised to float32 on loading.
@@ -22,6 +23,7 @@ from ..errors import UserError
 
 CARD_FILE = "card.json"
 REPLACED_FILES = ("config.json", "model.safetensors", CARD_FILE)  # written by the packing, not copied
+FAST_TOKENIZER_FILE = "tokenizer.json"  # left out when the vocabulary rebuilds it (leave_out_rebuilt_tokenizer)
 
 
 def pack_reader(run_dir: str | Path, out_dir: str | Path, *, quantize: bool = True, encoder_package: str | None = None,
@@ -61,6 +63,7 @@ def pack_reader(run_dir: str | Path, out_dir: str | Path, *, quantize: bool = Tr
         for path in sorted(run_dir.iterdir()):  # tokenizer, train_config.json, span_qa.json, metrics.json
             if path.is_file() and path.name not in REPLACED_FILES:
                 shutil.copy2(path, tmp / path.name)
+        tokenizer = leave_out_rebuilt_tokenizer(tmp, model.base_model.config.model_type)
         meta = json.loads((tmp / "config.json").read_text(encoding="utf-8"))[PACKING_KEY]
         reference = meta["reference"]
         trained = json.loads((run_dir / "train_config.json").read_text(encoding="utf-8"))
@@ -71,11 +74,54 @@ def pack_reader(run_dir: str | Path, out_dir: str | Path, *, quantize: bool = Tr
                     "by_reference": None if reference is None else {
                         "package": reference["package"], "version": reference["version"],
                         "tensors": len(reference["tensors"])}},
-                "float32_bytes": (run_dir / "model.safetensors").stat().st_size}
+                "tokenizer": tokenizer, "float32_bytes": (run_dir / "model.safetensors").stat().st_size}
         write_card(tmp, card)
     card["size_bytes"] = folder_bytes(out_dir)
     write_card(out_dir, card)
     return card
+
+
+def leave_out_rebuilt_tokenizer(folder: Path, model_type: str) -> str:
+    """Replace ``folder/tokenizer.json`` (0.7 MB for BERT's WordPiece) by its vocabulary, ``vocab.txt`` (0.2 MB),
+    when transformers rebuilds the very same tokenizer from the vocabulary and ``tokenizer_config.json``: the same
+    serialised tokenizer (normaliser, pre-tokeniser, vocabulary, special tokens, post-processor; :func:`_serialised`).
+    Otherwise, or for a tokenizer that is not WordPiece, the folder keeps what the run saved. Returns what the card
+    says."""
+    from ..finetuning.model_loading import load_tokenizer
+
+    fast, vocab = folder / FAST_TOKENIZER_FILE, folder / "vocab.txt"
+    kept = "the run's tokenizer files"
+    if not fast.is_file():
+        return kept
+    saved = _serialised(load_tokenizer(str(folder), model_type))
+    if saved["model"]["type"] != "WordPiece":
+        return kept
+    wrote_vocab = not vocab.is_file()
+    if wrote_vocab:  # one token per line, line number = id (as BERT's vocab.txt)
+        by_id = sorted(saved["model"]["vocab"].items(), key=lambda item: item[1])
+        if [i for _, i in by_id] != list(range(len(by_id))):
+            return kept
+        vocab.write_text("".join(token + "\n" for token, _ in by_id), encoding="utf-8")
+    aside = folder / (FAST_TOKENIZER_FILE + ".aside")
+    fast.rename(aside)
+    try:
+        rebuilt = _serialised(load_tokenizer(str(folder), model_type))
+    except (UserError, ValueError):  # the vocabulary alone does not load
+        rebuilt = None
+    if rebuilt != saved:
+        aside.rename(fast)
+        if wrote_vocab:
+            vocab.unlink()
+        return kept + " (the vocabulary alone does not rebuild tokenizer.json)"
+    aside.unlink()
+    return "rebuilt from vocab.txt on loading (identical to the run's tokenizer.json, which is left out)"
+
+
+def _serialised(tokenizer) -> dict:
+    """A fast tokenizer's serialised form without its truncation and padding state, which transformers sets
+    again on every call from that call's arguments."""
+    return {k: v for k, v in json.loads(tokenizer.backend_tokenizer.to_str()).items()
+            if k not in ("truncation", "padding")}
 
 
 def write_card(folder: str | Path, card: dict) -> None:
@@ -96,6 +142,13 @@ def packing_cost(float_dir: str | Path, packed_dir: str | Path, *, task: str = "
         ``{"questions", "source", "float32": scores, "packed": scores, "f1_lost", "exact_lost"}`` (scores: the
         scorer's dict, ``f1`` / ``exact`` at each model's saved threshold).
     """
+    return cost_of(*read_with_both(float_dir, packed_dir, task=task, split=split, data=data, limit=limit))
+
+
+def read_with_both(float_dir: str | Path, packed_dir: str | Path, *, task: str = "squad2", split: str = "test",
+                   data: str | Path | None = None, limit: int = 0) -> tuple[object, list[tuple[dict, dict]]]:
+    """The questions :func:`packing_cost` names, and for the float32 reader and the packed one (in that order)
+    their scores and answers (question id -> text, "" = no answer) at each one's saved threshold."""
     from ..tasks.squad import load_squad, read_squad
     from .reading import load_span_qa
 
@@ -107,7 +160,12 @@ def packing_cost(float_dir: str | Path, packed_dir: str | Path, *, task: str = "
     else:
         questions, feats = first.features(split, limit)
     # one set of features for both: the packed folder holds the same tokenizer and settings
-    scores = [reader.evaluate(questions, feats) for reader in readers]
-    return {"questions": len(questions.questions), "source": questions.source, "float32": scores[0],
-            "packed": scores[1], "f1_lost": scores[0]["f1"] - scores[1]["f1"],
-            "exact_lost": scores[0]["exact"] - scores[1]["exact"]}
+    return questions, [reader.scored_answers(questions, feats) for reader in readers]
+
+
+def cost_of(questions, scored: list[tuple[dict, dict]]) -> dict:
+    """:func:`packing_cost`'s dict from :func:`read_with_both`'s result."""
+    (float_scores, _), (packed_scores, _) = scored
+    return {"questions": len(questions.questions), "source": questions.source, "float32": float_scores,
+            "packed": packed_scores, "f1_lost": float_scores["f1"] - packed_scores["f1"],
+            "exact_lost": float_scores["exact"] - packed_scores["exact"]}

@@ -147,6 +147,10 @@ class SpanQATrainer(Trainer):
     def evaluate(self, examples: QAEvalSet, feats, with_gates: bool = False) -> dict:
         """The official scores on ``examples`` at the threshold tuned on them (module docstring), or at
         :attr:`fixed_threshold` when set, with the threshold-free ``best_*`` figures of the official script."""
+        return self.scored_answers(examples, feats)[0]
+
+    def scored_answers(self, examples: QAEvalSet, feats) -> tuple[dict, dict[str, str]]:
+        """:meth:`evaluate`'s scores and the answers they score (question id -> text, "" = no answer)."""
         from .span_qa import na_probabilities
         from ..tasks.squad_eval import evaluate as squad_evaluate
 
@@ -154,7 +158,7 @@ class SpanQATrainer(Trainer):
         self.threshold = threshold
         na_probs = na_probabilities(na_scores) if has_unanswerable(examples.dataset) else None
         scores = squad_evaluate(examples.dataset, preds, na_probs)
-        return {**scores, "na_threshold": threshold if math.isfinite(threshold) else None}
+        return {**scores, "na_threshold": threshold if math.isfinite(threshold) else None}, preds
 
     def save_model(self, folder: Path, metrics: dict) -> None:
         super().save_model(folder, metrics)
