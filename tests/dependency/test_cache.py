@@ -263,6 +263,29 @@ def test_format_2_is_migrated_once_with_the_same_keys(tmp_path, caplog):
     assert not (directory / "v2.migrated").exists() and cache.get_or_parse(ITEMS, FakeParser(), FP, "words")
 
 
+def test_format_2_written_again_after_a_migration_is_migrated_beside_it(tmp_path, caplog):
+    """An older structattn sharing the cache writes format 2 again: the next migration moves it to v2.migrated.2
+    quietly (once), instead of failing to rename onto v2.migrated and reading it again in every process."""
+    directory = tmp_path / "cache"
+    ns = cache_mod.Namespace(FP, "words", {})
+    entries = {ns.key(item): json.dumps(cache_mod._rows(passage, i), separators=(",", ":")).encode()
+               for i, (item, passage) in enumerate(zip(ITEMS, fresh(ITEMS)))}
+    _write_format_2(directory, FP, "words", entries, damaged="")
+    ParseCache(directory).get_or_parse(ITEMS[:2], FakeParser(), FP, "words")
+    _write_format_2(directory, FP, "words", entries, damaged="")
+    with caplog.at_level(logging.WARNING, logger="structattn.dependency.cache"):
+        out = ParseCache(directory).get_or_parse(ITEMS, FakeParser(), FP, "words")
+    assert out == fresh(ITEMS) and "could not rename" not in caplog.text
+    assert not (directory / "v2").exists()
+    assert sorted(o.path.name for o in cache_info(directory).others) == ["v2.migrated", "v2.migrated.2"]
+    caplog.clear()
+    with caplog.at_level(logging.WARNING, logger="structattn.dependency.cache"):
+        ParseCache(directory).get_or_parse(ITEMS, FakeParser(), FP, "words")
+    assert "moved" not in caplog.text
+    prune(directory)
+    assert not any(directory.glob("v2*"))
+
+
 def test_crash_mid_parse_keeps_written_entries_and_resumes(cache):
     with pytest.raises(RuntimeError, match="boom at 9"):
         cache.get_or_parse(ITEMS, FakeParser(fail_at=9), FP, "words")

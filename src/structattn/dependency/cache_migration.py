@@ -10,12 +10,13 @@ Format 2 (written before the store)::
 Its keys are the store's keys (the same namespace ids and item hashes), so every intact entry is found again.
 A bucket whose header does not match its namespace and an entry that fails its check are skipped (counted in
 the log line); their items are parsed again when next asked for. When every namespace is read, the folder is
-renamed to ``v2.migrated``: never read again, listed by ``structattn cache info`` and removed by ``structattn
-cache prune``.
+renamed to ``v2.migrated`` (``v2.migrated.2``, ... when format 2 is written and migrated again): never read again,
+listed by ``structattn cache info`` and removed by ``structattn cache prune``.
 """
 from __future__ import annotations
 
 import hashlib
+import itertools
 import json
 import logging
 import os
@@ -52,13 +53,20 @@ def read_old_namespaces(directory: Path, format_name: str) -> list[OldNamespace]
 
 
 def mark_migrated(directory: Path) -> None:
-    """Rename ``v2`` to ``v2.migrated`` (another process may have done it already)."""
-    try:
-        os.replace(Path(directory) / OLD_DIR, Path(directory) / MIGRATED_DIR)
-    except FileNotFoundError:
-        pass
-    except OSError as exc:  # e.g. v2.migrated exists already: keep v2, it is read again (idempotently)
-        log.warning("parse cache: could not rename %s (%s)", Path(directory) / OLD_DIR, exc)
+    """Rename ``v2`` to ``v2.migrated``, or to ``v2.migrated.2``, ``.3``, ... when an earlier migration's folder is
+    there (an older structattn sharing the cache wrote format 2 again); another process may have done it already."""
+    old = Path(directory) / OLD_DIR
+    for n in itertools.count(1):
+        target = Path(directory) / (MIGRATED_DIR if n == 1 else f"{MIGRATED_DIR}.{n}")
+        if target.exists():
+            continue
+        try:
+            os.rename(old, target)
+        except FileNotFoundError:  # migrated by another process
+            pass
+        except OSError as exc:  # keep v2: it is read again (idempotently) next time
+            log.warning("parse cache: could not rename %s (%s)", old, exc)
+        return
 
 
 def _read_namespace(folder: Path, format_name: str) -> OldNamespace:
