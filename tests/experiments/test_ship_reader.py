@@ -14,13 +14,11 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "train"))  # the tiny model and data of the engine's tests
 from experiments_testutil import load_experiment  # noqa: E402
 
-from fixtures import make_tiny_model, tiny_squad11  # noqa: E402
+from fixtures import train_tiny_reader  # noqa: E402
 from structattn.models import trained  # noqa: E402
 from structattn.sgnet.reader import Reader  # noqa: E402
 from structattn.tasks.squad import get_qa_task  # noqa: E402
 from structattn.tasks.squad_eval import evaluate  # noqa: E402
-from structattn.train.config import TrainConfig  # noqa: E402
-from structattn.trainers import trainer_for  # noqa: E402
 
 RUN = "squad11-tiny-sgnet-s1"
 
@@ -29,16 +27,11 @@ RUN = "squad11-tiny-sgnet-s1"
 def recorded(tmp_path_factory):
     """A tiny squad11 SG-Net run under ROOT/runs/reading/RUN, recorded into ROOT/results/squad11.jsonl."""
     root = tmp_path_factory.mktemp("ship")
-    data = root / "data"
-    tiny_squad11(data)
+    run = root / "runs" / "reading" / RUN
+    data = train_tiny_reader(root, run)
     with pytest.MonkeyPatch.context() as mp:
         mp.setenv("STRUCTATTN_DATA", str(data))
         mp.setenv("STRUCTATTN_CACHE", str(root / "cache"))
-        run = root / "runs" / "reading" / RUN
-        cfg = TrainConfig(task="squad11", model=str(make_tiny_model(root / "model")), sgnet="dual", max_length=64,
-                          stride=16, batch_size=4, eval_batch_size=8, max_steps=3, eval_every=0,
-                          learning_rate=1e-3, output_dir=str(run))
-        trainer_for(cfg, show_progress=False).train()
         (root / "results").mkdir()
         line = load_experiment("record").main(["reading", str(run), RUN], root=root)
     return {"root": root, "data": data, "run": run, "line": line}

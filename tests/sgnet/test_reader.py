@@ -14,16 +14,14 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from fixtures import make_tiny_model, tiny_squad11
+from fixtures import train_tiny_reader
 from structattn.cli import main as cli_main
 from structattn.errors import UserError
 from structattn.models import trained
 from structattn.tasks.squad import read_squad
-from structattn.train.config import TrainConfig
 from structattn.sgnet.reader import Reader
 from structattn.sgnet.reader_packing import pack_reader, packing_cost
 from structattn.sgnet.reading import span_logits, span_qa_collator
-from structattn.trainers import trainer_for
 
 LONG = " ".join(f"In year {1900 + i} the  river\tflowed past the city of Town{i} , built by Romans ."
                for i in range(12))  # a passage of several windows, with irregular spacing
@@ -32,17 +30,8 @@ LONG = " ".join(f"In year {1900 + i} the  river\tflowed past the city of Town{i}
 @pytest.fixture(scope="module")
 def tiny(tmp_path_factory):
     root = tmp_path_factory.mktemp("reader")
-    data = root / "data"
-    tiny_squad11(data)
-    with pytest.MonkeyPatch.context() as mp:
-        mp.setenv("STRUCTATTN_DATA", str(data))
-        mp.setenv("STRUCTATTN_CACHE", str(root / "cache"))
-        cfg = TrainConfig(task="squad11", model=str(make_tiny_model(root / "model")), sgnet="dual", max_length=64,
-                          stride=16, batch_size=4, eval_batch_size=8, max_steps=3, eval_every=0, learning_rate=1e-3,
-                          output_dir=str(root / "runs" / "qa"))
-        trainer_for(cfg, show_progress=False).train()
-    best = root / "runs" / "qa" / "best"
-    return {"root": root, "data": data, "cache": root / "cache", "best": best,
+    data = train_tiny_reader(root, root / "runs" / "qa")
+    return {"root": root, "data": data, "cache": root / "cache", "best": root / "runs" / "qa" / "best",
             "dev": data / "squad11" / "dev-v1.1.reconstructed-from-explorer.json"}
 
 

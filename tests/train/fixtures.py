@@ -108,3 +108,30 @@ def label_logits(features, value: float = 10.0):
         starts.append(st)
         ends.append(en)
     return starts, ends
+
+
+def train_tiny_reader(root: Path, run_dir: Path) -> Path:
+    """A tiny SG-Net (dual) span-QA reader trained through the real trainer (3 updates, windows of 64 tokens sharing
+    at most 16) on :func:`tiny_squad11` data written to ``root/data``, with its run folder ``run_dir`` and its parse
+    cache under ``root/cache``. Returns the data folder (``STRUCTATTN_DATA`` for what reads the run)."""
+    import os
+
+    from structattn.train.config import TrainConfig
+    from structattn.trainers import trainer_for
+
+    data = root / "data"
+    tiny_squad11(data)
+    saved = {k: os.environ.get(k) for k in ("STRUCTATTN_DATA", "STRUCTATTN_CACHE")}
+    os.environ.update(STRUCTATTN_DATA=str(data), STRUCTATTN_CACHE=str(root / "cache"))
+    try:
+        cfg = TrainConfig(task="squad11", model=str(make_tiny_model(root / "model")), sgnet="dual", max_length=64,
+                          stride=16, batch_size=4, eval_batch_size=8, max_steps=3, eval_every=0, learning_rate=1e-3,
+                          output_dir=str(run_dir))
+        trainer_for(cfg, show_progress=False).train()
+    finally:
+        for key, value in saved.items():
+            if value is None:
+                del os.environ[key]
+            else:
+                os.environ[key] = value
+    return data
