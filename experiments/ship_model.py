@@ -290,6 +290,9 @@ def ship_reader(run_dir: Path, entry: TrainedModel, first_calls: int = FIRST_CAL
     from structattn.tasks.squad import get_qa_task
     from structattn.tasks.squad_eval import evaluate
 
+    if not (run_dir / "best" / "train_config.json").is_file():
+        sys.exit(f"ship_model.py: {run_dir} is not a finished span-QA run of `structattn train` (no "
+                 "best/train_config.json)")
     trained = json.loads((run_dir / "best" / "train_config.json").read_text(encoding="utf-8"))
     line = results_line(RESULTS / f"{trained['task']}.jsonl", run_dir.name)
     packing = pack_reader(run_dir / "best", entry.folder)

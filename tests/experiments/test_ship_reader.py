@@ -99,3 +99,6 @@ def test_a_run_without_a_results_line_is_refused(recorded, ship, tmp_path):
     module, entry = ship
     with pytest.raises(SystemExit, match="has no line for other-run; record the run first"):
         module.results_line(recorded["root"] / "results" / "squad11.jsonl", "other-run")
+    with pytest.raises(SystemExit, match="is not a finished span-QA run"):
+        module.ship_reader(tmp_path, entry)
+    assert not entry.shipped
