@@ -19,9 +19,10 @@ NAME is an entry of ``structattn.models.trained.TRAINED``; its kind says what RU
   reading``). ``RUN_DIR/best`` is packed into the package (``structattn.sgnet.reader_packing.pack_reader``: int8
   matrices with a float scale per row, the tokenizer as its vocabulary when that rebuilds it exactly); the float32
   run and the shipped reader, loaded by name, then answer the squad2 test part and SQuAD 1.1 dev at their saved
-  threshold: the shipped reader's answers are ``results/shipped/NAME.<task>-<split>.json``, scored by the
-  project's scorer (``structattn score squad``), and the F1 the packing costs goes on the card, with the time of a
-  first ``structattn answer`` call in a fresh process.
+  threshold: the shipped reader's answers are ``results/shipped/NAME.<task>-<split>.json`` and the float32 run's
+  ``results/shipped/NAME.float32.<task>-<split>.json``, each scored by the project's scorer (``structattn score
+  squad``), and the F1 the packing costs goes on the card, with the time of a first ``structattn answer`` call in
+  a fresh process.
 
 Either way the script says whether the shipped model's test predictions equal the run's own
 (``RUN_DIR/test.trees`` or ``RUN_DIR/hypotheses/<split>.de``), and writes ``card.json`` and ``CARD.md`` beside the
@@ -287,7 +288,7 @@ def first_call_seconds(entry: TrainedModel, calls: int = FIRST_CALLS) -> dict:
 
 
 def ship_reader(run_dir: Path, entry: TrainedModel, first_calls: int = FIRST_CALLS) -> dict:
-    from structattn.sgnet.reader_packing import CARD_FILE, cost_of, pack_reader, read_with_both
+    from structattn.sgnet.reader_packing import CARD_FILE, pack_reader, read_with_both
     from structattn.tasks.squad import get_qa_task
     from structattn.tasks.squad_eval import evaluate
 
@@ -305,19 +306,23 @@ def ship_reader(run_dir: Path, entry: TrainedModel, first_calls: int = FIRST_CAL
         start = time.perf_counter()
         questions, scored = read_with_both(run_dir / "best", resolve(entry.name, "reader"), task=task, split=split)
         seconds = time.perf_counter() - start
-        out = SHIPPED / f"{entry.name}.{task}-{split}.json"
-        answers = scored[1][1]
-        atomic_write_text(out, json.dumps(answers, indent=0, ensure_ascii=False) + "\n")
-        committed = evaluate(get_qa_task(task).read(split).dataset, json.loads(out.read_text(encoding="utf-8")))
-        cost = cost_of(questions, scored)
+        # both forms' answers committed, every figure below the project's scorer on a committed file
+        files = {"float32": SHIPPED / f"{entry.name}.float32.{task}-{split}.json",
+                 "packed": SHIPPED / f"{entry.name}.{task}-{split}.json"}
+        for path, (_, answers) in zip(files.values(), scored):
+            atomic_write_text(path, json.dumps(answers, indent=0, ensure_ascii=False) + "\n")
+        gold = get_qa_task(task).read(split).dataset
+        scores = {form: evaluate(gold, json.loads(path.read_text(encoding="utf-8"))) for form, path in files.items()}
         measured[f"{task}:{split}"] = {
-            "set": questions.source, "questions": cost["questions"],
-            "f1": round(committed["f1"], 2), "exact": round(committed["exact"], 2),
-            "float32_f1": round(cost["float32"]["f1"], 2), "float32_exact": round(cost["float32"]["exact"], 2),
-            "f1_lost": round(cost["f1_lost"], 2), "exact_lost": round(cost["exact_lost"], 2),
-            "answers_changed": sum(a != scored[0][1].get(q) for q, a in answers.items()),
-            "predictions": _rel(out),
-            "score_command": f"structattn score squad --task {task} --split {split} --predictions {_rel(out)}",
+            "set": questions.source, "questions": len(questions.questions),
+            "f1": round(scores["packed"]["f1"], 2), "exact": round(scores["packed"]["exact"], 2),
+            "float32_f1": round(scores["float32"]["f1"], 2), "float32_exact": round(scores["float32"]["exact"], 2),
+            "f1_lost": round(scores["float32"]["f1"] - scores["packed"]["f1"], 2),
+            "exact_lost": round(scores["float32"]["exact"] - scores["packed"]["exact"], 2),
+            "answers_changed": sum(a != scored[0][1].get(q) for q, a in scored[1][1].items()),
+            "predictions": _rel(files["packed"]), "float32_predictions": _rel(files["float32"]),
+            "score_command": f"structattn score squad --task {task} --split {split} --predictions "
+                             f"{_rel(files['packed'])}",
             "seconds_both_models": round(seconds, 1)}
     first = measured[":".join(measures[0])]
     float_recorded = round(line["f1"], 2) == first["float32_f1"]

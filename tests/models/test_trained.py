@@ -214,14 +214,17 @@ def test_shipped_reader_by_name_gives_its_committed_test_answers(name):
 @needs("squad2")
 @pytest.mark.parametrize("name", SHIPPED_READERS)
 def test_reader_card_scores_are_the_scorer_on_the_committed_answers(name):
+    """Both forms' scores on the card, the shipped and the float32 one, are the scorer on their committed answers."""
     from structattn.tasks.squad import get_qa_task
     from structattn.tasks.squad_eval import evaluate
 
     for key, measure in TRAINED[name].card()["measured"].items():
         task, split = key.split(":")
-        answers = json.loads((REPO / measure["predictions"]).read_text(encoding="utf-8"))
-        scores = evaluate(get_qa_task(task).read(split).dataset, answers)
-        assert (round(scores["f1"], 2), round(scores["exact"], 2)) == (measure["f1"], measure["exact"])
+        gold = get_qa_task(task).read(split).dataset
+        for prefix, file in (("", "predictions"), ("float32_", "float32_predictions")):
+            scores = evaluate(gold, json.loads((REPO / measure[file]).read_text(encoding="utf-8")))
+            assert (round(scores["f1"], 2), round(scores["exact"], 2)) == \
+                (measure[prefix + "f1"], measure[prefix + "exact"])
 
 
 @pytest.mark.parametrize("name", sorted(n for n, m in TRAINED.items() if (m.folder / "card.json").is_file()))
