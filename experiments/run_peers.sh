@@ -2,7 +2,9 @@
 # Peers on our data with their own code (results/PEERS.md): SuPar's CRF constituency parser and
 # Joey NMT's Transformer. Everything the peers write (virtual environments, data files, models, logs) lives under
 # $PEERS (default /work/peers), outside the repository; only the scores, predictions and timings are committed.
-# One thread for every training and evaluation (OMP/MKL and the tools' own options).
+# One thread for every training and evaluation (OMP/MKL and the tools' own options); SUPAR_THREADS=N trains SuPar on
+# N threads instead (same seed and settings; the time per epoch changes, sums may round differently in their last
+# bits, and the summary records N).
 #
 #   bash experiments/run_peers.sh venvs            # the two virtual environments (python3.11, torch 2.13.0 CPU first)
 #   bash experiments/run_peers.sh data             # SuPar's tree files and Joey's BPE files, written by OUR readers
@@ -51,10 +53,10 @@ data() {
 supar_train() {  # supar_train RUN SEED EPOCHS PATIENCE OUT: SuPar's own training command; an interrupted run resumes
   # (--checkpoint) from its last checkpoint (SuPar writes one at every dev improvement; a finished run leaves only the
   # best model, not resumable), then the test parse (copied to OUT, committed) and its EVALB
-  local run=$1 seed=$2 epochs=$3 patience=$4 out=$5 resume=""
+  local run=$1 seed=$2 epochs=$3 patience=$4 out=$5 resume="" threads=${SUPAR_THREADS:-1}
   [ -f "$run/model" ] && resume=--checkpoint
   mkdir -p "$run"
-  /usr/bin/time -v $SUPAR_PY -m supar.cmds.crf_con --mbr -d=-1 -t 1 -s "$seed" -c experiments/peers/supar_crf_con.ini \
+  /usr/bin/time -v $SUPAR_PY -m supar.cmds.crf_con --mbr -d=-1 -t "$threads" -s "$seed" -c experiments/peers/supar_crf_con.ini \
     -p "$run/model" train ${resume:--b} -f char --embed= --train "$PEERS/data/ptb.train.trees" --dev "$PEERS/data/ptb.dev.trees" \
     --test "$PEERS/data/ptb.test.trees" --epochs="$epochs" --patience="$patience" >> "$run/train.out" 2>&1 || { echo "SuPar training failed: $run/train.out"; return 1; }
   supar_predict "$run" "$out"

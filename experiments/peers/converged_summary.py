@@ -1,11 +1,14 @@
 """One JSON line per parser run trained until dev F1 stopped improving (`run_peers.sh bna-converge SEED`,
 `supar-converge SEED`): epochs, best epoch and dev F1, test F1 of the committed parse, wall and CPU time.
 
-    python experiments/peers/converged_summary.py [PEERS] > results/peers/converged_runs.jsonl
+    python experiments/peers/converged_summary.py [PEERS] > results/peers/converged_runs.jsonl.new \
+        && mv results/peers/converged_runs.jsonl.new results/peers/converged_runs.jsonl
 
 PEERS is the peers' folder (default /work/peers). Test F1 is ``structattn score evalb`` of the committed parse against
 the test split. CPU time is what ``/usr/bin/time -v`` printed for the run's last process: a run resumed after an
-interruption reports only its last part (``cpu_seconds_epochs`` says which epochs that covers).
+interruption reports only its last part (``cpu_seconds_epochs`` says which epochs that covers). SuPar's runs record the
+threads they trained on (``SUPAR_THREADS``, default 1): CPU seconds an epoch are comparable only between equal counts. A run whose folder is not under PEERS (trained on another machine) keeps its line
+from the committed file.
 """
 from __future__ import annotations
 
@@ -65,6 +68,8 @@ def supar_run(peers: Path, seed: int) -> dict | None:
         return None
     epoch = re.compile(r"Epoch (\d+) / \d+:")
     last_process = [int(e) for e in epoch.findall(log.split("Loading the data")[-1])]  # each process loads once
+    threads = re.findall(r"^threads\s+\|\s*(\d+)", log, re.M)  # SuPar's printed config, once a process
+    prefix = f"SUPAR_THREADS={threads[-1]} " if threads and threads[-1] != "1" else ""
     return {"run": f"supar-converged-s{seed}", "parser": "SuPar 1.1.4 CRF (CharLSTM, MBR, no POS, no GloVe)",
             "seed": seed, "epochs": int(epoch.findall(log)[-1]), "best_epoch": int(saved[-1][0]),
             "best_dev_f1": float(saved[-1][1]),
@@ -72,14 +77,27 @@ def supar_run(peers: Path, seed: int) -> dict | None:
             "output": str(parse.relative_to(RESULTS.parent)), "supar_epoch_seconds": hms_seconds(elapsed[-1][1]),
             "supar_elapsed_seconds": hms_seconds(elapsed[-1][0]), "cpu_seconds": cpu_seconds(log),
             "cpu_seconds_epochs": [last_process[0], last_process[-1]] if last_process else None,
-            "command": f"bash experiments/run_peers.sh supar-converge {seed}"}
+            "threads": int(threads[-1]) if threads else 1,
+            "command": f"{prefix}bash experiments/run_peers.sh supar-converge {seed}"}
+
+
+def committed_lines() -> dict[str, dict]:
+    """The lines of the committed ``results/peers/converged_runs.jsonl`` by run name (empty when there is none)."""
+    path = RESULTS / "peers" / "converged_runs.jsonl"
+    lines = path.read_text().splitlines() if path.is_file() else []
+    return {line["run"]: line for line in map(json.loads, lines)}
 
 
 def main(argv: list[str]) -> None:
     peers = Path(argv[0]) if argv else Path("/work/peers")
+    committed = committed_lines()
     for name, summarise in (("bna-converge", bna_run), ("supar-converge", supar_run)):
         for seed in (1, 2):
             line = summarise(peers, seed)
+            run = f"{name}d-s{seed}"
+            if line is None and run in committed:  # its folder is gone (another machine): the committed line stands
+                print(f"{name} {seed}: not under {peers}; its committed line is kept", file=sys.stderr)
+                line = committed[run]
             if line is None:
                 print(f"{name} {seed}: not finished under {peers}", file=sys.stderr)
             else:
