@@ -58,6 +58,8 @@ def test_a_resumed_supar_run_is_summarised_from_its_own_log(tmp_path):
     run.mkdir(parents=True)
     # SuPar 1.1.4's log lines (parser.py): two processes, the second resumed at epoch 2 and stopped after epoch 3
     (run / "train.out").write_text(
+        "05:00:00 INFO \n--------------------+-------------------------------\n"
+        "threads              |               2               \n"
         "05:00:00 INFO Loading the data\n05:00:01 INFO Epoch 1 / 1000:\n"
         "06:00:00 INFO Loading the data\n06:00:01 INFO Epoch 2 / 1000:\n06:03:00 INFO Epoch 3 / 1000:\n"
         "07:00:00 INFO Epoch 2 saved\n"
@@ -73,4 +75,12 @@ def test_a_resumed_supar_run_is_summarised_from_its_own_log(tmp_path):
     assert (line["supar_epoch_seconds"], line["supar_elapsed_seconds"]) == (150.5, 86400 + 450.0)
     assert (line["cpu_seconds"], line["cpu_seconds_epochs"]) == (103.0, [2, 3])
     assert line["test_f1"] == 74.6  # the committed 12-epoch parse, rescored
+    assert line["threads"] == 2 and line["command"] == "SUPAR_THREADS=2 bash experiments/run_peers.sh supar-converge 1"
     assert summary.supar_run(tmp_path, 2) is None  # no such run: nothing to summarise
+
+
+def test_a_converged_run_trained_elsewhere_keeps_its_committed_line(tmp_path, capsys):
+    summary = load_experiment("peers/converged_summary")
+    summary.main([str(tmp_path)])  # an empty peers folder: every run's folder is elsewhere
+    committed = [json.loads(line) for line in (RESULTS / "peers" / "converged_runs.jsonl").read_text().splitlines()]
+    assert _lines(capsys) == committed
