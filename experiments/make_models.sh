@@ -10,7 +10,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 export OMP_NUM_THREADS=1 MKL_NUM_THREADS=1
 BIN=${BIN:-.venv/bin}
-. experiments/recipe.sh   # PRECISION and READER_RUN (bf16, reader-cpu unless set)
+. experiments/recipe.sh   # PRECISION, READER_RUN and READER_ENC (bf16, reader-cpu, cpuenc unless set)
 
 # experiments/recipes/parsing.toml's CPU configuration; POS tags from spaCy (the best BNA rows of PARSING.md)
 PARSING="--preset full --d-model 128 --heads 4 --d-head 32 --d-ff 256 --label-hidden 128 --epochs 12 --patience 4 --max-chart-cells 0 --no-progress"  # one pass per batch, as recorded
@@ -48,12 +48,11 @@ reader() {
   # docs/reader.md: the CPU reader (experiments/run_reading_experiments.sh reader-cpu), SG-Net (dual) on its encoder:
   # the seed-1 SG-Net run of the comparison there (squad-encoder-b; results/squad2.jsonl squad2-$ENC-sgnet-s1), then
   # experiments/ship_model.py packs it (int8 per row), answers the squad2 test part and SQuAD 1.1 dev with it and the
-  # float32 run, and writes its card. PRECISION and READER_RUN as in experiments/recipe.sh; ENC names the runs on
-  # that reader's encoder (cpuenc unless set): PRECISION=fp32 READER_RUN=reader-fp32 ENC=fp32enc on an AVX2-only CPU.
-  local enc=${ENC:-cpuenc}
+  # float32 run, and writes its card. PRECISION, READER_RUN and READER_ENC (the runs on that reader's encoder) as in
+  # experiments/recipe.sh: PRECISION=fp32 READER_RUN=reader-fp32 on an AVX2-only CPU.
   BIN=$BIN bash experiments/run_reading_experiments.sh reader-cpu 1
-  READER=runs/reading/$READER_RUN-s1/best ENC=$enc BIN=$BIN bash experiments/run_reading_experiments.sh squad-encoder-b 1
-  $BIN/python experiments/ship_model.py runs/reading/squad2-$enc-sgnet-s1 sgnet-squad2
+  READER=runs/reading/$READER_RUN-s1/best ENC=$READER_ENC BIN=$BIN bash experiments/run_reading_experiments.sh squad-encoder-b 1
+  $BIN/python experiments/ship_model.py runs/reading/squad2-$READER_ENC-sgnet-s1 sgnet-squad2
 }
 
 case "${1:-parsers}" in

@@ -16,6 +16,8 @@ trained() {   # LOG NAME COMMAND...: COMMAND with its output in LOG; false, and 
 # float32 weights, on a CPU with avx512_bf16) or PRECISION=fp32. Where the CPU has no bfloat16 instructions bf16 is
 # emulated: on a 2-core AMD EPYC with AVX2 only, one update of the reader (32 windows of 200 tokens, one thread) took
 # 175-192 s in bf16 against 11 s in float32. Runs in float32 take run names of their own: READER_RUN names the CPU
-# reader's run (runs/reading/READER_RUN-sSEED), ENC the runs on its encoder.
+# reader's run (runs/reading/READER_RUN-sSEED), READER_ENC the infix of the runs on its encoder (squad2-READER_ENC-*),
+# derived from it: reader-cpu -> cpuenc, reader-fp32 -> fp32enc.
 PRECISION=${PRECISION:-bf16}
 READER_RUN=${READER_RUN:-reader-cpu}
+READER_ENC=${READER_ENC:-${READER_RUN#reader-}enc}

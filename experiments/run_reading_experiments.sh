@@ -53,7 +53,8 @@ MC="--max-length 256 --batch-size 4 --eval-batch-size 64 --learning-rate 5e-5 --
 # keep that encoder and start their heads fresh (--model-parts encoder): the baseline a new span head, SG-Net a new
 # SG layer + span head, as the paper adds SG-Net to a pretrained encoder. One epoch of the whole squad2 train part
 # (6,305 questions), autocast in $PRECISION (bf16 by default), model selection and the no-answer threshold on the dev part every 200 updates.
-# READER names the reader and ENC the runs' infix: the CPU reader's runs (squad2-cpuenc-*) are
+# READER names the reader and ENC the runs' infix: the CPU reader's runs (squad2-cpuenc-*; READER_RUN and READER_ENC of
+# experiments/recipe.sh: squad2-fp32enc-* in float32) are
 #   READER=runs/reading/reader-cpu-s1/best ENC=cpuenc bash experiments/run_reading_experiments.sh squad-encoder
 # and on two lanes (baselines on one, SG-Net on the other, seeds 1-3; then the rows with encoder-ablation):
 #   READER=runs/reading/reader-cpu-s2-step1500 ENC=cpuenc2 bash experiments/run_reading_experiments.sh squad-encoder-a

@@ -19,8 +19,9 @@ NAME is an entry of ``structattn.models.trained.TRAINED``; its kind says what RU
   reading``). ``RUN_DIR/best`` is packed into the package (``structattn.sgnet.reader_packing.pack_reader``: int8
   matrices with a float scale per row, the tokenizer as its vocabulary when that rebuilds it exactly); the float32
   run and the shipped reader, loaded by name, then answer the squad2 test part and SQuAD 1.1 dev at their saved
-  threshold: the shipped reader's answers are ``results/shipped/NAME.<task>-<split>.json`` and the float32 run's
-  ``results/shipped/NAME.float32.<task>-<split>.json``, each scored by the project's scorer (``structattn score
+  threshold: the shipped reader's answers are ``results/shipped/NAME.<task>-<split>.json``; the float32 run's are
+  the file experiments/record.py committed (``results/<task>/RUN.json``, its test split, when the answers are equal)
+  or ``results/shipped/NAME.float32.<task>-<split>.json``. Each is scored by the project's scorer (``structattn score
   squad``), and the F1 the packing costs goes on the card, with the time of a first ``structattn answer`` call in
   a fresh process.
 
@@ -287,6 +288,16 @@ def first_call_seconds(entry: TrainedModel, calls: int = FIRST_CALLS) -> dict:
             "OMP_NUM_THREADS": os.environ.get("OMP_NUM_THREADS")}
 
 
+def float32_answers_file(run: str, name: str, task: str, split: str, answers: dict) -> Path:
+    """Where the float32 run's ``answers`` on ``task``/``split`` are committed: the file experiments/record.py wrote
+    for the run (``results/<task>/RUN.json``, its test split) when it holds exactly these answers, else
+    ``results/shipped/NAME.float32.<task>-<split>.json`` (written by the caller)."""
+    recorded = RESULTS / task / f"{run}.json"
+    if split == "test" and recorded.is_file() and json.loads(recorded.read_text(encoding="utf-8")) == answers:
+        return recorded
+    return SHIPPED / f"{name}.float32.{task}-{split}.json"
+
+
 def ship_reader(run_dir: Path, entry: TrainedModel, first_calls: int = FIRST_CALLS) -> dict:
     from structattn.sgnet.reader_packing import CARD_FILE, pack_reader, read_with_both
     from structattn.tasks.squad import get_qa_task
@@ -306,11 +317,13 @@ def ship_reader(run_dir: Path, entry: TrainedModel, first_calls: int = FIRST_CAL
         start = time.perf_counter()
         questions, scored = read_with_both(run_dir / "best", resolve(entry.name, "reader"), task=task, split=split)
         seconds = time.perf_counter() - start
-        # both forms' answers committed, every figure below the project's scorer on a committed file
-        files = {"float32": SHIPPED / f"{entry.name}.float32.{task}-{split}.json",
+        # both forms' answers committed, every figure below the project's scorer on a committed file; the float32
+        # run's answers on its own test split are already committed by experiments/record.py: kept once
+        files = {"float32": float32_answers_file(run_dir.name, entry.name, task, split, scored[0][1]),
                  "packed": SHIPPED / f"{entry.name}.{task}-{split}.json"}
         for path, (_, answers) in zip(files.values(), scored):
-            atomic_write_text(path, json.dumps(answers, indent=0, ensure_ascii=False) + "\n")
+            if not path.is_file() or json.loads(path.read_text(encoding="utf-8")) != answers:
+                atomic_write_text(path, json.dumps(answers, indent=0, ensure_ascii=False) + "\n")
         gold = get_qa_task(task).read(split).dataset
         scores = {form: evaluate(gold, json.loads(path.read_text(encoding="utf-8"))) for form, path in files.items()}
         measured[f"{task}:{split}"] = {

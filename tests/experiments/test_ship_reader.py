@@ -66,6 +66,9 @@ def test_a_recorded_reader_ships_by_name_with_its_answers_and_their_cost(recorde
     assert test["score"] == round(evaluate(gold.dataset, answers)["f1"], 2)
     by_name = Reader.from_pretrained("tiny-reader").read_questions(gold.questions)
     assert {q.qid: (r.answer.text if r.answer else "") for q, r in zip(gold.questions, by_name)} == answers
+    # the float32 run's test answers are the file experiments/record.py committed, not a second copy
+    assert card["measured"]["squad11:test"]["float32_predictions"] == f"results/squad11/{RUN}.json"
+    assert not (recorded["root"] / "results" / "shipped" / "tiny-reader.float32.squad11-test.json").exists()
     float32 = json.loads((recorded["root"] / card["measured"]["squad11:test"]["float32_predictions"]).read_text())
     assert test["float32_f1"] == round(evaluate(gold.dataset, float32)["f1"], 2) and set(float32) == set(answers)
     # the float32 model measured here is the run the results line recorded
