@@ -45,7 +45,8 @@ def main(argv=None) -> None:
     ours, peers = runs(args.converged)
     scored = {name: counts(gold, path) for name, path in {**peers, **ours}.items() if path.is_file()}
     for name in (n for n in [*peers, *ours] if n not in scored):
-        print(json.dumps({"run": name, "missing": str((peers | ours)[name])}))
+        # the path in the repository: the line may be committed, the checkout's place is not
+        print(json.dumps({"run": name, "missing": str((peers | ours)[name].relative_to(RESULTS.parent))}))
     for peer in (p for p in peers if p in scored):
         print(json.dumps({"run": peer, **{k: scored[peer][0][k] for k in ("recall", "precision", "f1")}}))
     if args.converged:

@@ -84,3 +84,12 @@ def test_a_converged_run_trained_elsewhere_keeps_its_committed_line(tmp_path, ca
     summary.main([str(tmp_path)])  # an empty peers folder: every run's folder is elsewhere
     committed = [json.loads(line) for line in (RESULTS / "peers" / "converged_runs.jsonl").read_text().splitlines()]
     assert _lines(capsys) == committed
+
+
+def test_a_missing_parse_is_named_by_its_path_in_the_repository(tmp_path, capsys):
+    compare = load_experiment("peers/supar_vs_bna")
+    compare.RESULTS = tmp_path / "results"  # no committed parse at all
+    compare.main(["--converged"])
+    missing = [line["missing"] for line in _lines(capsys) if "missing" in line]
+    assert missing == [f"results/peers/supar-converged-s{s}.test.txt" for s in (1, 2)] + \
+        [f"results/peers/bna-converged-s{s}.test.trees" for s in (1, 2)]
