@@ -17,7 +17,7 @@
 # Sentence tasks (the sentence runner's sgnet variant beside baseline rows of the same settings): CoLA (2 epochs)
 # and SST-2 (first 10,000 training sentences, 1 epoch), max length 64, batch 32, 5e-5, 3 seeds; 2 threads unless
 # SWEEP_THREADS says otherwise (1 when it shares the machine with another lane).
-#   bash experiments/run_reading_experiments.sh squad-a | squad-b | squad-encoder | squad-encoder-a|b [SEED...] | encoder-ablation [ROW...] | mc-option-a|b [SEED...] | mc-race-a|b [SEED...] | reader-cpu [SEED] | ablation | ablation-a | ablation-b | mc-a | mc-b | sentence | both
+#   bash experiments/run_reading_experiments.sh squad-a | squad-b | squad-encoder | squad-encoder-a|b [SEED...] | encoder-ablation [ROW...] | mc-option-a|b [SEED...] | mc-race-a|b [SEED...] | reader-cpu [SEED] | reader-comparison | ablation | ablation-a | ablation-b | mc-a | mc-b | sentence | both
 # (ablation-a and ablation-b split the four Table 3 rows over two lanes)
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -138,6 +138,18 @@ reader_cpu() {  # reader_cpu SEED
       $task-$name --task $task >> $dir.log 2>&1 || echo "RECORD FAILED $task-$name"
   done
 }
+# SG-Net against the baseline at the CPU reader's level: the reader (seed 1, as above), then baseline and SG-Net
+# (dual) on its encoder, seeds 1-3 each, on two lanes of one thread (squad-encoder-a and -b with READER and ENC set
+# to that reader: runs squad2-$READER_ENC-baseline-sSEED and squad2-$READER_ENC-sgnet-sSEED). Every step skips what
+# is recorded and resumes what was interrupted, so the same command goes on where it stopped:
+#   PRECISION=fp32 READER_RUN=reader-fp32 bash experiments/run_reading_experiments.sh reader-comparison
+reader_comparison() {
+  reader_cpu 1 || return
+  for lane in squad-encoder-a squad-encoder-b; do
+    READER=runs/reading/$READER_RUN-s1/best ENC=$READER_ENC bash experiments/run_reading_experiments.sh $lane &
+  done
+  wait
+}
 sentence() {  # appended to results/<task>.jsonl by the sentence runner's sweep
   for task in cola sst2; do
     extra=$([ $task = sst2 ] && echo "--epochs 1 --max-train-examples 10000" || echo "--epochs 2")
@@ -165,6 +177,7 @@ case "${1:-both}" in
   mc-race-a) shift; mc_race_lane baseline none "$@" ;;
   mc-race-b) shift; mc_race_lane sgnet dual "$@" ;;
   reader-cpu) shift; reader_cpu "$@" ;;
+  reader-comparison) reader_comparison ;;
   sentence) sentence ;;
   both) squad_lane_a & squad_lane_b & wait ;;
 esac
