@@ -28,6 +28,10 @@ TRAINED_ON = {
                                         "dev F1 60.27 then; the run was stopped there), heads started fresh "
                                         "(--model-parts encoder) and trained on the squad2 train part (6,305 "
                                         "questions, 1 epoch)",
+    "squad2_on_reader-fp32-s1": "the encoder of the squad2_plus11 reader trained in float32 on a 2-core CPU with AVX2 "
+                                "only (runs/reading/reader-fp32-s1: SQuAD 1.1 train + the squad2 train part, 1 "
+                                "epoch), heads started fresh (--model-parts encoder) and trained on the squad2 train "
+                                "part (6,305 questions, 1 epoch)",
     "squad2_on_base-s1-gpu": "the encoder of the squad2_plus11 reader trained on an H100 (runs/reading/base-s1-gpu: "
                              "SQuAD 1.1 train + the squad2 train part, 2 epochs), heads started fresh "
                              "(--model-parts encoder) and trained on the squad2 train part (6,305 questions, 1 epoch)",
