@@ -46,7 +46,7 @@ nmt() {
 
 reader() {
   # docs/reader.md: the CPU reader (experiments/run_reading_experiments.sh reader-cpu), SG-Net (dual) on its encoder:
-  # the seed-1 SG-Net run of the comparison there (squad-encoder-b; results/squad2.jsonl squad2-$ENC-sgnet-s1), then
+  # the seed-1 SG-Net run of the comparison there (squad-encoder-b; results/squad2.jsonl squad2-$READER_ENC-sgnet-s1), then
   # experiments/ship_model.py packs it (int8 per row), answers the squad2 test part and SQuAD 1.1 dev with it and the
   # float32 run, and writes its card. PRECISION, READER_RUN and READER_ENC (the runs on that reader's encoder) as in
   # experiments/recipe.sh: PRECISION=fp32 READER_RUN=reader-fp32 on an AVX2-only CPU.

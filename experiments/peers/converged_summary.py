@@ -6,9 +6,9 @@
 
 PEERS is the peers' folder (default /work/peers). Test F1 is ``structattn score evalb`` of the committed parse against
 the test split. CPU time is what ``/usr/bin/time -v`` printed for the run's last process: a run resumed after an
-interruption reports only its last part (``cpu_seconds_epochs`` says which epochs that covers). SuPar's runs record the
-threads they trained on (``SUPAR_THREADS``, default 1): CPU seconds an epoch are comparable only between equal counts. A run whose folder is not under PEERS (trained on another machine) keeps its line
-from the committed file.
+interruption reports only its last part (``cpu_seconds_epochs`` says which epochs that covers). SuPar's runs record
+the threads they trained on (``SUPAR_THREADS``, default 1): CPU seconds an epoch are comparable only between equal
+counts. A run whose folder is not under PEERS (trained on another machine) keeps its line from the committed file.
 """
 from __future__ import annotations
 
@@ -91,10 +91,11 @@ def committed_lines() -> dict[str, dict]:
 def main(argv: list[str]) -> None:
     peers = Path(argv[0]) if argv else Path("/work/peers")
     committed = committed_lines()
-    for name, summarise in (("bna-converge", bna_run), ("supar-converge", supar_run)):
+    for name, run_name, summarise in (("bna-converge", "bna-converged", bna_run),
+                                      ("supar-converge", "supar-converged", supar_run)):
         for seed in (1, 2):
             line = summarise(peers, seed)
-            run = f"{name}d-s{seed}"
+            run = f"{run_name}-s{seed}"
             if line is None and run in committed:  # its folder is gone (another machine): the committed line stands
                 print(f"{name} {seed}: not under {peers}; its committed line is kept", file=sys.stderr)
                 line = committed[run]
