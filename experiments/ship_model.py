@@ -322,7 +322,8 @@ def ship_reader(run_dir: Path, entry: TrainedModel, first_calls: int = FIRST_CAL
         files = {"float32": float32_answers_file(run_dir.name, entry.name, task, split, scored[0][1]),
                  "packed": SHIPPED / f"{entry.name}.{task}-{split}.json"}
         for path, (_, answers) in zip(files.values(), scored):
-            if not path.is_file() or json.loads(path.read_text(encoding="utf-8")) != answers:
+            if path.parent == SHIPPED and (not path.is_file()
+                                           or json.loads(path.read_text(encoding="utf-8")) != answers):
                 atomic_write_text(path, json.dumps(answers, indent=0, ensure_ascii=False) + "\n")
         gold = get_qa_task(task).read(split).dataset
         scores = {form: evaluate(gold, json.loads(path.read_text(encoding="utf-8"))) for form, path in files.items()}
