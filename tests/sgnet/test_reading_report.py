@@ -114,7 +114,7 @@ def test_runs_trained_on_other_data_get_their_own_section(results):
     (results / "squad11.jsonl").write_text("".join(json.dumps(x) + "\n" for x in lines))
     assert report_main(["--results-dir", str(results)]) == 0
     text = (results / "READING.md").read_text()
-    bigger, own = text.index("trained on SQuAD 1.1 train + the squad2 train part"), text.index("trained on SQuAD 1.1 train\n")
+    bigger, own = text.index("trained on SQuAD 1.1 train + the squad2 train part"), text.index("trained on SQuAD 1.1 train; float32\n")
     assert bigger < own                                  # the larger training set first
     assert "| baseline | 2 |" in text[bigger:own] and "| baseline | 1 |" not in text[bigger:own]
     assert "| baseline | 1 |" in text[own:]             # seeds of one training set never meet the other's
@@ -130,16 +130,36 @@ def test_runs_on_a_readers_encoder_are_their_own_group():
             {"run": "d", "config": {"task": "squad2_plus11"}}, {"run": "e"},
             {"run": "f", "config": {"task": "squad2_plus11"}, "train_device": "NVIDIA H100 80GB HBM3 (torch 2.11.0+cu130)"},
             {"run": "g", "config": {"task": "squad2", "model_parts": "encoder", "model": "/elsewhere/r-cpu"}}]
-    assert [training_key(r) for r in runs] == ["squad2", "squad2_on_r-gpu", "squad2", "squad2_plus11", None,
-                                               "squad2_plus11@nvidia", "squad2_on_r-cpu"]
+    assert [training_key(r) for r in runs] == ["squad2:fp32", "squad2_on_r-gpu:fp32", "squad2:fp32",
+                                               "squad2_plus11:fp32", None, "squad2_plus11@nvidia:fp32",
+                                               "squad2_on_r-cpu:fp32"]
     # a model path on another machine says nothing: the line's encoder_from names the reader
     assert training_key({"config": {"task": "race_m", "model_parts": "encoder", "model": "/tmp/sa/reader"},
-                         "encoder_from": "r-cpu"}) == "race_m_on_r-cpu"
+                         "encoder_from": "r-cpu"}) == "race_m_on_r-cpu:fp32"
     assert [(key, [r["run"] for r in group]) for key, group in training_groups(runs)] == \
-        [("squad2_plus11", ["d"]), ("squad2_plus11@nvidia", ["f"]), ("squad2", ["a", "c"]),
-         ("squad2_on_r-cpu", ["g"]), ("squad2_on_r-gpu", ["b"]), (None, ["e"])]
-    assert describe_training("squad2_on_r-gpu").startswith("the encoder of the saved reader r-gpu")
-    assert describe_training("squad2_plus11@nvidia") == describe_training("squad2_plus11")
+        [("squad2_plus11:fp32", ["d"]), ("squad2_plus11@nvidia:fp32", ["f"]), ("squad2:fp32", ["a", "c"]),
+         ("squad2_on_r-cpu:fp32", ["g"]), ("squad2_on_r-gpu:fp32", ["b"]), (None, ["e"])]
+    assert describe_training("squad2_on_r-gpu:fp32").startswith("the encoder of the saved reader r-gpu")
+    assert describe_training("squad2_plus11@nvidia:bf16") == describe_training("squad2_plus11")
+
+
+def test_a_float32_and_a_bf16_reader_of_one_seed_are_two_trainings():
+    from structattn.sgnet.report import (PRECISION_WORDS, _training_title, figure_tag, training_base,
+                                         training_groups)
+
+    runs = [{"run": "r-bf16", "config": {"task": "squad2_plus11", "precision": "bf16"}, "device": "cpu (AMD EPYC)"},
+            {"run": "r-fp32", "config": {"task": "squad2_plus11", "precision": "fp32"}, "device": "cpu (AMD EPYC)"},
+            {"run": "r-old", "config": {"task": "squad2_plus11"}, "device": "cpu (AMD EPYC)"}]
+    groups = training_groups(runs)
+    assert [(key, [r["run"] for r in group]) for key, group in groups] == \
+        [("squad2_plus11:bf16", ["r-bf16"]), ("squad2_plus11:fp32", ["r-fp32", "r-old"])]
+    assert {training_base(key) for key, _ in groups} == {"squad2_plus11"}
+    titles = [_training_title("## squad2", "squad2", group, key, {}) for key, group in groups]
+    assert [t.rpartition("; ")[2] for t in titles] == [PRECISION_WORDS["bf16"], PRECISION_WORDS["fp32"]]
+    # one figure file per group: the precision named where it is not the default fp32
+    assert [figure_tag("squad2", key) for key, _ in groups] == ["squad2_plus11_bf16", "squad2_plus11"]
+    assert figure_tag("squad11", "squad2_plus11@nvidia:bf16") == "squad11_from_squad2_plus11_nvidia_bf16"
+    assert figure_tag("squad2", "squad2:fp32") == figure_tag("squad2", None) == "squad2"
 
 
 def test_two_runs_of_one_variant_and_seed_in_one_training_are_refused(results):
@@ -152,7 +172,12 @@ def test_two_runs_of_one_variant_and_seed_in_one_training_are_refused(results):
     twin["train_device"] = "NVIDIA H200"            # trained elsewhere: its own group, both reported
     (results / "squad11.jsonl").write_text("".join(json.dumps(x) + "\n" for x in lines + [twin]))
     assert report_main(["--results-dir", str(results)]) == 0
-    assert "; trained on NVIDIA H200\n" in (results / "READING.md").read_text()
+    assert "; trained on NVIDIA H200; float32\n" in (results / "READING.md").read_text()
+    del twin["train_device"]
+    twin["config"] = {"task": "squad11", "precision": "bf16"}   # another precision: its own group too
+    (results / "squad11.jsonl").write_text("".join(json.dumps(x) + "\n" for x in lines + [twin]))
+    assert report_main(["--results-dir", str(results)]) == 0
+    assert "trained on SQuAD 1.1 train; bf16 autocast\n" in (results / "READING.md").read_text()
 
 
 def test_a_group_without_a_baseline_is_compared_with_the_vanilla_layer(results):
@@ -209,7 +234,7 @@ def test_a_repository_describes_its_own_readers(results):
     out = write_report(results, "Made by hand.", table)
     text = out.read_text()
     assert text.startswith("# SG-Net: reading comprehension\n\nMade by hand.\n\n")
-    mine, own = text.index("; the encoder of my reader"), text.index("; trained on SQuAD 1.1 train\n")
+    mine, own = text.index("; the encoder of my reader"), text.index("; trained on SQuAD 1.1 train; float32\n")
     assert mine < own and "| baseline | 2 |" in text[mine:own]
 
 
@@ -219,13 +244,13 @@ def test_this_repositorys_report_describes_every_reader_its_committed_runs_start
     import importlib.util
     from pathlib import Path
 
-    from structattn.sgnet.report import TASK_TRAINING, training_key
+    from structattn.sgnet.report import TASK_TRAINING, training_base, training_key
 
     repo = Path(__file__).resolve().parents[2]
     spec = importlib.util.spec_from_file_location("reading_report_here", repo / "experiments" / "reading_report.py")
     here = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(here)
-    keys = {str(training_key(json.loads(x))).partition("@")[0]
+    keys = {training_base(str(training_key(json.loads(x))))
             for name in ("squad2", "squad11", "race", "mctest") if (repo / "results" / f"{name}.jsonl").is_file()
             for x in (repo / "results" / f"{name}.jsonl").read_text(encoding="utf-8").splitlines() if x.strip()}
     keys.discard("None")

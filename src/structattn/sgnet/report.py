@@ -25,6 +25,7 @@ from pathlib import Path
 import numpy as np
 
 from ..tasks.multiple_choice import MC_RESULT_FILES
+from ..train.config import LATER_FIELDS
 from ..train.significance import holm, mean_std, paired_bootstrap_mean, welch_p
 
 SPAN_TASKS = ("squad2", "squad11")
@@ -176,12 +177,13 @@ def reader_name(model: str) -> str:
 
 
 def training_key(run: dict) -> str | None:
-    """What a results line's run was trained on: its config's task; ``<task>_on_<reader>`` when it kept only the
-    encoder of a saved reader (``model_parts`` ``encoder``; the reader is the line's ``encoder_from``, recorded
-    where the config's model is a path on another machine, else named by :func:`reader_name`);
-    ``<task>@<device>`` (the first word of its ``train_device``, lower case) when it was trained on another
-    machine than the one that recorded it. None for a line without its config (hand-written: counted as trained
-    on its own task)."""
+    """What a results line's run was trained on, and how: its config's task; ``<task>_on_<reader>`` when it kept
+    only the encoder of a saved reader (``model_parts`` ``encoder``; the reader is the line's ``encoder_from``,
+    recorded where the config's model is a path on another machine, else named by :func:`reader_name`);
+    ``@<device>`` after it (the first word of its ``train_device``, lower case) when it was trained on another
+    machine than the one that recorded it; ``:<precision>`` last (its config's, ``fp32`` for lines recorded before
+    the option existed), so that a float32 and a bf16 run of one seed are never compared as one training. None for a
+    line without its config (hand-written: counted as trained on its own task)."""
     config = run.get("config", {})
     task = config.get("task")
     if task is None:
@@ -189,13 +191,32 @@ def training_key(run: dict) -> str | None:
     reader = run.get("encoder_from") or reader_name(config.get("model", ""))
     key = f"{task}_on_{reader}" if config.get("model_parts") == "encoder" else task
     device = str(run.get("train_device") or "").split()
-    return f"{key}@{device[0].lower()}" if device else key
+    if device:
+        key += f"@{device[0].lower()}"
+    return f"{key}:{config.get('precision', LATER_FIELDS['precision'])}"
+
+
+def split_training_key(key: str) -> tuple[str, str, str]:
+    """A :func:`training_key`'s parts: what the runs were trained on, the device word ('' when recorded where
+    trained) and the precision (fp32 when the key has none: a bare task or reader name)."""
+    rest, precision = key.rsplit(":", 1) if ":" in key else (key, LATER_FIELDS["precision"])
+    base, _, device = rest.partition("@")
+    return base, device, precision
+
+
+def training_base(key: str) -> str:
+    """What a :func:`training_key` says the runs were trained on: the key without its device and precision."""
+    return split_training_key(key)[0]
+
+
+#: How a report names a run's ``--precision``.
+PRECISION_WORDS = {"fp32": "float32", "bf16": "bf16 autocast", "fp16": "fp16 autocast with loss scaling"}
 
 
 def describe_training(key: str, descriptions: Mapping[str, str] = TASK_TRAINING) -> str:
-    """The words READING.md gives a :func:`training_key` (its device suffix aside: the section names the lines'
-    ``train_device``): its entry in ``descriptions``, else words made from the key."""
-    base = key.partition("@")[0]
+    """The words READING.md gives a :func:`training_key` (its device and precision aside: the section names the
+    lines' ``train_device`` and precision): its entry in ``descriptions``, else words made from the key."""
+    base = training_base(key)
     if base in descriptions:
         return descriptions[base]
     task, _, reader = base.partition("_on_")
@@ -205,13 +226,13 @@ def describe_training(key: str, descriptions: Mapping[str, str] = TASK_TRAINING)
 
 def training_groups(runs: list[dict], descriptions: Mapping[str, str] = TASK_TRAINING
                     ) -> list[tuple[str | None, list[dict]]]:
-    """The runs grouped by :func:`training_key`, in the order of ``descriptions`` (a device suffix after its base;
+    """The runs grouped by :func:`training_key`, in the order of ``descriptions`` (device and precision after the base;
     keys without an entry after those with one, by name)."""
     groups: dict[str | None, list[dict]] = {}
     for run in runs:
         groups.setdefault(training_key(run), []).append(run)
     rank = {t: i for i, t in enumerate(descriptions)}
-    return sorted(groups.items(), key=lambda kv: (kv[0] is None, rank.get(str(kv[0]).partition("@")[0], len(rank)),
+    return sorted(groups.items(), key=lambda kv: (kv[0] is None, rank.get(training_base(str(kv[0])), len(rank)),
                                                   str(kv[0])))
 
 
@@ -244,13 +265,20 @@ def span_section(task: str, runs: list[dict], dataset: dict, results_dir: Path, 
             if variant != reference and len(seeds) > 1 and len(base) > 1:
                 p = welch_p([s["f1"] for s in seeds.values()], [s["f1"] for s in base.values()])
                 lines.append(f"- {variant} vs {reference} over seeds (Welch's t on test F1): p = {_fmt_p(p)}")
-    if trained_on in (None, task):
-        tag = task
-    else:  # squad2_on_<reader> keeps its own name; other training sets: squad11_from_squad2_plus11
-        tag = trained_on if trained_on.startswith(f"{task}_") else f"{task}_from_{trained_on}"
-        tag = tag.replace("@", "_")
-    lines += ["", answer_all_section(by), "", table3(by), "", figure4(tag, by, dataset, results_dir)]
+    lines += ["", answer_all_section(by), "", table3(by), "", figure4(figure_tag(task, trained_on), by, dataset,
+                                                                      results_dir)]
     return "\n".join(lines)
+
+
+def figure_tag(task: str, trained_on: str | None) -> str:
+    """The part of a group's figure name after ``fig_``: the task when the runs were trained on it alone,
+    ``squad2_on_<reader>`` as its key says, other training sets ``squad11_from_squad2_plus11``; then the device
+    and, when not the default fp32, the precision (``..._nvidia_bf16``), so that no two groups share a file."""
+    if trained_on is None:
+        return task
+    base, device, precision = split_training_key(trained_on)
+    tag = task if base == task else base if base.startswith(f"{task}_") else f"{task}_from_{base}"
+    return "_".join([tag] + [device] * bool(device) + [precision] * (precision != LATER_FIELDS["precision"]))
 
 
 def answer_all_section(by: dict) -> str:
@@ -351,13 +379,17 @@ def figure4(task: str, by: dict, dataset: dict, results_dir: Path) -> str:
 
 def _training_title(title: str, task: str, runs: list[dict], trained_on: str | None,
                     descriptions: Mapping[str, str]) -> str:
-    """``title`` with what the runs were trained on (unless their own task alone) and the devices that trained them."""
-    if trained_on is not None and (trained_on != task or trained_on in descriptions):
+    """``title`` with what the runs were trained on (unless their own task alone), the devices that trained them and
+    in what precision."""
+    if trained_on is not None and (training_base(trained_on) != task or training_base(trained_on) in descriptions):
         title += f"; {describe_training(trained_on, descriptions)}"
     # train_device: trained on another machine (a GPU); else the line's device trained and recorded it
     for device in sorted({str(run.get("train_device") or run["device"]) for run in runs
                           if run.get("train_device") or run.get("device")}):
         title += f"; trained on {device}"
+    if trained_on is not None:
+        precision = split_training_key(trained_on)[2]
+        title += f"; {PRECISION_WORDS.get(precision, precision)}"
     return title
 
 
