@@ -114,7 +114,8 @@ def test_runs_trained_on_other_data_get_their_own_section(results):
     (results / "squad11.jsonl").write_text("".join(json.dumps(x) + "\n" for x in lines))
     assert report_main(["--results-dir", str(results)]) == 0
     text = (results / "READING.md").read_text()
-    bigger, own = text.index("trained on SQuAD 1.1 train + the squad2 train part"), text.index("trained on SQuAD 1.1 train; float32\n")
+    bigger = text.index("trained on SQuAD 1.1 train + the squad2 train part")
+    own = text.index("trained on SQuAD 1.1 train; float32\n")
     assert bigger < own                                  # the larger training set first
     assert "| baseline | 2 |" in text[bigger:own] and "| baseline | 1 |" not in text[bigger:own]
     assert "| baseline | 1 |" in text[own:]             # seeds of one training set never meet the other's

@@ -226,8 +226,8 @@ def describe_training(key: str, descriptions: Mapping[str, str] = TASK_TRAINING)
 
 def training_groups(runs: list[dict], descriptions: Mapping[str, str] = TASK_TRAINING
                     ) -> list[tuple[str | None, list[dict]]]:
-    """The runs grouped by :func:`training_key`, in the order of ``descriptions`` (device and precision after the base;
-    keys without an entry after those with one, by name)."""
+    """The runs grouped by :func:`training_key`, in the order of ``descriptions`` (device and precision after the
+    base; keys without an entry after those with one, by name)."""
     groups: dict[str | None, list[dict]] = {}
     for run in runs:
         groups.setdefault(training_key(run), []).append(run)
