@@ -22,6 +22,8 @@
 set -uo pipefail
 cd "$(dirname "$0")/.."
 export OMP_NUM_THREADS=1 MKL_NUM_THREADS=1
+# with_threads N CMD...: CMD on N threads; float32 matrix products read MKL's variable, the rest OpenMP's
+with_threads() { local n=$1; shift; OMP_NUM_THREADS=$n MKL_NUM_THREADS=$n "$@"; }
 BIN=${BIN:-.venv/bin}
 . experiments/recipe.sh
 SQUAD="--task squad2 --max-train-examples 3000 --epochs 2 --max-length 256 --stride 128 --batch-size 16
@@ -129,12 +131,12 @@ reader_cpu() {  # reader_cpu SEED
   local dir=runs/reading/$name
   if ! grep -q '"finished": true' "$dir/trainer_state.json" 2>/dev/null; then   # else trained: record only
     echo "== $name: $READER_CPU --seed $s"
-    OMP_NUM_THREADS=${READER_THREADS:-2} MKL_NUM_THREADS=${READER_THREADS:-2} $BIN/structattn train $READER_CPU --seed $s --output-dir $dir \
+    with_threads ${READER_THREADS:-2} $BIN/structattn train $READER_CPU --seed $s --output-dir $dir \
       >> $dir.log 2>&1 || { echo "FAILED $name ($dir.log)"; return 1; }
   fi
   for task in squad11 squad2; do
     recorded results/$task.jsonl "$task-$name" && continue
-    OMP_NUM_THREADS=${READER_THREADS:-2} MKL_NUM_THREADS=${READER_THREADS:-2} $BIN/python experiments/record.py reading $dir \
+    with_threads ${READER_THREADS:-2} $BIN/python experiments/record.py reading $dir \
       $task-$name --task $task >> $dir.log 2>&1 || echo "RECORD FAILED $task-$name"
   done
 }
@@ -153,7 +155,7 @@ reader_comparison() {
 sentence() {  # appended to results/<task>.jsonl by the sentence runner's sweep
   for task in cola sst2; do
     extra=$([ $task = sst2 ] && echo "--epochs 1 --max-train-examples 10000" || echo "--epochs 2")
-    OMP_NUM_THREADS=${SWEEP_THREADS:-2} MKL_NUM_THREADS=${SWEEP_THREADS:-2} $BIN/structattn sweep --results-dir results --run-root runs/sweeps --eval-every 0 --batch-size 32 \
+    with_threads ${SWEEP_THREADS:-2} $BIN/structattn sweep --results-dir results --run-root runs/sweeps --eval-every 0 --batch-size 32 \
       --learning-rate 5e-5 --task $task --variants global sgnet --seeds 1 2 3 --max-length 64 $extra \
       > runs/reading/sweep-$task.log 2>&1 || echo "FAILED sweep $task (runs/reading/sweep-$task.log)"
   done

@@ -381,7 +381,8 @@ def _training_title(title: str, task: str, runs: list[dict], trained_on: str | N
                     descriptions: Mapping[str, str]) -> str:
     """``title`` with what the runs were trained on (unless their own task alone), the devices that trained them and
     in what precision."""
-    if trained_on is not None and (training_base(trained_on) != task or training_base(trained_on) in descriptions):
+    base = None if trained_on is None else training_base(trained_on)
+    if base is not None and (base != task or base in descriptions):
         title += f"; {describe_training(trained_on, descriptions)}"
     # train_device: trained on another machine (a GPU); else the line's device trained and recorded it
     for device in sorted({str(run.get("train_device") or run["device"]) for run in runs
