@@ -1,6 +1,7 @@
 """Ship one finished training run as a trained model that loads by name (``make models``).
 
     python experiments/ship_model.py RUN_DIR NAME
+    python experiments/ship_model.py --retime NAME   # a shipped reader: time its first call again, on an idle machine
 
 NAME is an entry of ``structattn.models.trained.TRAINED``; its kind says what RUN_DIR is:
 
@@ -430,18 +431,43 @@ SHIP = {"parser": ship_parser, "translator": ship_translator, "reader": ship_rea
 LOAD_COMMAND = {"parser": "parse", "translator": "translate", "reader": "answer"}
 
 
-def main() -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("run_dir", type=Path)
-    ap.add_argument("name", choices=sorted(TRAINED))
-    args = ap.parse_args()
-    entry = TRAINED[args.name]
-    card = SHIP[entry.kind](args.run_dir, entry)
-    card["size_bytes"] = entry.size_bytes()  # the weights and config (the card files are added next)
+def write_card(entry: TrainedModel, card: dict) -> None:
+    """``card.json`` and ``CARD.md`` into the model's package folder, every file of it world-readable."""
     atomic_write_text(entry.folder / "card.json", json.dumps(card, indent=2, ensure_ascii=False) + "\n")
     atomic_write_text(entry.folder / "CARD.md", card_markdown(card))
     for path in entry.folder.rglob("*"):  # atomic writes make 0600 files; package data is world-readable
         path.chmod(0o755 if path.is_dir() else 0o644)
+
+
+def retime(entry: TrainedModel, calls: int = FIRST_CALLS) -> dict:
+    """Time the first call of the shipped reader ``entry`` again and rewrite its card with it: for a reader shipped
+    while other work loaded the machine (the card names the CPU and thread count it was timed with)."""
+    if entry.kind != "reader" or not (entry.folder / "card.json").is_file():
+        sys.exit(f"ship_model.py: --retime needs a shipped reader; {entry.name} is a {entry.kind}"
+                 + ("" if entry.kind != "reader" else " with no card yet (ship it first)"))
+    card = json.loads((entry.folder / "card.json").read_text(encoding="utf-8"))
+    card["first_call"] = first_call_seconds(entry, calls)
+    write_card(entry, card)
+    return card["first_call"]
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("run_dir", type=Path, nargs="?", help="the finished run (not with --retime)")
+    ap.add_argument("name", choices=sorted(TRAINED))
+    ap.add_argument("--retime", action="store_true",
+                    help="only time the first `structattn answer` call of the shipped reader NAME again, on an idle "
+                         "machine, and rewrite its card: ship_model.py --retime NAME")
+    args = ap.parse_args(argv)
+    entry = TRAINED[args.name]
+    if args.retime:
+        print(json.dumps(retime(entry), indent=2))
+        return 0
+    if args.run_dir is None:
+        ap.error("RUN_DIR is needed to ship a model (only --retime goes without it)")
+    card = SHIP[entry.kind](args.run_dir, entry)
+    card["size_bytes"] = entry.size_bytes()  # the weights and config (the card files are added next)
+    write_card(entry, card)
     print(json.dumps({k: card[k] for k in ("name", "test", "size_bytes", "commit")}, indent=2))
     if not card["test"]["equals_run_predictions"]:
         print(f"note: the shipped model's test predictions differ from the run's ({args.run_dir})", file=sys.stderr)

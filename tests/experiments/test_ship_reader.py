@@ -84,6 +84,27 @@ def test_a_recorded_reader_ships_by_name_with_its_answers_and_their_cost(recorde
     assert "`structattn answer --model tiny-reader`" in text and "squad11/test (12 questions)" in text
 
 
+def test_retime_rewrites_only_the_first_call_of_a_shipped_reader(recorded, ship):
+    module, entry = ship
+    card = module.ship_reader(recorded["run"], entry, first_calls=1)
+    module.write_card(entry, card)
+    assert module.main(["--retime", "tiny-reader"]) == 0
+    again = json.loads((entry.folder / "card.json").read_text(encoding="utf-8"))
+    assert len(again["first_call"]["seconds"]) == module.FIRST_CALLS and again["first_call"]["printed"]
+    assert {k: v for k, v in again.items() if k != "first_call"} == {k: v for k, v in card.items() if k != "first_call"}
+    assert f"{again['first_call']['seconds'][-1]} s" in (entry.folder / "CARD.md").read_text(encoding="utf-8")
+
+
+def test_retime_and_ship_say_what_they_need(ship):
+    module, entry = ship
+    with pytest.raises(SystemExit, match="tiny-reader is a reader with no card yet"):
+        module.main(["--retime", "tiny-reader"])
+    with pytest.raises(SystemExit, match="needs a shipped reader; bna-scratch is a parser"):
+        module.main(["--retime", "bna-scratch"])
+    with pytest.raises(SystemExit):
+        module.main(["tiny-reader"])
+
+
 def test_the_exact_train_command_gives_back_the_recorded_config(recorded, ship):
     """Every field the command sets, parsed by `structattn train`'s own parser, rebuilds the recorded config."""
     import argparse
