@@ -10,7 +10,10 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 export OMP_NUM_THREADS=1 MKL_NUM_THREADS=1
 BIN=${BIN:-.venv/bin}
-. experiments/recipe.sh   # PRECISION, READER_RUN and READER_ENC (bf16, reader-cpu, cpuenc unless set)
+# The shipped reader was trained in float32 (runs reader-fp32-s1 and squad2-fp32enc-sgnet-s1): its recipe is this
+# script's default; PRECISION=bf16 READER_RUN=reader-cpu builds the bf16 CPU reader's instead (a CPU with avx512_bf16).
+export PRECISION=${PRECISION:-fp32} READER_RUN=${READER_RUN:-reader-fp32}
+. experiments/recipe.sh   # READER_ENC from READER_RUN (reader-fp32 -> fp32enc)
 
 # experiments/recipes/parsing.toml's CPU configuration; POS tags from spaCy (the best BNA rows of PARSING.md)
 PARSING="--preset full --d-model 128 --heads 4 --d-head 32 --d-ff 256 --label-hidden 128 --epochs 12 --patience 4 --max-chart-cells 0 --no-progress"  # one pass per batch, as recorded
@@ -49,7 +52,7 @@ reader() {
   # the seed-1 SG-Net run of the comparison there (squad-encoder-b; results/squad2.jsonl squad2-$READER_ENC-sgnet-s1), then
   # experiments/ship_model.py packs it (int8 per row), answers the squad2 test part and SQuAD 1.1 dev with it and the
   # float32 run, and writes its card. PRECISION, READER_RUN and READER_ENC (the runs on that reader's encoder) as in
-  # experiments/recipe.sh: PRECISION=fp32 READER_RUN=reader-fp32 on an AVX2-only CPU.
+  # experiments/recipe.sh; here float32 and reader-fp32 unless set (above).
   BIN=$BIN bash experiments/run_reading_experiments.sh reader-cpu 1
   READER=runs/reading/$READER_RUN-s1/best ENC=$READER_ENC BIN=$BIN bash experiments/run_reading_experiments.sh squad-encoder-b 1
   $BIN/python experiments/ship_model.py runs/reading/squad2-$READER_ENC-sgnet-s1 sgnet-squad2

@@ -268,6 +268,23 @@ def reader_measures(task: str) -> list[tuple[str, str]]:
     return [(task, "test")] + ([("squad11", "dev")] if task != "squad11" else [])
 
 
+def reader_training(trained: dict, line: dict) -> dict:
+    """The card's training time of a reader: its own run (``line``, its results line) and, when its encoder is the
+    ``best/`` of a run recorded in ``results/`` (the reader it starts from), that run's too, as ``encoder``."""
+    train = {"wall_seconds": line.get("train_wall_s"), "device": line.get("device"), "steps": line.get("steps"),
+             "best_step": line.get("best_step")}  # (the line's torch_threads are its recording process's)
+    source = Path(trained.get("model") or "")
+    if source.name == "best":
+        for results in sorted(RESULTS.glob("*.jsonl")):
+            for reader in (json.loads(x) for x in results.read_text(encoding="utf-8").splitlines() if x.strip()):
+                if (reader.get("config") or {}).get("output_dir") == str(source.parent):
+                    train["encoder"] = {"results_line": f"{_rel(results)} run {reader['run']}",
+                                        "wall_seconds": reader.get("train_wall_s"), "device": reader.get("device"),
+                                        "steps": reader.get("steps")}
+                    return train
+    return train
+
+
 def first_call_seconds(entry: TrainedModel, calls: int = FIRST_CALLS) -> dict:
     """Wall seconds of ``echo CONTEXT | structattn answer --model NAME --question QUESTION`` (:data:`QUICK_START`)
     in ``calls`` fresh processes, one after another, and the answer printed. The processes are given the folder
@@ -360,8 +377,7 @@ def ship_reader(run_dir: Path, entry: TrainedModel, first_calls: int = FIRST_CAL
         "precision": "int8 weights (one float32 scale per row), dequantised to float32 on loading",
         "size_bytes": entry.size_bytes(),
         "first_call": first_call_seconds(entry, first_calls),
-        "train": {"wall_seconds": line.get("train_wall_s"), "device": line.get("device"), "steps": line.get("steps"),
-                  "best_step": line.get("best_step")},  # (the line's torch_threads are its recording process's)
+        "train": reader_training(trained, line),
         "build": entry.build,
         **card_notes(entry),
     }
@@ -422,7 +438,10 @@ def card_markdown(card: dict) -> str:
                      f"prints `{call['printed']}`")
     lines += [f"- weights: {card['precision']}; size {card['size_bytes'] / 1e6:.2f} MB (this folder)",
               f"- time to train: {card['train']['wall_seconds']} s on {card['train']['device']}"
-              + (f", {card['train']['torch_threads']} thread(s)" if card["train"].get("torch_threads") else ""),
+              + (f", {card['train']['torch_threads']} thread(s)" if card["train"].get("torch_threads") else "")
+              + (f"; before it, the reader whose encoder it starts from: {encoder['wall_seconds']} s, "
+                 f"{encoder['steps']:,} updates on {encoder['device']} ({encoder['results_line']})"
+                 if (encoder := card["train"].get("encoder")) else ""),
               f"- rebuild: `{card['build']}` (experiments/make_models.sh)", ""]
     return "\n".join(lines)
 
@@ -440,15 +459,19 @@ def write_card(entry: TrainedModel, card: dict) -> None:
 
 
 def retime(entry: TrainedModel, calls: int = FIRST_CALLS) -> dict:
-    """Time the first call of the shipped reader ``entry`` again and rewrite its card with it: for a reader shipped
-    while other work loaded the machine (the card names the CPU and thread count it was timed with)."""
+    """Time the first call of the shipped reader ``entry`` again, read its training times again from the results
+    lines (:func:`reader_training`), and rewrite its card with both: for a reader shipped while other work loaded the
+    machine (the card names the CPU and thread count it was timed with). The F1 measurements are kept."""
     if entry.kind != "reader" or not (entry.folder / "card.json").is_file():
         sys.exit(f"ship_model.py: --retime needs a shipped reader; {entry.name} is a {entry.kind}"
                  + ("" if entry.kind != "reader" else " with no card yet (ship it first)"))
     card = json.loads((entry.folder / "card.json").read_text(encoding="utf-8"))
+    trained = json.loads((entry.folder / "train_config.json").read_text(encoding="utf-8"))
+    card["train"] = reader_training(trained, results_line(RESULTS / f"{trained['task']}.jsonl",
+                                                          Path(trained["output_dir"]).name))
     card["first_call"] = first_call_seconds(entry, calls)
     write_card(entry, card)
-    return card["first_call"]
+    return {"first_call": card["first_call"], "train": card["train"]}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -457,7 +480,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("name", choices=sorted(TRAINED))
     ap.add_argument("--retime", action="store_true",
                     help="only time the first `structattn answer` call of the shipped reader NAME again, on an idle "
-                         "machine, and rewrite its card: ship_model.py --retime NAME")
+                         "machine, read its training times again, and rewrite its card: ship_model.py --retime NAME")
     args = ap.parse_args(argv)
     entry = TRAINED[args.name]
     if args.retime:

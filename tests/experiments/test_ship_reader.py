@@ -95,6 +95,23 @@ def test_retime_rewrites_only_the_first_call_of_a_shipped_reader(recorded, ship)
     assert f"{again['first_call']['seconds'][-1]} s" in (entry.folder / "CARD.md").read_text(encoding="utf-8")
 
 
+def test_the_training_time_names_the_reader_whose_encoder_a_run_starts_from(ship, tmp_path, monkeypatch):
+    module, _ = ship
+    monkeypatch.setattr(module, "RESULTS", tmp_path)
+    monkeypatch.setattr(module, "REPO", tmp_path.parent)
+    reader = {"run": "squad2-reader-s1", "train_wall_s": 100.5, "device": "cpu", "steps": 2970,
+              "config": {"output_dir": "runs/reading/reader-s1"}}
+    lines = [{"run": "other", "config": {}}, reader]
+    (tmp_path / "squad2.jsonl").write_text("".join(json.dumps(x) + "\n" for x in lines))
+    stage = {"train_wall_s": 20.0, "device": "cpu", "steps": 472, "best_step": 400}
+    train = module.reader_training({"model": "runs/reading/reader-s1/best"}, stage)
+    assert train["wall_seconds"] == 20.0 and train["best_step"] == 400
+    assert train["encoder"] == {"results_line": f"{tmp_path.name}/squad2.jsonl run squad2-reader-s1",
+                                "wall_seconds": 100.5, "device": "cpu", "steps": 2970}
+    assert "encoder" not in module.reader_training({"model": "runs/reading/elsewhere/best"}, stage)
+    assert "encoder" not in module.reader_training({"model": "sentence-transformers/all-MiniLM-L6-v2"}, stage)
+
+
 def test_retime_and_ship_say_what_they_need(ship):
     module, entry = ship
     with pytest.raises(SystemExit, match="tiny-reader is a reader with no card yet"):
