@@ -157,6 +157,7 @@ def run(args) -> int:
 
         atomic_write_text(Path(args.output), "".join(lines))
         empty = sum(not r.has_answer for r in readings)
-        print(f"{len(readings):,} questions of {source} ({empty:,} answered with no answer): wrote {args.output}",
+        noun = "question" if len(readings) == 1 else "questions"
+        print(f"{len(readings):,} {noun} of {source} ({empty:,} answered with no answer): wrote {args.output}",
               file=sys.stderr)
     return 0
