@@ -222,11 +222,16 @@ QUICK_START = ("In what country is Normandy located?",
 FIRST_CALLS = 3  # fresh processes timed one after another (the first pays the cold file cache)
 
 
+def results_lines(results: Path) -> list[dict]:
+    """The lines of a results JSONL file (none when it does not exist)."""
+    if not results.is_file():
+        return []
+    return [json.loads(x) for x in results.read_text(encoding="utf-8").splitlines() if x.strip()]
+
+
 def results_line(results: Path, run: str) -> dict:
     """The line of ``run`` in ``results`` (a results JSONL file); exits with a message when it has none."""
-    lines = [json.loads(x) for x in results.read_text(encoding="utf-8").splitlines() if x.strip()] \
-        if results.is_file() else []
-    line = next((x for x in lines if x.get("run") == run), None)
+    line = next((x for x in results_lines(results) if x.get("run") == run), None)
     if line is None:
         sys.exit(f"ship_model.py: {results} has no line for {run}; record the run first "
                  f"(python experiments/record.py reading runs/reading/{run} {run})")
@@ -274,14 +279,15 @@ def reader_training(trained: dict, line: dict) -> dict:
     train = {"wall_seconds": line.get("train_wall_s"), "device": line.get("device"), "steps": line.get("steps"),
              "best_step": line.get("best_step")}  # (the line's torch_threads are its recording process's)
     source = Path(trained.get("model") or "")
-    if source.name == "best":
-        for results in sorted(RESULTS.glob("*.jsonl")):
-            for reader in (json.loads(x) for x in results.read_text(encoding="utf-8").splitlines() if x.strip()):
-                if (reader.get("config") or {}).get("output_dir") == str(source.parent):
-                    train["encoder"] = {"results_line": f"{_rel(results)} run {reader['run']}",
-                                        "wall_seconds": reader.get("train_wall_s"), "device": reader.get("device"),
-                                        "steps": reader.get("steps")}
-                    return train
+    if source.name != "best":
+        return train
+    found = next(((results, reader) for results in sorted(RESULTS.glob("*.jsonl")) for reader in results_lines(results)
+                  if (reader.get("config") or {}).get("output_dir") == str(source.parent)), None)
+    if found is not None:
+        results, reader = found
+        train["encoder"] = {"results_line": f"{_rel(results)} run {reader['run']}",
+                            "wall_seconds": reader.get("train_wall_s"), "device": reader.get("device"),
+                            "steps": reader.get("steps")}
     return train
 
 

@@ -277,8 +277,12 @@ def figure_tag(task: str, trained_on: str | None) -> str:
     if trained_on is None:
         return task
     base, device, precision = split_training_key(trained_on)
-    tag = task if base == task else base if base.startswith(f"{task}_") else f"{task}_from_{base}"
-    return "_".join([tag] + [device] * bool(device) + [precision] * (precision != LATER_FIELDS["precision"]))
+    parts = [task if base == task else base if base.startswith(f"{task}_") else f"{task}_from_{base}"]
+    if device:
+        parts.append(device)
+    if precision != LATER_FIELDS["precision"]:
+        parts.append(precision)
+    return "_".join(parts)
 
 
 def answer_all_section(by: dict) -> str:
