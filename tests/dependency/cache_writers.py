@@ -1,7 +1,11 @@
 """A writer process for the two-writer cache test (importable by multiprocessing's spawn)."""
 from __future__ import annotations
 
+import time
+from pathlib import Path
+
 from structattn.dependency import Parse, ParseCache
+from structattn.dependency.cache import open_store
 
 
 def chain_parse(items, indices):
@@ -24,3 +28,15 @@ def add_items(directory: str, writer: int, count: int, flush_items: int, batch: 
         cache.get_or_parse(items[start:start + batch], chain_parse, "fake-parser v1", "words")
         misses, errors = misses + cache.last_stats.misses, errors + cache.last_stats.write_errors
     return misses, errors
+
+
+def open_at(directory: str, start: float) -> str:
+    """Open the cache in ``directory`` once the clock reaches ``start`` (so two processes open it together);
+    "ok", or the error."""
+    while time.time() < start:
+        pass
+    try:
+        open_store(Path(directory)).close()
+    except Exception as exc:  # reported to the test, which shows it
+        return repr(exc)
+    return "ok"

@@ -222,6 +222,22 @@ def test_two_writer_processes_keep_every_entry(tmp_path):
     assert out == [list(p) for p in chain_parse(everything, list(range(2 * count)))]
 
 
+def test_two_processes_creating_the_cache_at_once_both_open_it(tmp_path):
+    # Two processes switching a new database to WAL at the same moment: SQLite refuses one of them at once
+    # ("database is locked", without waiting), which must be waited out, not reported. Many rounds, since
+    # the race is won or lost by microseconds.
+    sys.path.insert(0, str(Path(__file__).parent))
+    from cache_writers import open_at
+
+    ctx = multiprocessing.get_context("spawn")
+    with ctx.Pool(2) as pool:
+        pool.starmap(open_at, [(str(tmp_path / "warm-up"), 0.0)] * 2)  # both workers started and imported
+        for round_ in range(40):
+            start = time.time() + 0.02
+            outcomes = pool.starmap(open_at, [(str(tmp_path / f"cache{round_}"), start)] * 2)
+            assert outcomes == ["ok", "ok"], f"round {round_}: {outcomes}"
+
+
 def _write_format_2(directory: Path, fingerprint: str, kind: str, entries: dict[str, bytes], damaged: str) -> Path:
     """A format-2 namespace folder as earlier versions wrote it: namespace.json and checksummed bucket files
     (``damaged``: the key of one entry written with a wrong check)."""

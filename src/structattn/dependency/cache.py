@@ -17,7 +17,8 @@ items in one input are parsed once. The payload is the JSON list of the item's s
 Concurrency: every write is one SQLite transaction (``INSERT OR REPLACE``), and SQLite's write-ahead log lets
 readers go on while one process writes and makes writers wait for each other (for up to
 :data:`BUSY_TIMEOUT_S`), so two processes adding entries at once both keep theirs (tested with two writer
-processes). WAL needs a local file system (not NFS). New entries are written every ``flush_items`` parsed items,
+processes); opening a new database from two processes at once is waited out too (:func:`_open_waiting`).
+WAL needs a local file system (not NFS). New entries are written every ``flush_items`` parsed items,
 so an interrupted run resumes where it stopped.
 
 Damage: an entry whose payload is not the JSON of sentence rows is logged as a warning and its item parsed
@@ -41,6 +42,7 @@ import hashlib
 import json
 import logging
 import os
+import random
 import shutil
 import sqlite3
 import sys
@@ -118,14 +120,9 @@ class Namespace:
 def _connect(path: Path) -> sqlite3.Connection:
     """Open (creating) the database in WAL mode; a file SQLite cannot read is set aside and a new one made."""
     for attempt in (1, 2):
-        conn = sqlite3.connect(str(path), timeout=BUSY_TIMEOUT_S, isolation_level=None)
         try:
-            conn.execute("PRAGMA journal_mode=WAL")
-            conn.execute("PRAGMA synchronous=NORMAL")  # WAL: a crash loses at most the last transactions
-            conn.executescript(_SCHEMA)
-            return conn
+            return _open_waiting(path)
         except sqlite3.DatabaseError as exc:
-            conn.close()
             if attempt == 2 or isinstance(exc, sqlite3.OperationalError):  # busy, read-only, ...: not damage
                 raise
             aside = path.with_name(f"{path.name}.corrupt-{time.strftime('%Y%m%d-%H%M%S')}-{os.getpid()}")
@@ -135,6 +132,38 @@ def _connect(path: Path) -> sqlite3.Connection:
                 if Path(f"{path}{suffix}").exists():
                     os.replace(f"{path}{suffix}", f"{aside}{suffix}")
     raise AssertionError("unreachable")
+
+
+def _open_waiting(path: Path) -> sqlite3.Connection:
+    """Connect and set the database up (WAL, schema), trying again while another process holds it.
+
+    Where waiting could deadlock, SQLite answers "database is locked" at once instead of waiting: two
+    processes opening a new database at the same moment both switch it to WAL and one of them gets it. The
+    set-up is idempotent, so it is tried again, with growing randomised pauses, for up to :data:`BUSY_TIMEOUT_S`.
+    """
+    deadline, pause = time.monotonic() + BUSY_TIMEOUT_S, 0.005
+    while True:
+        conn = sqlite3.connect(str(path), timeout=BUSY_TIMEOUT_S, isolation_level=None)
+        try:
+            conn.execute("PRAGMA journal_mode=WAL")
+            conn.execute("PRAGMA synchronous=NORMAL")  # WAL: a crash loses at most the last transactions
+            conn.executescript(_SCHEMA)
+            return conn
+        except sqlite3.OperationalError as exc:
+            conn.close()
+            if not _is_busy(exc) or time.monotonic() + pause > deadline:
+                raise
+        except BaseException:
+            conn.close()
+            raise
+        time.sleep(pause * random.uniform(0.5, 1.5))  # randomised, so two processes fall out of step
+        pause = min(2 * pause, 0.5)
+
+
+def _is_busy(exc: sqlite3.OperationalError) -> bool:
+    """Whether SQLite refused because another connection holds the database (SQLITE_BUSY or SQLITE_LOCKED,
+    with any extended code)."""
+    return (getattr(exc, "sqlite_errorcode", 0) & 0xFF) in (sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED)
 
 
 @contextmanager
