@@ -56,7 +56,7 @@ sys.path.insert(0, str(REPO / "benchmarks"))
 from machine import cpu_flags, cpu_name  # noqa: E402
 
 from structattn.errors import UserError  # noqa: E402
-from structattn.io import upsert_jsonl  # noqa: E402
+from structattn.io import read_jsonl, upsert_jsonl  # noqa: E402
 
 
 # ---------------------------------------------------------------------------------------------- shared steps
@@ -291,7 +291,7 @@ def precision_table(lines: list[dict]) -> str:
 def precision_page(run: Run) -> None:
     """PRECISION.md beside the results file: the table of every workload recorded in both precisions."""
     path = run.results_file
-    lines = [json.loads(x) for x in path.read_text().splitlines()] if path.is_file() else []
+    lines = read_jsonl(path, missing_ok=True)
     table = precision_table(lines)
     commands = "\n".join(f"{x['workload']}-{x['precision']}: {x['command']}" for x in lines)
     machine = f"{lines[0]['cpu']} ({lines[0]['cpu_flags']}), torch threads 1" if lines else "no runs"

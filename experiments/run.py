@@ -26,7 +26,6 @@ import argparse
 import fnmatch
 import importlib.util
 import itertools
-import json
 import os
 import shlex
 import shutil
@@ -193,9 +192,10 @@ def is_recorded(recipe: Recipe, run: Run) -> bool:
     """Whether the recipe's results file has a line for ``run`` (the kind's key names it)."""
     if not recipe.kind or recipe.results is None or not (REPO / recipe.results).is_file():
         return False
+    from structattn.io import read_jsonl
+
     kind = _record_module().KINDS[recipe.kind]
-    return any(kind.run_name(json.loads(line)) == run.name
-               for line in (REPO / recipe.results).read_text(encoding="utf-8").splitlines() if line.strip())
+    return any(kind.run_name(line) == run.name for line in read_jsonl(REPO / recipe.results))
 
 
 def _steps(steps: list[Step], run: Run) -> list[Step]:

@@ -46,7 +46,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "benchmarks"))
 from machine import cpu_name  # noqa: E402
 
-from structattn.io import atomic_write_text  # noqa: E402
+from structattn.io import atomic_write_text, read_jsonl  # noqa: E402
 from structattn.models.trained import TRAINED, TrainedModel, resolve  # noqa: E402
 
 RESULTS = Path(__file__).resolve().parent.parent / "results"
@@ -222,16 +222,9 @@ QUICK_START = ("In what country is Normandy located?",
 FIRST_CALLS = 3  # fresh processes timed one after another (the first pays the cold file cache)
 
 
-def results_lines(results: Path) -> list[dict]:
-    """The lines of a results JSONL file (none when it does not exist)."""
-    if not results.is_file():
-        return []
-    return [json.loads(x) for x in results.read_text(encoding="utf-8").splitlines() if x.strip()]
-
-
 def results_line(results: Path, run: str) -> dict:
     """The line of ``run`` in ``results`` (a results JSONL file); exits with a message when it has none."""
-    line = next((x for x in results_lines(results) if x.get("run") == run), None)
+    line = next((x for x in read_jsonl(results, missing_ok=True) if x.get("run") == run), None)
     if line is None:
         sys.exit(f"ship_model.py: {results} has no line for {run}; record the run first "
                  f"(python experiments/record.py reading runs/reading/{run} {run})")
@@ -281,7 +274,7 @@ def reader_training(trained: dict, line: dict) -> dict:
     source = Path(trained.get("model") or "")
     if source.name != "best":
         return train
-    found = next(((results, reader) for results in sorted(RESULTS.glob("*.jsonl")) for reader in results_lines(results)
+    found = next(((results, reader) for results in sorted(RESULTS.glob("*.jsonl")) for reader in read_jsonl(results)
                   if (reader.get("config") or {}).get("output_dir") == str(source.parent)), None)
     if found is not None:
         results, reader = found

@@ -72,3 +72,14 @@ def test_upsert_jsonl_replaces_a_key_in_place_and_keeps_other_lines_byte_for_byt
     assert path.read_text().splitlines() == ['{"run": "a", "score": 3}', '{"score": 2,  "run": "b"}',
                                              '{"run": "c", "score": 4}']
     assert [json.loads(x)["run"] for x in path.read_text().splitlines()] == ["a", "b", "c"]
+
+
+def test_read_jsonl_skips_blank_lines_and_says_when_the_file_is_missing(tmp_path):
+    from structattn.io import read_jsonl
+
+    path = tmp_path / "runs.jsonl"
+    path.write_text('{"run": "a"}\n\n  \n{"run": "b", "note": "caf\\u00e9"}\n', encoding="utf-8")
+    assert read_jsonl(path) == [{"run": "a"}, {"run": "b", "note": "café"}]
+    assert read_jsonl(tmp_path / "none.jsonl", missing_ok=True) == []
+    with pytest.raises(FileNotFoundError):
+        read_jsonl(tmp_path / "none.jsonl")

@@ -111,6 +111,15 @@ def atomic_write_json(path: Path, obj) -> None:
     atomic_write_text(path, json.dumps(obj, indent=2, sort_keys=True) + "\n")
 
 
+def read_jsonl(path: Path, *, missing_ok: bool = False) -> list[dict]:
+    """The objects of the JSON-lines file ``path`` (UTF-8), blank lines skipped; ``missing_ok``: [] for a file that
+    does not exist (else FileNotFoundError)."""
+    path = Path(path)
+    if missing_ok and not path.is_file():
+        return []
+    return [json.loads(ln) for ln in path.read_text(encoding="utf-8").splitlines() if ln.strip()]
+
+
 def upsert_jsonl(path: Path, record: dict, key: str | Callable[[dict], Any]) -> None:
     """Put ``record`` into the JSON-lines file ``path``, atomically: in place of the first line with the same key
     (later lines with that key dropped), else at the end. ``key``: a field name, or a function of a line's object.

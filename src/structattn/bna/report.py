@@ -13,9 +13,9 @@ for each comparison of two runs with the same seed, Holm-adjusted over every com
 from __future__ import annotations
 
 import argparse
-import json
 from pathlib import Path
 
+from ..io import read_jsonl
 from ..tasks.evalb import evalb_files
 from ..tasks.ptb import split_files
 from ..train.significance import holm, mean_std, paired_bootstrap_f1
@@ -30,10 +30,7 @@ def load_runs(results_dir: Path) -> list[dict]:
     committed predictions; a recorded recall/precision/F1 that differs from the re-score raises ValueError."""
     gold = split_files("test")
     runs = []
-    for line in (results_dir / "parsing.jsonl").read_text().splitlines():
-        if not line.strip():
-            continue
-        run = json.loads(line)
+    for run in read_jsonl(results_dir / "parsing.jsonl"):
         result = evalb_files(gold, results_dir.parent / run["predictions"])
         score = result.to_dict()
         for key in ("recall", "precision", "f1"):

@@ -24,6 +24,7 @@ from pathlib import Path
 
 import numpy as np
 
+from ..io import read_jsonl
 from ..tasks.multiple_choice import MC_RESULT_FILES
 from ..train.config import LATER_FIELDS
 from ..train.significance import holm, mean_std, paired_bootstrap_mean, welch_p
@@ -61,10 +62,7 @@ def load_span_runs(results_dir: Path, task: str) -> tuple[list[dict], dict]:
 
     dataset = get_qa_task(task).read("test").dataset
     runs = []
-    for line in (results_dir / f"{task}.jsonl").read_text(encoding="utf-8").splitlines():
-        if not line.strip():
-            continue
-        run = json.loads(line)
+    for run in read_jsonl(results_dir / f"{task}.jsonl"):
         preds = json.loads((results_dir.parent / run["predictions"]).read_text(encoding="utf-8"))
         scores = evaluate(dataset, preds)
         for key in ("exact", "f1"):
@@ -94,10 +92,7 @@ def load_mc_runs(results_dir: Path, name: str) -> dict[str, list[dict]]:
     from ..tasks.multiple_choice import get_mc_task, score_option_letters
 
     by_task: dict[str, list[dict]] = {}
-    for line in (results_dir / f"{name}.jsonl").read_text(encoding="utf-8").splitlines():
-        if not line.strip():
-            continue
-        run = json.loads(line)
+    for run in read_jsonl(results_dir / f"{name}.jsonl"):
         questions = get_mc_task(run["task"]).read("test")
         letters = json.loads((results_dir.parent / run["predictions"]).read_text(encoding="utf-8"))
         _check(run, "accuracy", score_option_letters(run["task"], questions, letters)["accuracy"])

@@ -27,6 +27,7 @@ import json
 from collections import defaultdict
 from pathlib import Path
 
+from ..io import read_jsonl
 from ..tasks.bleu import corpus_bleu, paired_bootstrap, seed_paired_bootstrap
 from ..tasks.multi30k import TEST_SPLITS, read_split
 from ..train.significance import holm, mean_std
@@ -48,10 +49,7 @@ def load_runs(results_dir: Path, references: dict[str, list[str]]) -> list[dict]
     """Every run of ``nmt.jsonl``, its hypotheses re-scored (``_hyps[split]``); a mismatch is an error.
     ``references``: the reference lines of every split in :data:`SCORED_SPLITS`."""
     runs = []
-    for line in (results_dir / "nmt.jsonl").read_text(encoding="utf-8").splitlines():
-        if not line.strip():
-            continue
-        run = json.loads(line)
+    for run in read_jsonl(results_dir / "nmt.jsonl"):
         run["_hyps"] = {}
         for split in SCORED_SPLITS:
             if f"hypotheses_{split}" not in run:
