@@ -17,7 +17,7 @@ $(STAMP): $(BIN)/python pyproject.toml
 	$(BIN)/python -m pip install -q --upgrade pip
 	$(BIN)/python -m pip install -q torch==2.13.0
 	echo "torch==2.13.0" > $(VENV)/constraints.txt
-	$(BIN)/python -m pip install -q -c $(VENV)/constraints.txt -e ".[models,dev,gpu,docs]"
+	$(BIN)/python -m pip install -q -c $(VENV)/constraints.txt -e ".[models,dev,hf,gpu,docs]"
 	$(BIN)/python -m structattn.attention.build_kernel || echo "structattn: continuing without the fused CPU kernel"
 	touch $(STAMP)
 

@@ -52,6 +52,8 @@ _LAZY = {
     "MechanismConfig": "structattn.attention.mechanisms",
     "Parse": "structattn.dependency.record",
     "Reader": "structattn.sgnet.reader",
+    "StructureProcessor": "structattn.models.processor",
+    "StructureDataCollator": "structattn.models.data_collator",
     "UserError": "structattn.errors",
     "set_verbose": "structattn.verbosity",
 }
@@ -61,6 +63,10 @@ __all__ = sorted(_LAZY)
 from . import _moved  # noqa: E402  (old module paths: one import hook, see the docstring)
 
 _moved.install()
+
+from .models import auto as _auto  # noqa: E402  (AutoConfig / AutoModel* load saved structure-aware models)
+
+_auto.install_import_hook()
 
 
 def __getattr__(name):

@@ -95,7 +95,9 @@ def test_round_trip_every_aggregation(tmp_path, aggregation, alpha):
         a, b = m(**inputs), loaded(**inputs)
     assert torch.equal(a.start_logits, b.start_logits) and torch.equal(a.end_logits, b.end_logits)
     saved = json.loads((tmp_path / "config.json").read_text())
-    assert saved["structattn_sgnet"]["aggregation"] == aggregation and saved["model_type"] == "bert"
+    assert saved["structattn_sgnet"]["aggregation"] == aggregation
+    # an SG part saves as model_type structattn (AutoModel* refuse it); the baseline stays the stock type
+    assert saved["model_type"] == ("bert" if aggregation == "none" else "structattn")
 
 
 @pytest.mark.parametrize("aggregation", ["none", "dual"])
@@ -125,7 +127,10 @@ def test_round_trip_every_head(tmp_path, head, lead):
         assert torch.equal(m(**inputs).logits, loaded(**inputs).logits)
 
 
-def test_stock_automodel_loads_the_encoder(tmp_path):
+def test_automodel_refuses_an_sg_part_and_from_pretrained_takes_the_encoder(tmp_path):
+    from structattn.errors import UserError
+    from structattn.models.encoder import load_encoder
+
     for head in ("span_qa", "multiple_choice"):
         m = model(aggregation="dual", head=head)
         perturb(m)
@@ -133,9 +138,11 @@ def test_stock_automodel_loads_the_encoder(tmp_path):
         keys = set(m.state_dict())
         assert any(k.startswith("sgnet.layer.") for k in keys) and all(
             k.split(".")[0] in ("bert", "sgnet", "qa_outputs", "classifier", "dropout") for k in keys)
-        stock = T.AutoModel.from_pretrained(tmp_path / head).eval()
+        with pytest.raises(UserError, match="SG-Net.*SGNetModel.from_pretrained"):
+            T.AutoModel.from_pretrained(tmp_path / head)
+        encoder = load_encoder(str(tmp_path / head)).eval()  # the encoder part, on purpose
         ours = m.base_model.state_dict()
-        for key, value in stock.state_dict().items():
+        for key, value in encoder.state_dict().items():
             if key.startswith("pooler.") and head == "span_qa":  # the QA head drops the unused pooler
                 assert "pooler.dense.weight" not in ours
                 continue

@@ -15,7 +15,7 @@ from .gate import StructureGate
 from .kernels import (GATED_INFERENCE_KERNELS, KERNEL_CHECKS, KERNELS, UNCHECKED_KERNELS, finite_min, get_kernel,
                       local_pattern, reference_mixed_attention, two_pass_mixed_attention)
 from .masks import step_bool_mask, step_local_mask
-from .names import CONCAT_ATTR, GATE_ATTR, GAUSSIAN_ATTR, HIDDEN_KW
+from .names import CONCAT_ATTR, GATE_ATTR, GAUSSIAN_ATTR, HIDDEN_KW, STRUCTURE_MASK_KW
 from .recording import record_call
 from .runtime import Runtime
 from .stock import config_base, stock_function
@@ -204,7 +204,7 @@ def structattn_attention(module: nn.Module, query: torch.Tensor, key: torch.Tens
         ``concat``.
     """
     hidden = kwargs.pop(HIDDEN_KW, None)
-    structure = kwargs.pop("structure_mask", None)
+    structure = kwargs.pop(STRUCTURE_MASK_KW, None)
     rt: Optional[Runtime] = getattr(module, "_structattn_rt", None)
     plan = rt.step.plan if rt is not None else None
     if (plan is not None and module.__dict__.get("_structattn_active") and not kwargs.get("output_attentions")

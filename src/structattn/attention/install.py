@@ -3,6 +3,8 @@
 (gate, concat projection, Gaussian bias) and their hooks, and which parameters are the mechanism's."""
 from __future__ import annotations
 
+import inspect
+import types
 import warnings
 from typing import Any
 
@@ -23,7 +25,7 @@ from .gate import StructureGate
 from .gaussian import GaussianLocality
 from .hooks import gate_pre_hook, model_post_hook, model_pre_hook, remove_hooks
 from .mechanisms import MechanismConfig, get_mechanism
-from .names import ATTENTION_NAME, CONCAT_ATTR, GATE_ATTR, GAUSSIAN_ATTR, MECHANISM_ATTRS
+from .names import ATTENTION_NAME, CONCAT_ATTR, GATE_ATTR, GAUSSIAN_ATTR, MECHANISM_ATTRS, STRUCTURE_MASK_KW
 from .registration import register
 from .runtime import Runtime, runtime_of
 
@@ -186,7 +188,34 @@ def install(model: nn.Module, mechanism: str | MechanismConfig | dict = "sla", *
     model.register_forward_hook(model_post_hook, with_kwargs=True)
     config.structattn = {**mech.to_dict(), "layer_indices": indices}
     _set_implementation(model, ATTENTION_NAME)
+    _advertise_structure_mask(model)
     return model
+
+
+def _advertise_structure_mask(model: nn.Module) -> None:
+    """Give the model an own ``forward`` whose signature lists ``structure_mask`` (it calls the class's forward,
+    where the mask travels in ``**kwargs``): tools that keep only the inputs a forward names (``Trainer``'s
+    ``remove_unused_columns``, which is on by default) then keep the mask."""
+    class_forward = type(model).forward
+    signature = inspect.signature(class_forward)
+    if STRUCTURE_MASK_KW in signature.parameters:
+        return
+    params = list(signature.parameters.values())
+    at = next((i for i, p in enumerate(params) if p.kind is inspect.Parameter.VAR_KEYWORD), len(params))
+    params.insert(at, inspect.Parameter(STRUCTURE_MASK_KW, inspect.Parameter.KEYWORD_ONLY, default=None))
+
+    def forward(self, *args, **kwargs):
+        return class_forward(self, *args, **kwargs)
+
+    forward.__signature__ = signature.replace(parameters=params)
+    forward.__doc__ = class_forward.__doc__
+    forward._structattn_forward = True
+    model.forward = types.MethodType(forward, model)
+
+
+def _withdraw_structure_mask(model: nn.Module) -> None:
+    if getattr(model.__dict__.get("forward"), "_structattn_forward", False):
+        del model.forward
 
 
 def _set_implementation(model: nn.Module, name: str) -> None:
@@ -215,6 +244,7 @@ def uninstall(model: nn.Module) -> nn.Module:
                 if hasattr(module, attr):
                     delattr(module, attr)
     remove_hooks(model, model_pre_hook, model_post_hook)
+    _withdraw_structure_mask(model)
     del model._structattn_rt
     if hasattr(model.config, "structattn"):
         del model.config.structattn

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 ATTENTION_NAME = "structattn"
 GATE_ATTR = "structattn_gate"
+STRUCTURE_MASK_KW = "structure_mask"  # the model call's keyword for the [b, T, T] bool mask
 HIDDEN_KW = "structattn_hidden"  # the layer's input hidden states, handed by its pre-hook to the attention function
 CONCAT_ATTR = "structattn_concat"  # mix="concat": Linear(2 H -> H) over [global; local] outputs
 GAUSSIAN_ATTR = "structattn_gaussian"  # mix="gaussian": GaussianLocality

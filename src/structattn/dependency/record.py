@@ -55,6 +55,13 @@ class Parse:
                 "deprels": list(self.deprels), "upos": list(self.upos)}
 
     @classmethod
+    def chain(cls, words, sent_id: str = "") -> "Parse":
+        """A placeholder tree over ``words`` (each word's head is the one before it) for the relations that
+        read no heads (``window``, ``forward``, ``backward``, ``all``): a valid record without a parser."""
+        n = len(words)
+        return cls(words=words, heads=[0] + list(range(1, n)), deprels=["dep"] * n, upos=[""] * n, sent_id=sent_id)
+
+    @classmethod
     def from_dict(cls, d: dict) -> "Parse":
         return cls(words=d["words"], heads=d["heads"], deprels=d["deprels"],
                    upos=d["upos"], sent_id=d.get("sent_id", ""))

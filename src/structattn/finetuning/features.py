@@ -14,54 +14,19 @@ from __future__ import annotations
 import logging
 import sys
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Callable, Sequence, TypeVar
+from typing import Callable, Sequence, TypeVar
 
 import numpy as np
 
 from ..structure import (EncodedWindow, ExpansionRules, WordStructure, build_word_structures, encode_words,
                          first_subword_positions)
 from ..structure.align import check_long_inputs
+from ..structure.spec import StructureSpec
 from ..tasks.base import Example, TaskSpec
-
-if TYPE_CHECKING:
-    from ..attention.mechanisms import MechanismConfig
 
 log = logging.getLogger(__name__)
 
 IGNORE = -100
-
-
-@dataclass
-class StructureSpec:
-    """Which word relation the model's mechanism needs (None = no structure mask).
-
-    ``rules.token_window`` set: the mask is a band over token positions (``window_unit="token"``), the
-    same one the model builds when called without ``structure_mask``.
-    """
-
-    relation: str | None
-    options: dict
-    rules: ExpansionRules
-    need_parents: bool = False
-
-    @property
-    def needs_word_structures(self) -> bool:
-        """Whether examples need word-level structures: a word relation (a token window is built by the
-        collator from positions alone) or LISA's parents."""
-        return (self.relation is not None and self.rules.token_window is None) or self.need_parents
-
-    @property
-    def needs_parse(self) -> bool:
-        return self.relation not in (None, "all", "window", "forward", "backward") or self.need_parents
-
-    @classmethod
-    def for_mechanism(cls, mech: "MechanismConfig | None", need_parents: bool = False) -> "StructureSpec":
-        """The spec of an installed mechanism (None or ``global``: no structure mask)."""
-        relation = None if mech is None else mech.relation
-        options = {} if mech is None else mech.relation_options()
-        token_window = options.get("k") if relation == "window" and mech.window_unit == "token" else None
-        rules = ExpansionRules.for_relation(relation or "all", token_window=token_window)
-        return cls(relation=relation, options=options, rules=rules, need_parents=need_parents)
 
 
 def contiguous_chunks(keys: Sequence, parts: int) -> list[tuple[int, int]]:
@@ -138,12 +103,8 @@ def _flat_structures(examples: Sequence[Example], relation: str, options: dict) 
     """Structures for relations that need no parse (window/forward/backward/all): one chain per segment."""
     from ..dependency import Parse
 
-    def chain(words):  # heads are ignored by these relations; a chain keeps the record a valid tree
-        n = len(words)
-        return [Parse(words=words, heads=[0] + list(range(1, n)), deprels=["dep"] * n, upos=[""] * n)]
-
-    pa = [chain(ex.words_a) for ex in examples]
-    pb = [chain(ex.words_b) for ex in examples] if examples and examples[0].words_b is not None else None
+    pa = [[Parse.chain(ex.words_a)] for ex in examples]
+    pb = [[Parse.chain(ex.words_b)] for ex in examples] if examples and examples[0].words_b is not None else None
     return build_word_structures(pa, pb, relation, **options)
 
 

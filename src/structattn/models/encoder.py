@@ -8,11 +8,11 @@
     model = structattn.from_pretrained("run/", task="sequence-classification")   # same mechanism and gates
 
 The returned object is the usual Hugging Face model class for the task (``BertForSequenceClassification``
-...). A stock ``AutoModel*.from_pretrained("run/")`` still loads the folder; it reports the gate weights
-as unused and runs the stock attention.
-
-Training with ``transformers.Trainer``: keep the ``structure_mask`` column (``remove_unused_columns=False``)
-or it is dropped before the model sees it.
+...). Its config saves as ``model_type: structattn`` (:mod:`structattn.models.saved_type`, :mod:`structattn.models.auto`): once ``structattn`` is
+imported, ``AutoModel*.from_pretrained("run/")`` loads the folder as this function does; without it, transformers
+refuses the folder instead of loading the stock model. The model's ``forward`` lists ``structure_mask`` among its
+parameters, so ``transformers.Trainer`` keeps that column with its default arguments
+(:class:`structattn.StructureDataCollator` builds it).
 """
 from __future__ import annotations
 
@@ -29,6 +29,7 @@ from ..attention.integration import MECHANISM_ATTRS, gate_parameters, install, i
 from ..attention.mechanisms import MechanismConfig, get_mechanism, option_names
 from ..errors import UserError
 from ..verbosity import quiet_loading
+from .saved_type import base_class_of, mark, unmark
 
 #: task name -> transformers Auto class name
 TASKS: dict[str, str] = {
@@ -179,13 +180,13 @@ def from_pretrained(name_or_path: str, task: str = "base", mechanism: str | Mech
     for key in _HUB_KEYS:
         if key in hub:
             model_kwargs[key] = hub[key]
-    cls = _auto_class(task)
-    with _quiet_gate_keys(_auto_model_class(cls, config)):
+    cls = _model_class(task, config)
+    with _quiet_gate_keys(cls):
         try:
             model = cls.from_pretrained(name_or_path, config=config, attn_implementation=mech.base, **model_kwargs)
         except OSError as exc:  # e.g. a folder with config.json but no weights
             raise UserError(_load_error(name_or_path, exc)) from exc
-    install(model, mech)
+    _install_marked(model, mech)
     if isinstance(saved, dict) and saved.get("name") == mech.name:
         loaded = set(load_gate_weights(model, name_or_path, **hub))
         fresh = [n for n, _ in model.named_parameters() if is_mechanism_parameter(n) and n not in loaded]
@@ -196,20 +197,54 @@ def from_pretrained(name_or_path: str, task: str = "base", mechanism: str | Mech
     return model
 
 
+@quiet_loading()
+def load_encoder(name_or_path: str, **options: Any) -> nn.Module:
+    """The base encoder of a checkpoint as it was saved: with its mechanism and gates when it has one
+    (:func:`from_pretrained`), else the stock encoder; the encoder part of a folder that holds more (an SG-Net
+    model's SG part and head are left out). ``options`` go to transformers' ``from_pretrained``."""
+    from transformers import AutoConfig
+
+    try:
+        config, model_kwargs = AutoConfig.from_pretrained(name_or_path, return_unused_kwargs=True, **options)
+    except OSError as exc:
+        raise UserError(_load_error(name_or_path, exc)) from exc
+    if isinstance(getattr(config, "structattn", None), dict):
+        return from_pretrained(name_or_path, task="base", **options)
+    try:
+        return _model_class("base", config).from_pretrained(name_or_path, config=unmark(config), **model_kwargs)
+    except OSError as exc:
+        raise UserError(_load_error(name_or_path, exc)) from exc
+
+
 def _load_error(name_or_path: str, exc: OSError) -> str:
     return (f"cannot load a model from {name_or_path!r}: {exc} Give a folder holding config.json and the weights "
             "(model.safetensors or pytorch_model.bin), e.g. the best/ folder of a `structattn train` run, or a "
             "Hugging Face model name (needs network access or a filled Hugging Face cache).")
 
 
-def _auto_model_class(auto_cls, config):
-    """The concrete transformers class an Auto class would build for ``config``."""
-    try:
-        return auto_cls._model_mapping[type(config)]
-    except KeyError:  # the Auto class itself will refuse this config, with transformers' own message
-        from transformers import PreTrainedModel
+def _model_class(task: str, config):
+    """The concrete transformers class of ``task`` for ``config`` (``BertForSequenceClassification`` ...): the
+    Auto class itself where it has none (it then refuses ``config`` with transformers' own message)."""
+    auto_cls = _auto_class(task)
+    return auto_cls._model_mapping.get(base_class_of(config), auto_cls)
 
-        return PreTrainedModel
+
+def _install_marked(model: nn.Module, mechanism: MechanismConfig | str | dict, **options: Any) -> nn.Module:
+    """Install the mechanism and mark the config (it then saves as ``model_type: structattn``)."""
+    install(model, mechanism, **options)
+    mark(model.config)
+    return model
+
+
+def model_from_config(config, task: str = "base", **kwargs: Any) -> nn.Module:
+    """A freshly initialised model of ``task`` from a config, with the mechanism the config records
+    (``config.structattn``) installed: what ``AutoModel*.from_config`` gives for a structure-aware config."""
+    saved = getattr(config, "structattn", None)
+    mech = MechanismConfig.from_dict(saved) if isinstance(saved, dict) else None
+    if mech is not None:
+        kwargs.setdefault("attn_implementation", mech.base)
+    model = _model_class(task, config)._from_config(config, **kwargs)
+    return _install_marked(model, mech) if mech is not None else model
 
 
 def apply_mechanism(model: nn.Module, mechanism: str | MechanismConfig | dict = "sla", **options: Any) -> nn.Module:
@@ -217,12 +252,15 @@ def apply_mechanism(model: nn.Module, mechanism: str | MechanismConfig | dict = 
 
     Same mechanisms and options as :func:`from_pretrained`. Calling it again replaces the mechanism.
     """
-    return install(model, mechanism, **options)
+    return _install_marked(model, mechanism, **options)
 
 
 def remove_mechanism(model: nn.Module) -> nn.Module:
-    """Undo :func:`apply_mechanism`: the model runs its stock attention again (gates are deleted)."""
-    return uninstall(model)
+    """Undo :func:`apply_mechanism`: the model runs its stock attention again (gates are deleted) and saves as its
+    stock type."""
+    uninstall(model)
+    unmark(model.config)
+    return model
 
 
 def mechanism_of(model: nn.Module) -> MechanismConfig | None:
@@ -231,5 +269,5 @@ def mechanism_of(model: nn.Module) -> MechanismConfig | None:
     return None if rt is None else rt.mechanism
 
 
-__all__ = ["TASKS", "apply_mechanism", "from_pretrained", "gate_parameters", "load_gate_weights", "mechanism_of",
-           "remove_mechanism"]
+__all__ = ["TASKS", "apply_mechanism", "from_pretrained", "gate_parameters", "load_encoder", "load_gate_weights",
+           "mechanism_of", "model_from_config", "remove_mechanism"]

@@ -30,8 +30,10 @@ Saved folder (:meth:`SGNetModel.save_pretrained`): ``config.json`` is the encode
 ``structattn`` mechanism entry when one is installed, ``num_labels`` set for the classification and tagging
 heads) plus ``structattn_sgnet`` = :class:`SGNetConfig`; ``model.safetensors`` holds the encoder under its
 base-model prefix (``bert.`` ...), the head under transformers' names and the SG part under ``sgnet.``.
-``AutoModel.from_pretrained(folder)`` loads the encoder part; for the baseline ``AutoModelFor*`` loads the
-whole model (for the pooled heads when the encoder has its own pooler). ``save_pretrained(folder, packed=True)``
+A model with an SG part (or a mechanism) saves as ``model_type: structattn`` (:mod:`structattn.models.saved_type`):
+transformers' ``AutoModel*`` refuse an SG part in one line (load it with this class or ``structattn.Reader``); for the
+baseline (aggregation ``none``) ``AutoModelFor*`` loads the whole model (for the pooled heads when the encoder has its
+own pooler), with its mechanism when it has one. ``save_pretrained(folder, packed=True)``
 writes the smaller form of :mod:`structattn.models.packing` (int8 matrices with row scales); ``from_pretrained``
 reads both forms, the packed one dequantised to float32.
 
@@ -265,15 +267,10 @@ class SGNetModel(nn.Module):
             from ..models.encoder import from_pretrained
 
             encoder = from_pretrained(name_or_path, task="base", mechanism=mechanism, **options)
-        else:
-            from transformers import AutoModel
+        else:  # the encoder as saved (its mechanism included), also the encoder part of an SG-Net folder
+            from ..models.encoder import load_encoder
 
-            try:
-                encoder = AutoModel.from_pretrained(name_or_path, **options)
-            except OSError as exc:
-                raise UserError(f"cannot load an encoder from {name_or_path!r}: {exc} Give a folder with "
-                                "config.json and weights, or a Hugging Face model name (needs network access or "
-                                "a filled Hugging Face cache).") from exc
+            encoder = load_encoder(name_or_path, **options)
         return cls(encoder, config)
 
     # ------------------------------------------------------------------ forward
@@ -399,9 +396,15 @@ class SGNetModel(nn.Module):
     def hf_config(self):
         """The encoder's transformers config as saved: ``structattn_sgnet`` added, ``num_labels`` (and
         ``problem_type`` for regression) set for the classification and tagging heads."""
+        from ..models.saved_type import mark
+
         cfg = copy.deepcopy(self.base_model.config)
         self._label_config(cfg)
         setattr(cfg, CONFIG_KEY, self.config.to_dict())
+        if self.config.aggregation != "none" or getattr(cfg, "structattn", None):
+            # saved as model_type structattn: AutoModel* refuse an SG part instead of loading the encoder alone, and
+            # load a mechanism with its gates (the baseline on a stock encoder stays loadable by the stock class)
+            mark(cfg)
         return cfg
 
     def _label_config(self, cfg: Any) -> None:
@@ -454,8 +457,10 @@ class SGNetModel(nn.Module):
             raise UserError(f"{config_path} has no {CONFIG_KEY!r} entry: it is not an SG-Net model (load a plain "
                             "encoder with SGNetModel.from_encoder)")
         sg_config = SGNetConfig.from_dict(raw[CONFIG_KEY], source=f"{config_path}: {CONFIG_KEY}")
-        hf = AutoConfig.from_pretrained(str(folder))
         from ..models.packing import PACKING_KEY
+        from ..models.saved_type import unmark
+
+        hf = unmark(AutoConfig.from_pretrained(str(folder)))
 
         for key in (CONFIG_KEY, PACKING_KEY):
             if hasattr(hf, key):

@@ -206,14 +206,6 @@ def _check_length(feature: dict, max_length: int, where: str) -> None:
                            f"(max_length={max_length}); please report this with the tokenizer name")
 
 
-def _chain_parses(words: list[str]):
-    """One chain 'sentence' over a segment, for relations that need no parse (window, forward, ...)."""
-    from ..dependency import Parse
-
-    n = len(words)
-    return [Parse(words=words, heads=[0] + list(range(1, n)), deprels=["dep"] * n, upos=[""] * n)]
-
-
 @lru_cache(maxsize=2)
 def _parser(name: str):
     """One parser per pipeline name: passages and question segments share the loaded pipeline."""
@@ -242,7 +234,9 @@ def _structures(word_lists: list[list[str]], structure: "StructureSpec", parser_
     if structure.needs_parse:
         parses = _parse(word_lists, parser_name, desc, show_progress)
     else:
-        parses = [_chain_parses(words) for words in word_lists]
+        from ..dependency import Parse
+
+        parses = [[Parse.chain(words)] for words in word_lists]
     return build_word_structures(parses, None, structure.relation or "all", **structure.options)
 
 

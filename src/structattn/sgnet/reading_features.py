@@ -186,12 +186,6 @@ def _check_parses(questions: Sequence, q_words: list[list[str]], paragraphs: dic
                              "passage; parse the same questions (parse_questions)")
 
 
-def _chain(words: Sequence[str]) -> list[Parse]:
-    """One chain 'tree' over a segment, for relations that ignore heads (window, forward, backward, all)."""
-    n = len(words)
-    return [Parse(words=tuple(words), heads=(0,) + tuple(range(1, n)), deprels=("dep",) * n, upos=("",) * n)]
-
-
 def _structures(spec: StructureSpec | None, questions, q_words, paragraphs, parses: QAParses | None
                 ) -> list[WordStructure | None]:
     """One WordStructure per question for ``spec`` (None where the spec needs no word structure)."""
@@ -201,8 +195,8 @@ def _structures(spec: StructureSpec | None, questions, q_words, paragraphs, pars
         pa = parses.questions
         pb = [parses.paragraphs[q.paragraph] for q in questions]  # shared lists: one parse per paragraph
     else:
-        pa = [_chain(w) for w in q_words]
-        chains = {k: _chain(words) for k, (words, _) in paragraphs.items()}
+        pa = [[Parse.chain(w)] for w in q_words]
+        chains = {k: [Parse.chain(words)] for k, (words, _) in paragraphs.items()}
         pb = [chains[q.paragraph] for q in questions]
     return build_word_structures(pa, pb, spec.relation or "all", **spec.options)
 

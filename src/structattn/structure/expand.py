@@ -125,6 +125,18 @@ def expand_to_tokens(word_mask: np.ndarray, token_word: np.ndarray, rules: Expan
     return mask
 
 
+def pad_token_mask(mask: np.ndarray, T: int) -> np.ndarray:
+    """A window's ``[n, n]`` bool token mask padded to ``[T, T]`` (T >= n) exactly as :func:`expand_to_tokens`
+    treats padding: real rows never see padded columns; a padded row sees every real token."""
+    n = mask.shape[0]
+    out = np.zeros((T, T), dtype=bool)
+    out[:n, :n] = mask
+    out[n:, :n] = True
+    if n == 0:
+        out[:] = True
+    return out
+
+
 def token_mask(structure: WordStructure | None, token_word: np.ndarray, rules: ExpansionRules) -> np.ndarray:
     """``[T, T]`` bool token mask for one encoded window of an example (T = ``len(token_word)``).
 

@@ -118,6 +118,10 @@ def build_model(tokenizer, size: str | ModelSize = "tiny", variant: str = "trans
     model = MarianMTModel(config)
     INITIALISATIONS[init](model)
     apply_residual_scale(model)
+    if residual == "deepnet":  # its residual weights need hooks: saved as model_type structattn, AutoModel* refuse it
+        from ..models.saved_type import mark
+
+        mark(model.config)
     if embedding_dropout is not None:  # Marian's encoder and decoder use their own `dropout` on the embeddings only
         model.model.encoder.dropout = model.model.decoder.dropout = embedding_dropout
     # Marian keeps a final_logits_bias buffer; it is not trained and stays 0.
