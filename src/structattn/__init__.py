@@ -52,6 +52,8 @@ _LAZY = {
     "MechanismConfig": "structattn.attention.mechanisms",
     "Parse": "structattn.dependency.record",
     "Reader": "structattn.sgnet.reader",
+    "Parser": "structattn.bna.parser",
+    "Translator": "structattn.translation.translator",
     "StructureProcessor": "structattn.models.processor",
     "StructureDataCollator": "structattn.models.data_collator",
     "UserError": "structattn.errors",

@@ -244,7 +244,7 @@ def test_sgnet_and_deepnet_translation_folders_are_refused_in_one_line(tmp_path)
     tok = AutoTokenizer.from_pretrained(default_encoder())
     nmt = build_model(tok, _small_nmt_size(), variant="hybrid_gate", residual="deepnet")
     nmt.save_pretrained(tmp_path / "nmt")
-    with pytest.raises(UserError, match="DeepNet.*Translator.load"):
+    with pytest.raises(UserError, match="DeepNet.*Translator.from_pretrained"):
         AutoModelForSeq2SeqLM.from_pretrained(tmp_path / "nmt")
 
 

@@ -129,7 +129,7 @@ def test_round_trip_every_head(tmp_path, head, lead):
 
 def test_automodel_refuses_an_sg_part_and_from_pretrained_takes_the_encoder(tmp_path):
     from structattn.errors import UserError
-    from structattn.models.encoder import load_encoder
+    from structattn.models.encoder import load_as_saved
 
     for head in ("span_qa", "multiple_choice"):
         m = model(aggregation="dual", head=head)
@@ -140,7 +140,7 @@ def test_automodel_refuses_an_sg_part_and_from_pretrained_takes_the_encoder(tmp_
             k.split(".")[0] in ("bert", "sgnet", "qa_outputs", "classifier", "dropout") for k in keys)
         with pytest.raises(UserError, match="SG-Net.*SGNetModel.from_pretrained"):
             T.AutoModel.from_pretrained(tmp_path / head)
-        encoder = load_encoder(str(tmp_path / head)).eval()  # the encoder part, on purpose
+        encoder = load_as_saved(str(tmp_path / head)).eval()  # the encoder part, on purpose
         ours = m.base_model.state_dict()
         for key, value in encoder.state_dict().items():
             if key.startswith("pooler.") and head == "span_qa":  # the QA head drops the unused pooler

@@ -48,7 +48,7 @@ class ChartParserComponent:
     """Runs a saved :class:`~structattn.bna.model.ChartParser` over every sentence of each doc."""
 
     def __init__(self, nlp: Language, name: str, model: str, batch_size: int = 32):
-        from .model import ChartParser
+        from .parser import Parser
 
         if not model:
             raise UserError(f"the {FACTORY} component needs a shipped parser's name or a saved parser folder: "
@@ -57,7 +57,7 @@ class ChartParserComponent:
         self.name = name
         self.model = model
         self.batch_size = batch_size
-        self.parser = ChartParser.from_pretrained(model)
+        self.parser = Parser.from_pretrained(model, batch_size=batch_size)
         self.skipped_docs = 0  # docs nlp.pipe left unparsed since the component was made (module docstring)
 
     def __call__(self, doc: Doc) -> Doc:
@@ -91,7 +91,7 @@ class ChartParserComponent:
                 doc_names.append(f"sentence {sent.text[:40]!r}")
             if skip_bad_docs:
                 try:
-                    self.parser.check_words(doc_words, doc_names)
+                    self.parser.model.check_words(doc_words, doc_names)
                 except UserError as exc:
                     self._skip(doc, str(exc))
                     continue
@@ -103,9 +103,9 @@ class ChartParserComponent:
             self._collect(docs)
             return
         use_tags = tags if tagged else None
-        if use_tags is None and self.parser.config.pos == "gold":
-            use_tags = self.parser.spacy_tags(words)  # no gold tags in a pipeline: spaCy's stand in
-        trees = self.parser.parse(words, use_tags, batch_size=self.batch_size, names=names)
+        if use_tags is None and self.parser.model.config.pos == "gold":
+            use_tags = self.parser.tag(words)  # no gold tags in a pipeline: spaCy's stand in
+        trees = self.parser.parse_sentences(words, use_tags, names=names)
         for sent, tree in zip(sentences, trees):
             sent._.parse_string = tree.to_string()
         self._collect(docs)

@@ -55,22 +55,18 @@ def add_parser(sub) -> None:
     p.set_defaults(func=run)
 
 
-def read_sentences(lines: list[str], source: str, pretokenized: bool, spacy_model: str | None,
+def read_sentences(lines: list[str], source: str, pretokenized: bool, parser,
                    need_tags: bool) -> tuple[list[list[str]], list[list[str]] | None, list[str], list[int]]:
     """Input lines -> (sentences of treebank tokens, their spaCy tags or None, a name per sentence, the index of
-    each sentence's input line). A blank line gives no sentence. ``need_tags``: run spaCy's tagger on
-    pre-tokenised input."""
-    from ..bna.ptb_text import spacy_tags, text_sentences
-    from ..settings import DEFAULT_SPACY_MODEL
-
-    model = spacy_model or DEFAULT_SPACY_MODEL
+    each sentence's input line), split and tagged by ``parser`` (:class:`structattn.Parser`). A blank line gives no
+    sentence. ``need_tags``: run spaCy's tagger on pre-tokenised input."""
     numbers = [n for n, line in enumerate(lines, start=1) if line.strip()]
     if pretokenized:
         words = [lines[n - 1].split() for n in numbers]
-        tags = spacy_tags(words, model) if need_tags and words else None
+        tags = parser.tag(words) if need_tags else None
         return words, tags, [f"{source}:{n}" for n in numbers], [n - 1 for n in numbers]
     words, tags, names, line_of = [], [], [], []
-    for number, sentences in zip(numbers, text_sentences([lines[n - 1] for n in numbers], model)):
+    for number, sentences in zip(numbers, parser.split([lines[n - 1] for n in numbers])):
         for k, (w, t) in enumerate(sentences, start=1):
             words.append(w)
             tags.append(t)
@@ -81,22 +77,22 @@ def read_sentences(lines: list[str], source: str, pretokenized: bool, spacy_mode
 
 def run(args) -> int:
     from ..io import atomic_write_text, read_input_lines
-    from ..bna.model import UNKNOWN_TAG, ChartParser
+    from ..bna.model import UNKNOWN_TAG
+    from ..bna.parser import Parser
     from ..paths import check_input_file, check_output_file
 
     if args.batch_size < 1:
         raise UserError(f"--batch-size {args.batch_size} must be positive")
     check_input_file(args.input, "--input")
     check_output_file(args.output, "--output")
-    parser = ChartParser.from_pretrained(args.model)
+    parser = Parser.from_pretrained(args.model, spacy_model=args.parser, batch_size=args.batch_size)
     source, lines = read_input_lines(args.input)
-    reads_tags = parser.config.pos != "none"
-    words, tags, names, line_of = read_sentences(lines, source, args.pretokenized, args.parser,
-                                                 need_tags=reads_tags or args.tags == "spacy")
+    words, tags, names, line_of = read_sentences(lines, source, args.pretokenized, parser,
+                                                 need_tags=parser.reads_tags or args.tags == "spacy")
     blank = sum(1 for line in lines if not line.strip())
     if blank:
         print(f"structattn parse: {blank} blank line(s) of {source}: an empty output line each", file=sys.stderr)
-    trees = parser.parse(words, tags, batch_size=args.batch_size, names=names) if words else []
+    trees = parser.parse_sentences(words, tags, names=names)
     out_lines: list[list[str]] = [[] for _ in lines]
     for tree, index in zip(trees, line_of):
         if args.tags == "none":

@@ -198,10 +198,11 @@ def from_pretrained(name_or_path: str, task: str = "base", mechanism: str | Mech
 
 
 @quiet_loading()
-def load_encoder(name_or_path: str, **options: Any) -> nn.Module:
-    """The base encoder of a checkpoint as it was saved: with its mechanism and gates when it has one
-    (:func:`from_pretrained`), else the stock encoder; the encoder part of a folder that holds more (an SG-Net
-    model's SG part and head are left out). ``options`` go to transformers' ``from_pretrained``."""
+def load_as_saved(name_or_path: str, task: str = "base", **options: Any) -> nn.Module:
+    """The model of ``task`` as the checkpoint was saved: with its mechanism and gates when it has one
+    (:func:`from_pretrained`), else the stock model, even from a folder that the Auto classes refuse (``base``: the
+    encoder part of an SG-Net model; ``translation``: a DeepNet model, whose residual weights its loader adds).
+    ``options`` go to transformers' ``from_pretrained``."""
     from transformers import AutoConfig
 
     try:
@@ -209,9 +210,9 @@ def load_encoder(name_or_path: str, **options: Any) -> nn.Module:
     except OSError as exc:
         raise UserError(_load_error(name_or_path, exc)) from exc
     if isinstance(getattr(config, "structattn", None), dict):
-        return from_pretrained(name_or_path, task="base", **options)
+        return from_pretrained(name_or_path, task=task, **options)
     try:
-        return _model_class("base", config).from_pretrained(name_or_path, config=unmark(config), **model_kwargs)
+        return _model_class(task, config).from_pretrained(name_or_path, config=unmark(config), **model_kwargs)
     except OSError as exc:
         raise UserError(_load_error(name_or_path, exc)) from exc
 
@@ -269,5 +270,5 @@ def mechanism_of(model: nn.Module) -> MechanismConfig | None:
     return None if rt is None else rt.mechanism
 
 
-__all__ = ["TASKS", "apply_mechanism", "from_pretrained", "gate_parameters", "load_encoder", "load_gate_weights",
+__all__ = ["TASKS", "apply_mechanism", "from_pretrained", "gate_parameters", "load_as_saved", "load_gate_weights",
            "mechanism_of", "model_from_config", "remove_mechanism"]

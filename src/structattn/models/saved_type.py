@@ -20,7 +20,7 @@ REFUSED_KEYS = {
     "structattn_sgnet": "an SG-Net model (a syntax-guided layer on top of the encoder): load it with "
                         "structattn.Reader.from_pretrained(folder) or structattn.sgnet.model.SGNetModel.from_pretrained",
     "residual_scale": "a translation model with DeepNet residual weights: load it with "
-                      "structattn.translation.translator.Translator.load(folder)",
+                      "structattn.Translator.from_pretrained(folder)",
 }
 MARKED: dict[type, type] = {}   # base config class -> its marked subclass
 #: called with each new marked class (the Auto classes register a loader for it)

@@ -268,9 +268,9 @@ class SGNetModel(nn.Module):
 
             encoder = from_pretrained(name_or_path, task="base", mechanism=mechanism, **options)
         else:  # the encoder as saved (its mechanism included), also the encoder part of an SG-Net folder
-            from ..models.encoder import load_encoder
+            from ..models.encoder import load_as_saved
 
-            encoder = load_encoder(name_or_path, **options)
+            encoder = load_as_saved(name_or_path, **options)
         return cls(encoder, config)
 
     # ------------------------------------------------------------------ forward

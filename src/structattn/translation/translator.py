@@ -1,7 +1,7 @@
 """Translate with a trained encoder-decoder: batching, the source structure, beam search, detokenised output.
 
-    from structattn.translation.translator import Translator
-    tr = Translator.load("runs/nmt/hybrid_gate-s1/final")          # or a shipped model's name: "hybrid-gate-en-de"
+    tr = structattn.Translator.from_pretrained("hybrid-gate-en-de")   # or a run's folder: "runs/nmt/.../final"
+    tr("A dog runs on the beach.")                                    # -> "Ein Hund läuft am Strand."
     tr.translate(["A dog runs on the beach."], beam=5, length_penalty=1.0)   # -> ["Ein Hund läuft am Strand."]
 
 A model folder holds ``config.json`` + ``model.safetensors`` (``save_pretrained``; the mechanism's settings in
@@ -39,11 +39,22 @@ class Translator:
     last_cut: int = 0
 
     @classmethod
+    def from_pretrained(cls, name_or_folder: str | Path, parser_name: str | None = None) -> "Translator":
+        """Load a shipped translator by name (``structattn models``) or a model folder; as :meth:`load`."""
+        return cls.load(name_or_folder, parser_name)
+
+    def __call__(self, text: str | Sequence[str], **options) -> str | list[str]:
+        """Translate one line (-> a string) or a list of lines (-> a list); ``options`` as :meth:`translate`."""
+        if isinstance(text, str):
+            return self.translate([text], **options)[0]
+        return self.translate(list(text), **options)
+
+    @classmethod
     @quiet_loading()
     def load(cls, folder: str | Path, parser_name: str | None = None) -> "Translator":
         from transformers import AutoTokenizer
 
-        from ..models.encoder import from_pretrained
+        from ..models.encoder import load_as_saved
         from ..models.trained import resolve
         from .model import apply_residual_scale
 
@@ -54,13 +65,8 @@ class Translator:
         if not (folder / "config.json").is_file():
             raise UserError(f"{folder}: not a translation model folder (no config.json); give the final/ folder "
                             "of a `structattn train-translation` run")
-        config = _read_config(folder)
-        if config.get("structattn"):
-            model = from_pretrained(str(folder), task="translation")
-        else:
-            from transformers import AutoModelForSeq2SeqLM
-
-            model = AutoModelForSeq2SeqLM.from_pretrained(str(folder))
+        _read_config(folder)  # an encoder-decoder, or one line saying what the folder holds
+        model = load_as_saved(str(folder), task="translation")
         apply_residual_scale(model)
         return cls(model.eval(), AutoTokenizer.from_pretrained(str(folder)), parser_name)
 
@@ -144,6 +150,7 @@ def _read_config(folder: Path) -> dict:
 
     data = read_json(folder / "config.json", "model config")
     if not data.get("is_encoder_decoder"):
-        raise UserError(f"{folder}: holds a {data.get('model_type', 'unknown')!r} model, not an encoder-decoder "
+        kind = data.get("structattn_base_model_type") or data.get("model_type", "unknown")
+        raise UserError(f"{folder}: holds a {kind!r} model, not an encoder-decoder "
                         "translation model")
     return data
