@@ -4,7 +4,7 @@
 # side by side with one thread each. A run whose line is already recorded is skipped; an interrupted run resumes
 # from its checkpoint (same --output-dir).
 #
-# SQuAD 2.0 (CPU budget, not the paper's): the article split of the 2.0 dev file (results/squad2_split.json;
+# SQuAD 2.0 (CPU budget, not the paper's): the article split of the 2.0 dev file (src/structattn/tasks/squad2_split.json;
 # SQuAD 2.0 train is not available here, SQuAD 1.1 train NOT added); training on the first 3,000 questions of the
 # train part (of 6,305), model selection and the no-answer threshold on the dev part (1,395 questions), test part
 # 4,173 questions; windows of 256 tokens sharing at most 128, batch 16, AdamW 1e-4 with 10 % warm-up, 2 epochs,

@@ -252,7 +252,7 @@ def train_command(config: dict) -> str:
 #: The card's data texts of a reader, by the task it was trained on.
 READER_DATA = {"squad2": {
     "trained_on": "squad2 train part (6,305 questions), on a SQuAD 1.1 + squad2 reader's encoder",
-    "data": {"corpus": "SQuAD 2.0 dev file split by article (results/squad2_split.json) and SQuAD 1.1 "
+    "data": {"corpus": "SQuAD 2.0 dev file split by article (src/structattn/tasks/squad2_split.json) and SQuAD 1.1 "
                        "(../shared/data)",
              "split": "squad2 train part 6,305 questions (the SQuAD 2.0 dev file split by article; the reader whose "
                       "encoder it starts from, encoder_from, trained on SQuAD 1.1 train + that part), dev part 1,395 "

@@ -218,7 +218,7 @@ def _add_squad(scorers) -> None:
     gold.add_argument("--gold", metavar="DATA.json", help="SQuAD JSON file (1.1 or 2.0)")
     gold.add_argument("--task", choices=("squad2", "squad11"),
                       help="score against a split of a registered task instead (with --split): e.g. the test part "
-                           "of the SQuAD 2.0 article split (results/squad2_split.json)")
+                           "of the SQuAD 2.0 article split (structattn/tasks/squad2_split.json)")
     q.add_argument("--split", default="test", help="with --task: train | dev | test (default test)")
     q.add_argument("--predictions", required=True, metavar="PRED.json",
                    help='JSON object: question id -> answer text ("" = no answer)')

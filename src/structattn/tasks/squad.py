@@ -6,7 +6,7 @@ the official ones, some ``answer_start`` values are inferred):
 
 * ``squad2/dev-v2.0.reconstructed-from-explorer.json``: SQuAD 2.0 dev, 35 articles, 11,873 questions (5,945
   unanswerable). The 2.0 train file could not be obtained, so task ``squad2`` splits this file by *article*
-  (:func:`article_split`, recorded in ``results/squad2_split.json``): ``test`` = at least a third of the questions;
+  (:func:`article_split`, recorded in the package's ``squad2_split.json``): ``test`` = at least a third of the questions;
   the rest is the train part, of which a held-out slice of whole articles (at least 15 % of its questions, the same
   rule with another salt) is ``dev`` and the remainder ``train``. Scores on this ``test`` are not comparable with
   published SQuAD 2.0 dev scores (different, much smaller training data).
@@ -45,14 +45,14 @@ log = logging.getLogger(__name__)
 SQUAD2_FILE = "squad2/dev-v2.0.reconstructed-from-explorer.json"
 SQUAD11_TRAIN_FILE = "squad11/train-v1.1.reconstructed-from-explorer.json"
 SQUAD11_DEV_FILE = "squad11/dev-v1.1.reconstructed-from-explorer.json"
-#: the committed article split of the SQuAD 2.0 file, relative to the repository root
-SQUAD2_SPLIT_FILE = "results/squad2_split.json"
+#: the article split of the SQuAD 2.0 file, shipped with the package (an input of every squad2 run)
+SQUAD2_SPLIT_FILE = Path(__file__).with_name("squad2_split.json")
 #: least share of the questions in the squad2 test part, and in the dev slice of its train part
 TEST_FRACTION = 1 / 3
 DEV_FRACTION = 0.15
 #: salt of the dev slice's article order (the test split uses none), so the two orders are unrelated
 DEV_SALT = "dev:"
-_REGENERATE = f"regenerate it with `python -m structattn.tasks.squad --write-split {SQUAD2_SPLIT_FILE}`"
+_REGENERATE = "regenerate it with `python -m structattn.tasks.squad --write-split src/structattn/tasks/squad2_split.json`"
 
 
 # ----------------------------------------------------------------------------------------- read + check
@@ -277,17 +277,13 @@ def check_split(split, dataset, source: str) -> dict[str, list[str]]:
 
 
 def _default_split_file() -> Path | None:
-    """``results/squad2_split.json`` from the working directory, else from this source checkout; None if neither."""
-    for root in (Path.cwd(), Path(__file__).resolve().parents[3]):
-        path = root / SQUAD2_SPLIT_FILE
-        if path.is_file():
-            return path
-    return None
+    """The package's ``squad2_split.json``; None if the installation lacks it."""
+    return SQUAD2_SPLIT_FILE if SQUAD2_SPLIT_FILE.is_file() else None
 
 
 def squad2_split(dataset, split_file=None) -> dict[str, list[str]]:
     """The article split of the SQuAD 2.0 file: read from ``split_file`` (default: the committed
-    ``results/squad2_split.json`` when found) and checked against ``dataset``; when no file is found, computed by
+    ``squad2_split.json`` of the package) and checked against ``dataset``; when no file is found, computed by
     :func:`article_split` (the committed file equals it: a data test checks this)."""
     path = Path(split_file) if split_file is not None else _default_split_file()
     if path is None:
@@ -390,7 +386,7 @@ def combine(*datasets: dict) -> dict:
 SQUAD2 = QATask(
     name="squad2", files={"train": SQUAD2_FILE, "dev": SQUAD2_FILE, "test": SQUAD2_FILE}, article_split=True,
     no_answer=True,
-    note="SQuAD 2.0 train is not available: the 2.0 dev file is split by article (results/squad2_split.json); "
+    note="SQuAD 2.0 train is not available: the 2.0 dev file is split by article (structattn/tasks/squad2_split.json); "
          "test scores are not comparable with published SQuAD 2.0 dev scores.")
 SQUAD11 = QATask(
     name="squad11", files={"train": SQUAD11_TRAIN_FILE, "dev": SQUAD11_DEV_FILE, "test": SQUAD11_DEV_FILE},
@@ -441,7 +437,7 @@ def answer_word_span(spans: Sequence[tuple[int, int]], answer_start: int, text: 
 
 # ----------------------------------------------------------------------------------------------- script
 def main(argv: list[str] | None = None) -> int:
-    """``python -m structattn.tasks.squad --write-split results/squad2_split.json [--data FILE]``."""
+    """``python -m structattn.tasks.squad --write-split src/structattn/tasks/squad2_split.json [--data FILE]``."""
     from ..settings import data_dir
     from ..io import atomic_write_text
 
