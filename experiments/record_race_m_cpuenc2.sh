@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
-# How results/race.jsonl's race_m-cpuenc2-{baseline,sgnet}-s1 lines were recorded from what the H200 job of
-# results/run_reading_gpu.sh's head (at commit 860ea4c) sent back, unpacked into runs/reading/race_m-cpuenc2-*-s1 as
-# said there. The commands in the notes are those that ran (that version of the script, then under results/).
+# Records results/race.jsonl's race_m-cpuenc2-{baseline,sgnet}-s1 lines from the runs of run_reading_gpu.sh race (at
+# commit 860ea4c) on one NVIDIA H200, unpacked into runs/reading/race_m-cpuenc2-*-s1. The commands in the notes are
+# the ones those runs used (that version of the script).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 CMD='TRAIN_SECONDS=460 PY=python3 WORK=/tmp/sa RACE_FLAGS="--task race_m --model-parts encoder --pool option --max-length 384 --batch-size 16 --eval-batch-size 512 --learning-rate 5e-5 --warmup-ratio 0.1 --epochs 2 --eval-every 300 --precision bf16" bash results/run_reading_gpu.sh race 1 (after mkdir -p /tmp/sa; with .gpucarry/race copied to the machine, packed here by `RACE_CARRY=.gpucarry/race READER=runs/reading/reader-cpu-s2-step1500 ROUND_READER=1 bash results/run_reading_gpu.sh pack_race`; working tree of 25c03fa, the package unchanged)'

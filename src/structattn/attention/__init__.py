@@ -2,8 +2,8 @@
 
 * :mod:`.kernels` — pure functions over q, k, v, masks and gates (reference, exact, shared exponential,
   fused native, FlexAttention, fused Triton), all with the same semantics and shapes.
-* :mod:`.mechanisms` — :class:`MechanismConfig` and the registry :data:`MECHANISMS`
-  (``sla``, ``wla``, ``hybrid``, ``sdoi``, ``global``).
+* :mod:`.mechanisms` — :class:`MechanismConfig` and the registry :data:`MECHANISMS` of named mechanisms
+  (``sorted(MECHANISMS)`` lists them).
 * :mod:`.eager` — when the custom-op kernels (``fused``, ``triton``) skip their op in eager mode; dropout seeds.
 * :mod:`.gate` — :class:`StructureGate`, g = sigmoid(W h + b).
 * :mod:`.integration` — registration as transformers attention implementation ``"structattn"``,

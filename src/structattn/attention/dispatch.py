@@ -122,7 +122,7 @@ def _dispatch(rt: Runtime, module: nn.Module, stock_attend: Callable[[], Callabl
 def _dropout_seed(rt: Runtime, module: nn.Module):
     """The dropout seed of this layer call: derived from the step's seed (drawn once per step from torch's
     generator, as an int64 tensor inside a compiled graph: no ``.item()`` there) and the layer number; None
-    (the kernel draws its own from torch's generator, as every call did before) for a module shared by all layers
+    (the kernel draws its own from torch's generator) for a module shared by all layers
     (ALBERT), a call outside a model call, and under gradient checkpointing, whose recompute in the backward
     restores torch's generator, not the step's seed."""
     step = rt.step

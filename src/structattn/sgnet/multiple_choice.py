@@ -1,5 +1,6 @@
-"""Fine-tuning for multiple choice (RACE, MCTest): the :class:`~.loop.Trainer` with one input per option, one
-score per option and a softmax over the options.
+"""Fine-tuning for multiple choice (RACE, MCTest): the fine-tuning trainer
+(:class:`structattn.finetuning.trainer.Trainer`) with one input per option, one score per option and a softmax over
+the options.
 
 - data: :func:`~.multiple_choice_features.build_mc_features` (passage, then the question with the option; the passage cut from
   its end where the input is too long); ``--max-train-examples`` / ``--max-eval-examples`` count questions;

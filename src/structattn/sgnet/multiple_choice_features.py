@@ -358,8 +358,8 @@ def build_mc_features_parallel(questions: Sequence["MCQuestion"], tokenizer, str
     features in the same order as one process builds (tested), ``example_index`` counted over all ``questions``.
 
     RACE-M train (25,421 questions, 101,684 inputs) takes 2-3 minutes in one process (tokenising and aligning words
-    dominate; SG-Net's structures add about half); on the 16 cores of the H200 machine the whole start of a RACE-M
-    run, dev features and model loading included, fell from about 170 s to about 55 s (results/README.md, RACE-M).
+    dominate; SG-Net's structures add about half); on 16 cores the whole start of a RACE-M run, dev features and
+    model loading included, takes about 55 s against about 170 s in one process (results/README.md, RACE-M).
     ``workers`` <= 1, too few questions, or a platform without fork builds in this process. Parses missing from the cache are
     parsed in the workers (the cache keeps every process's additions).
     """

@@ -1,4 +1,5 @@
-"""Fine-tuning for span QA with no-answer (SQuAD 2.0, SQuAD 1.1): the :class:`~.loop.Trainer` with QA data,
+"""Fine-tuning for span QA with no-answer (SQuAD 2.0, SQuAD 1.1): the fine-tuning trainer
+(:class:`structattn.finetuning.trainer.Trainer`) with QA data,
 start/end logits, answer decoding and a tuned no-answer threshold.
 
 Everything that makes a run resumable, the evaluation schedule and early stopping are the base trainer's.
@@ -187,7 +188,6 @@ def span_qa_collator(tokenizer, structure, sg_spec):
     return SpanQACollator(tokenizer.pad_token_id, rules, sg_spec.rules if sg_spec is not None else None)
 
 
-@torch.no_grad()
 @torch.no_grad()
 def span_logits(model, feats, collate, batch_size: int, device) -> tuple[list[np.ndarray], list[np.ndarray]]:
     """Start and end logits of ``model`` (an SG-Net span-QA model) per window: ``[T_f]`` float32 numpy arrays,
