@@ -202,6 +202,8 @@ def test_auto_classes_load_each_mechanism_as_from_pretrained_does(tmp_path, mech
     assert structattn.mechanism_of(base).name == mechanism
     fresh = AutoModelForSequenceClassification.from_config(AutoConfig.from_pretrained(folder))
     assert structattn.mechanism_of(fresh).name == mechanism
+    three = AutoModelForSequenceClassification.from_pretrained(folder, num_labels=3, ignore_mismatched_sizes=True)
+    assert three.config.num_labels == 3 and structattn.mechanism_of(three).name == mechanism
 
 
 def test_a_saved_folder_is_never_the_stock_model_without_structattn(sla_folder):

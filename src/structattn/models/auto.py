@@ -62,6 +62,8 @@ def _loader(auto_name: str, task: str, config_class: type) -> type:
             raise UserError(f"{refused} ({auto_name} cannot rebuild it)")
         for key in ("_from_auto", "trust_remote_code", "adapter_kwargs", "code_revision"):
             kwargs.pop(key, None)
+        if config is not None:
+            kwargs["config"] = config   # it holds what the Auto class read into it (num_labels=... and the like)
         return load(str(name_or_path), task=task, **kwargs)
 
     def from_config(cls, config, **kwargs):

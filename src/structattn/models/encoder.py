@@ -168,10 +168,14 @@ def from_pretrained(name_or_path: str, task: str = "base", mechanism: str | Mech
                         "(structattn sets the attention implementation itself)")
     from transformers import AutoConfig
 
-    try:
-        config, model_kwargs = AutoConfig.from_pretrained(name_or_path, return_unused_kwargs=True, **options)
-    except OSError as exc:
-        raise UserError(_load_error(name_or_path, exc)) from exc
+    config = options.pop("config", None)   # a config already read (an Auto class passes the one it read)
+    if config is not None:
+        model_kwargs = dict(options)
+    else:
+        try:
+            config, model_kwargs = AutoConfig.from_pretrained(name_or_path, return_unused_kwargs=True, **options)
+        except OSError as exc:
+            raise UserError(_load_error(name_or_path, exc)) from exc
     saved = getattr(config, "structattn", None)
     if isinstance(saved, dict) and (mechanism is None or mechanism == saved.get("name")):
         mech = MechanismConfig.from_dict(saved).replace(**mech_opts)

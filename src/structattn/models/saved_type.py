@@ -75,10 +75,6 @@ def unmark(config):
     return config
 
 
-def is_marked(config) -> bool:
-    return type(config) in MARKED.values()
-
-
 def base_class_of(config) -> type:
     """The config's own transformers class (``BertConfig`` ...), marked or not."""
     return next((base for base, marked in MARKED.items() if type(config) is marked), type(config))
