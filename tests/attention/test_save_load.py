@@ -67,18 +67,17 @@ def test_round_trip_keeps_settings_gates_and_outputs(stock_dir, tmp_path):
     assert torch.equal(back(input_ids=ids, attention_mask=att, structure_mask=mask).logits, want)
 
 
-def test_stock_automodel_still_loads_the_folder(stock_dir, tmp_path):
+def test_automodel_loads_the_folder_with_its_mechanism(stock_dir, tmp_path):
     import transformers as T
 
     ids, att, mask = random_batch()
     model = _trained(sm.from_pretrained(str(stock_dir), task="sequence-classification", num_labels=2), mask).eval()
     model.save_pretrained(tmp_path / "run")
-    plain = T.AutoModelForSequenceClassification.from_pretrained(tmp_path / "run").eval()
-    assert plain.config._attn_implementation in ("sdpa", "eager")
-    assert not any(".structattn_gate." in n for n, _ in plain.named_parameters())
-    with force_gate(model, 0.0):
-        want = model(input_ids=ids, attention_mask=att, structure_mask=mask).logits
-    assert torch.equal(plain(input_ids=ids, attention_mask=att).logits, want)
+    auto = T.AutoModelForSequenceClassification.from_pretrained(tmp_path / "run").eval()
+    assert auto.config._attn_implementation == "structattn"
+    assert any(".structattn_gate." in n for n, _ in auto.named_parameters())
+    want = model(input_ids=ids, attention_mask=att, structure_mask=mask).logits
+    assert torch.equal(auto(input_ids=ids, attention_mask=att, structure_mask=mask).logits, want)
 
 
 def test_gates_follow_the_encoder_between_tasks(stock_dir, tmp_path):
