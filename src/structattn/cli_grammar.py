@@ -35,6 +35,12 @@ SYNONYMS: tuple[tuple[str, ...], ...] = (
 RETIRED: dict[str, str] = {old: group[0] for group in SYNONYMS for old in group[1:]}
 
 
+#: Words people reach for that a command spells otherwise: suggested when given (``answer --passage`` -> ``--context``)
+#: even where they are too far from the flag for a spelling match.
+SUGGESTED: dict[str, str] = {"--passage": "--context", "--passage-file": "--context-file", "--text": "--context",
+                             "--data": "--input", "--file": "--input"}
+
+
 def warn_deprecated(old: str, new: str) -> None:
     """One line on stderr: ``old`` still works in this release, ``new`` is its replacement."""
     print(f"structattn: warning: {old} is deprecated and will be removed in the next release; use {new}",
@@ -119,6 +125,8 @@ def visible_flags(parser: argparse.ArgumentParser) -> list[str]:
 def closest_flag(parser: argparse.ArgumentParser, word: str) -> str | None:
     """The valid flag of ``parser`` closest to the misspelled ``word`` (``--modle=x`` -> ``--model``), or None."""
     flag = word.split("=", 1)[0]
+    if SUGGESTED.get(flag) in visible_flags(parser):
+        return SUGGESTED[flag]
     match = difflib.get_close_matches(flag, visible_flags(parser), n=1, cutoff=0.6)
     return match[0] if match else None
 

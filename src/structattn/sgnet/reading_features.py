@@ -151,14 +151,15 @@ def _questions_words(questions: Sequence) -> list[list[str]]:
 
 # ---------------------------------------------------------------------------------------------------- parsing
 def parse_questions(questions: Sequence, parser_name: str = DEFAULT_SPACY_MODEL, *,
-                    show_progress: bool = True) -> QAParses:
-    """Parse every question, and every paragraph once, through the on-disk parse cache."""
+                    show_progress: bool = True, parser=None) -> QAParses:
+    """Parse every question, and every paragraph once, through the on-disk parse cache, with ``parser`` (a
+    ``SpacyParser`` kept by the caller, which loads its pipeline once) or a new parser for ``parser_name``."""
     from tqdm.auto import tqdm
 
     from ..dependency.cache import parse_cached
     from ..dependency.spacy_backend import SpacyParser
 
-    parser = SpacyParser(model=parser_name)
+    parser = parser if parser is not None else SpacyParser(model=parser_name)
     paragraphs = _paragraph_words(questions)
 
     def parse(items, desc):
