@@ -52,10 +52,16 @@ def _loud_libraries() -> None:
 def main(argv: list[str] | None = None) -> int:
     _quiet_libraries()
     parser = build_parser()
-    args = parser.parse_args(argv)
+    words = list(sys.argv[1:] if argv is None else argv)
+    try:
+        args = parser.parse_args(words)
+    except UserError as exc:  # a value checked as the command line is read (a model's name): before any loading
+        command = next((w for w in words if not w.startswith("-")), "")
+        print(f"structattn {command}: error: {exc}", file=sys.stderr)
+        return 2
     if args.verbose:
         _loud_libraries()
-    args.argv = list(sys.argv[1:] if argv is None else argv)  # recorded beside results as the exact command
+    args.argv = words  # recorded beside results as the exact command
     if not getattr(args, "func", None):
         parser.print_help()
         return 2

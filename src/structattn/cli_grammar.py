@@ -83,11 +83,12 @@ def add_retired_positional(parser: argparse.ArgumentParser, name: str, replaceme
                         action=RetiredFlag, replacement=replacement, into=target.dest)
 
 
-def add_line_io_flags(parser: argparse.ArgumentParser, kind: str, folder: str, each_line: str, written: str) -> None:
-    """``--model`` (required: a shipped ``kind``'s name or a ``folder``), ``--input`` and ``--output`` of a command
-    that writes output line N for input line N (standard input and output by default): ``each_line`` says what an
-    input line holds, ``written`` what is written for it."""
-    parser.add_argument("--model", required=True,
+def add_line_io_flags(parser: argparse.ArgumentParser, kind: str, folder: str, each_line: str, written: str,
+                      model_type=str) -> None:
+    """``--model`` (required: a shipped ``kind``'s name or a ``folder``, read by ``model_type``), ``--input`` and
+    ``--output`` of a command that writes output line N for input line N (standard input and output by default):
+    ``each_line`` says what an input line holds, ``written`` what is written for it."""
+    parser.add_argument("--model", required=True, type=model_type, metavar="NAME|DIR",
                         help=f"a trained {kind}'s name (`structattn models` lists them) or {folder}")
     parser.add_argument("--input", default="-", help=f"UTF-8 text file, {each_line} per line (default -: stdin)")
     parser.add_argument("--output", default="-", help=f"output file: {written} of input line N on line N "

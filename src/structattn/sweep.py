@@ -25,11 +25,11 @@ from pathlib import Path
 
 from .errors import UserError
 from .io import upsert_jsonl
-from .sgnet.layer import AGGREGATIONS, INITS
+from .sgnet.names import AGGREGATIONS, INITS
 from .train.config import TrainConfig, add_config_arguments, config_key, given_flags, mechanism_options, result_fields
 
 VARIANT_NAMES = {"global", "sla", "wla", "hybrid", "sdoi", "lisa", "sgnet"}
-SGNET_AGGREGATIONS = tuple(AGGREGATIONS)  # the SG-Net layer's registry
+SGNET_AGGREGATIONS = AGGREGATIONS  # the names of the SG-Net layer's registry
 
 
 def parse_variant(text: str) -> dict:

@@ -61,14 +61,14 @@ def test_a_registered_retired_spelling_is_used_somewhere(parser):
 
 
 @pytest.mark.parametrize("argv, dest, value, old", [
-    (["probe", "--model", "m", "--out", "r.json"], "output", "r.json", "--out"),
+    (["probe", "--model", "hybrid-gate-en-de", "--out", "r.json"], "output", "r.json", "--out"),
     (["score", "squad", "--gold", "d", "--predictions", "p", "--out", "e.json"], "output", "e.json", "--out"),
     (["score", "squad", "--data", "d", "--predictions", "p"], "gold", "d", "--data"),
     (["score", "bleu", "--references", "r", "--predictions", "p"], "gold", "r", "--references"),
     (["score", "bleu", "--split", "dev", "--hypotheses", "h"], "predictions", "h", "--hypotheses"),
     (["score", "race", "--predictions", "p", "--out", "e.json"], "output", "e.json", "--out"),
     (["score", "mctest", "--predictions", "p", "--out", "e.json"], "output", "e.json", "--out"),
-    (["parse", "--model", "m", "--spacy-model", "en_x"], "parser", "en_x", "--spacy-model"),
+    (["parse", "--model", "bna-minilm", "--spacy-model", "en_x"], "parser", "en_x", "--spacy-model"),
     (["train-parsing", "--encoder", "none"], "encoder", "none", "--encoder"),
     (["train-parsing", "--max-train-trees", "5"], "max_train_trees", "5", "--max-train-trees"),
     (["train-parsing", "--max-eval-trees", "5"], "max_eval_trees", "5", "--max-eval-trees"),
@@ -86,8 +86,8 @@ def test_a_retired_spelling_still_works_with_one_deprecation_line(parser, capsys
 
 
 @pytest.mark.parametrize("argv, dest, value", [
-    (["probe", "--model", "m", "--output", "r.json"], "output", "r.json"),
-    (["parse", "--model", "m", "--parser", "en_x"], "parser", "en_x"),
+    (["probe", "--model", "hybrid-gate-en-de", "--output", "r.json"], "output", "r.json"),
+    (["parse", "--model", "bna-minilm", "--parser", "en_x"], "parser", "en_x"),
     (["train-parsing", "--model", "none"], "encoder", "none"),
     (["train-parsing", "--max-train-examples", "5"], "max_train_trees", "5"),
     (["train-parsing", "--clip-norm", "1"], "clip_grad", "1"),
@@ -109,7 +109,7 @@ def test_renamed_parser_flags_reach_the_config(parser):
 
 @pytest.mark.parametrize("argv, usage, guess", [
     (["parse", "--modle", "bna-minilm"], "usage: structattn parse", "--modle -> --model"),
-    (["translate", "--model", "x", "--outptu=y"], "usage: structattn translate", "--outptu -> --output"),
+    (["translate", "--model", "hybrid-gate-en-de", "--outptu=y"], "usage: structattn translate", "--outptu -> --output"),
     (["score", "race", "--predictions", "p", "--spilt", "dev"], "usage: structattn score race", "--spilt -> --split"),
     (["train-parsing", "--max-trian-examples", "3"], "usage: structattn train-parsing",
      "--max-trian-examples -> --max-train-examples"),
@@ -186,3 +186,34 @@ def test_building_the_command_line_does_not_import_transformers():
     code = "import sys; from structattn import cli; cli.build_parser(); print('transformers' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "False"
+
+
+def test_every_help_page_answers_without_importing_torch():
+    """`structattn --help` and every `structattn COMMAND --help` (benchmarks/cli_help.py times them): the flags'
+    choices come from modules without torch, so help takes a fraction of a second."""
+    import subprocess
+    import sys
+
+    code = ("import sys\n"
+            "from structattn import cli\n"
+            "from structattn.cli_grammar import subparser_actions\n"
+            "names = dict.fromkeys(p.prog.split()[1] for p in subparser_actions(cli.build_parser())[0].choices.values())\n"
+            "for argv in [['--help']] + [[name, '--help'] for name in names]:\n"
+            "    try:\n"
+            "        cli.main(argv)\n"
+            "    except SystemExit:\n"
+            "        pass\n"
+            "    print('TORCH' if 'torch' in sys.modules else 'no torch', *argv, file=sys.stderr)\n")
+    res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=300)
+    pages = [line for line in res.stderr.splitlines() if line.startswith(("TORCH", "no torch"))]
+    assert len(pages) > 15 and not [p for p in pages if p.startswith("TORCH")], res.stderr
+
+
+def test_the_light_name_lists_name_their_registries():
+    """The choices the command line shows (no torch) are the keys of the registries that implement them."""
+    from structattn.sgnet import layer, names
+    from structattn.translation import config, data, trainer
+
+    assert tuple(layer.AGGREGATIONS) == names.AGGREGATIONS
+    assert tuple(trainer.LR_DECAYS) == config.LR_DECAY_NAMES
+    assert tuple(data.TRAINING_BATCHES) == config.BATCHINGS

@@ -31,7 +31,7 @@ from typing import Optional
 import torch
 from torch import nn
 
-GAUSSIAN_KINDS = ("luong", "sperber", "yang")
+from .mechanisms import GAUSSIAN_KINDS  # noqa: E402  (re-exported: the configuration's names)
 
 #: Floor on sigma^2 (in squared token positions): keeps G finite when a predicted width goes to 0.
 MIN_VARIANCE = 1e-4

@@ -22,10 +22,10 @@ from torch import nn
 from torch.nn.utils.rnn import pack_padded_sequence
 
 from ..errors import UserError
+from .config import POOLINGS
 
 Tensor = torch.Tensor
 
-POOLINGS = ("first", "last", "mean")
 
 # Reserved entries of the CharWordEncoder vocabularies (their order is part of a saved model).
 PAD, UNK = "<pad>", "<unk>"

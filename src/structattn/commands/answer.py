@@ -24,6 +24,7 @@ import json
 import sys
 from pathlib import Path
 
+from . import trained_model
 from ..errors import UserError
 from ..io import STDIN, decode_lines
 from ..paths import check_input_file, check_output_file
@@ -35,7 +36,7 @@ def add_parser(sub) -> None:
                        description="Answer a question about a passage (or many) with a trained span-QA reader: "
                                    "the answer's text, its character offsets in the passage and its score, or "
                                    "'no answer'.")
-    p.add_argument("--model", required=True, metavar="NAME|DIR",
+    p.add_argument("--model", required=True, metavar="NAME|DIR", type=trained_model("reader"),
                    help="a shipped reader's name (structattn models), a span-QA run's best/ folder or a packed one")
     p.add_argument("--question", default=None, help="the question (without --context/--context-file: the "
                                                      "passage is read from standard input as plain text)")

@@ -36,6 +36,7 @@ TAG_CHOICES = ("spacy", "none")
 
 def add_parser(sub) -> None:
     from ..cli_grammar import add_line_io_flags, add_retired_flags
+    from . import trained_model
     from ..settings import DEFAULT_SPACY_MODEL
 
     p = sub.add_parser("parse", help="parse raw or pre-tokenised text into bracketed constituency trees",
@@ -43,7 +44,7 @@ def add_parser(sub) -> None:
                                    "pre-tokenised sentences, one output line per input line, with a trained "
                                    "parser (`structattn models` lists the shipped ones).")
     add_line_io_flags(p, "parser", "a saved parser folder (structattn train-parsing's best/)",
-                      "one text (with --pretokenized: one sentence)", "the trees")
+                      "one text (with --pretokenized: one sentence)", "the trees", model_type=trained_model("parser"))
     p.add_argument("--pretokenized", action="store_true",
                    help="one sentence per line, tokens separated by spaces (no spaCy tokenisation)")
     p.add_argument("--batch-size", type=int, default=32, help="sentences per forward pass (default 32)")

@@ -14,12 +14,14 @@ import sys
 
 def add_parser(sub) -> None:
     from ..cli_grammar import add_retired_flags
+    from . import trained_model
     from ..tasks.probing import TASKS
 
     p = sub.add_parser("probe", help="probing tasks on a trained translation encoder",
                        description="Accuracy of an MLP probe on the mean encoder vector, per probing task built "
                                    "from UD English EWT (tasks: " + ", ".join(TASKS) + ").")
-    p.add_argument("--model", required=True, help="translation model folder (final/ of a train-translation run)")
+    p.add_argument("--model", required=True, type=trained_model("translator"), metavar="NAME|DIR",
+                   help="translation model's name or folder (final/ of a train-translation run)")
     p.add_argument("--tasks", nargs="+", default=list(TASKS), help="tasks to run (default: all): " + ", ".join(TASKS))
     p.add_argument("--seed", type=int, default=0, help="probe initialisation and data-construction seed (default 0)")
     p.add_argument("--untrained", action="store_true",

@@ -28,8 +28,7 @@ PARSER_FLAG_NAMES = {"encoder": "model", "max_train_trees": "max_train_examples"
 def add_parser_config_arguments(parser: argparse.ArgumentParser) -> None:
     """``--preset laptop|full``, ``--config FILE`` and one flag per ParserConfig field (all default to None = not
     given), named by :data:`PARSER_FLAG_NAMES` where the field's own name differs from the command line's."""
-    from ..bna.word_encoders import POOLINGS
-    from ..bna.model import PARSER_PRESETS, POS_MODES, VARIANTS, ParserConfig
+    from ..bna.config import PARSER_PRESETS, POOLINGS, POS_MODES, VARIANTS, ParserConfig
     from ..train.config import PRECISIONS
 
     add_dataclass_arguments(parser, ParserConfig, PARSER_PRESETS, flag_names=PARSER_FLAG_NAMES,
@@ -42,7 +41,7 @@ def add_parser_config_arguments(parser: argparse.ArgumentParser) -> None:
 
 def parser_config_from_args(args: argparse.Namespace):
     """A ParserConfig: ``--preset``'s values (default laptop), then ``--config`` (if given), then every flag given."""
-    from ..bna.model import PARSER_PRESETS, ParserConfig
+    from ..bna.config import PARSER_PRESETS, ParserConfig
 
     return dataclass_from_args(args, ParserConfig, PARSER_PRESETS)
 

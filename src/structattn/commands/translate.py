@@ -16,13 +16,14 @@ from pathlib import Path
 
 def add_parser(sub) -> None:
     from ..cli_grammar import add_line_io_flags
+    from . import trained_model
 
     p = sub.add_parser("translate", help="translate text with a trained translation model",
                        description="Translate one sentence per line (stdin or --input) with a model folder saved by "
                                    "`structattn train-translation` (its final/ or best/ folder) or a shipped "
                                    "model's name (`structattn models`).")
     add_line_io_flags(p, "translator", "a model folder (config.json, model.safetensors, tokenizer)", "one sentence",
-                      "the translation")
+                      "the translation", model_type=trained_model("translator"))
     p.add_argument("--beam", type=int, default=5, help="beam size (default 5; 1 = greedy)")
     p.add_argument("--length-penalty", type=float, default=1.0,
                    help="exponent of the length normalisation of beam scores (default 1.0)")

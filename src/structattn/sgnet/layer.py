@@ -345,7 +345,7 @@ AGGREGATIONS: dict[str, AggregationFactory] = {
     "biattention": BiAttentionAggregation,
 }
 
-INITS = ("fresh", "copy")
+from .names import INITS  # noqa: E402  (re-exported)
 
 
 # --------------------------------------------------------------------------------------------- the SG part

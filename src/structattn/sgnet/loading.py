@@ -26,7 +26,7 @@ from ..finetuning.features import StructureSpec
 KIND_HEADS = {"regression": "classification"}
 
 #: What ``--model-parts`` keeps of a saved SG-Net folder given as ``--model``: all of it, or its encoder only.
-MODEL_PARTS = ("all", "encoder")
+from .names import MODEL_PARTS  # noqa: E402  (re-exported)
 
 
 def sg_head(head: str) -> str:

@@ -61,7 +61,7 @@ from ..verbosity import quiet_loading
 Tensor = torch.Tensor
 
 AGGREGATION_NAMES = ("none",) + tuple(AGGREGATIONS)
-POOLS = ("first", "mean", "option")
+from .names import POOLS  # noqa: E402  (re-exported)
 # HEADS, the head names, is derived from SGNET_HEADS (the head classes) at the end of the module
 CONFIG_KEY = "structattn_sgnet"
 

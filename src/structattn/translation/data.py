@@ -178,7 +178,7 @@ def shuffled_token_batches(src_lengths: Sequence[int], tgt_lengths: Sequence[int
 
 
 #: ``NMTConfig.batching`` -> how the training batches of an epoch are drawn
-TRAINING_BATCHES = {"length": token_batches, "shuffled": shuffled_token_batches}
+TRAINING_BATCHES = {"length": token_batches, "shuffled": shuffled_token_batches}  # keys: config.BATCHINGS
 
 
 def _pack(order: Sequence[int], src_lengths: Sequence[int], tgt_lengths: Sequence[int], max_tokens: int,
