@@ -20,12 +20,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--verbose", action="store_true", help="show the compiler's commands")
     args = parser.parse_args(argv)
 
-    from torch.utils import cpp_extension
-
     from . import native
 
     name = native._build_name()
-    build_dir = cpp_extension._get_build_directory(name, verbose=False)
+    build_dir = native.build_folder(name)
     if args.show_key:
         print(f"name: {name}\nfolder: {build_dir}")
         for key, value in native._installation().items():

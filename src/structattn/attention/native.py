@@ -38,6 +38,12 @@ extension suffix, the compiler's resolved path and version line, the flags, the 
 Two environments sharing one ``~/.cache/torch_extensions`` therefore get two build folders and never rebuild
 each other's; the same environment finds its build again and only loads it.
 
+Where: torch's extension cache (``~/.cache/torch_extensions/py311_cpu``, or ``$TORCH_EXTENSIONS_DIR``), unless
+``STRUCTATTN_KERNEL_DIR`` names another folder for the builds (the test suite sets a temporary one, so that
+nothing it builds lands in the user's cache). Even then a complete, up-to-date build in torch's cache (what
+``make install`` built) is loaded from there, read only. A complete build is imported directly (no compiler, no
+ninja run, nothing written), so the first call after the install only loads it.
+
 Visible builds: a line on stderr (:func:`announce_build`, with the expected time) precedes every compilation,
 whether the library is missing or out of date; ``python -m structattn.attention.build_kernel`` (run by
 ``make install``) compiles it ahead of first use, which then only loads it. The first-use build stays the
@@ -236,15 +242,49 @@ def _ninja_on_path() -> None:
     os.environ["PATH"] = os.pathsep.join([os.environ.get("PATH", ""), ninja.BIN_DIR])
 
 
+def installed_folder(name: str) -> str:
+    """Where torch's own cache keeps the build ``name`` (``torch.utils.cpp_extension._get_build_directory``'s
+    folder, found without creating it)."""
+    from torch.utils import cpp_extension
+
+    root = os.environ.get("TORCH_EXTENSIONS_DIR")
+    if root is None:  # torch's default: <cache>/torch_extensions/py<version>_<accelerator>, as torch names it
+        if torch.version.hip is not None:
+            accelerator = "rocm" + torch.version.hip.replace(".", "")
+        elif torch.version.cuda is not None:
+            accelerator = "cu" + torch.version.cuda.replace(".", "")
+        else:
+            accelerator = "cpu"
+        python = f"py{sys.version_info.major}{sys.version_info.minor}{getattr(sys, 'abiflags', '')}"
+        root = os.path.join(cpp_extension.get_default_build_root(), f"{python}_{accelerator}")
+    return os.path.join(root, name)
+
+
+def build_folder(name: str) -> str:
+    """The folder ``load`` uses for the build ``name``: the installed one when it is complete and up to date (read
+    only), else ``$STRUCTATTN_KERNEL_DIR/<name>`` when that is set, else torch's cache folder (created)."""
+    from torch.utils import cpp_extension
+
+    installed = installed_folder(name)
+    own = os.environ.get("STRUCTATTN_KERNEL_DIR")
+    if not own or not needs_build(name, installed):
+        return installed if os.path.isdir(installed) else cpp_extension._get_build_directory(name, verbose=False)
+    folder = os.path.join(own, name)
+    os.makedirs(folder, exist_ok=True)
+    return folder
+
+
 def _compile(name: str, build_dir: str, verbose: bool):
-    """Build (when needed) and import the extension module from ``build_dir``."""
+    """Build (when needed) and import the extension module from ``build_dir``; a complete build is imported
+    directly, without torch's build step (which would lock, rewrite and re-run ninja in the folder)."""
     from torch.utils import cpp_extension
 
     _ninja_on_path()
 
     building = needs_build(name, build_dir)
-    if building:
-        announce_build(build_dir)
+    if not building:
+        return cpp_extension._import_module_from_library(name, build_dir, True)
+    announce_build(build_dir)
     started = time.perf_counter()
     module = cpp_extension.load_inline(
         name=name,
@@ -256,9 +296,8 @@ def _compile(name: str, build_dir: str, verbose: bool):
         build_directory=build_dir,
         verbose=verbose,
     )
-    if building:
-        print(f"structattn: built the fused CPU attention kernel in {time.perf_counter() - started:.0f} s",
-              file=sys.stderr, flush=True)
+    print(f"structattn: built the fused CPU attention kernel in {time.perf_counter() - started:.0f} s",
+          file=sys.stderr, flush=True)
     return module
 
 
@@ -273,7 +312,8 @@ def load(verbose: bool = False):
     """The compiled extension module, or None when it cannot be built here (the reason: :func:`failure`).
 
     Set ``STRUCTATTN_NO_NATIVE=1`` to never build it. Builds once per installation (:func:`build_key`) into
-    torch's extension cache (``TORCH_EXTENSIONS_DIR``), announcing it first (:func:`announce_build`). Processes
+    torch's extension cache (``TORCH_EXTENSIONS_DIR``) or ``STRUCTATTN_KERNEL_DIR`` (:func:`build_folder`),
+    announcing it first (:func:`announce_build`). Processes
     building or loading at the same time wait for each other through :func:`build_lock` for at most
     ``STRUCTATTN_NATIVE_LOCK_TIMEOUT`` seconds (default :data:`LOCK_TIMEOUT_S`), then fall back.
     """
@@ -289,12 +329,10 @@ def load(verbose: bool = False):
         if platform.machine() not in ("x86_64", "AMD64", "aarch64", "arm64"):
             _failed = f"unsupported machine {platform.machine()}"
             return None
-        from torch.utils import cpp_extension
-
         timeout = _lock_timeout()
         try:
             name = _build_name()
-            build_dir = cpp_extension._get_build_directory(name, verbose=False)
+            build_dir = build_folder(name)
             with build_lock(build_dir, timeout):
                 module = _compile(name, build_dir, verbose)
             module.probe()  # ATen's brgemm raises where it does not run on this CPU
