@@ -20,7 +20,7 @@ from collections.abc import Iterator
 #: accepted for one release, hidden from help, with a deprecation line).
 SYNONYMS: tuple[tuple[str, ...], ...] = (
     ("--model", "--encoder", "--model-dir"),  # the trained model or pretrained encoder to use
-    ("--input", "--input-file", "--in"),  # the file read
+    ("--input", "--input-file", "--in", "--data"),  # the file read (predict's SQuAD file was --data)
     ("--output", "--out", "--output-file"),  # the file written
     ("--parser", "--spacy-model", "--spacy-pipeline"),  # the spaCy pipeline
     ("--max-train-examples", "--max-train-trees", "--train-examples"),  # use only the first N training examples
@@ -29,6 +29,9 @@ SYNONYMS: tuple[tuple[str, ...], ...] = (
     ("--warmup-steps", "--warmup"),  # linear warm-up, in optimizer steps (--warmup-ratio is a fraction)
     ("--gold", "--references"),  # what a scorer compares with (gold trees, reference translations, SQuAD file)
     ("--predictions", "--hypotheses"),  # what a scorer scores
+    ("--max-steps", "--max-updates"),  # optimizer steps of a run (train-translation said updates)
+    ("--attention-dropout", "--attn-dropout"),  # dropout on the attention probabilities
+    ("--mechanism", "--variant"),  # the attention mechanism (or BNA's layer stack) a model is built with
 )
 
 #: Retired spelling -> the spelling that replaces it (derived from :data:`SYNONYMS`).
@@ -38,7 +41,7 @@ RETIRED: dict[str, str] = {old: group[0] for group in SYNONYMS for old in group[
 #: Words people reach for that a command spells otherwise: suggested when given (``answer --passage`` -> ``--context``)
 #: even where they are too far from the flag for a spelling match.
 SUGGESTED: dict[str, str] = {"--passage": "--context", "--passage-file": "--context-file", "--text": "--context",
-                             "--data": "--input", "--file": "--input"}
+                             "--file": "--input"}
 
 
 def warn_deprecated(old: str, new: str) -> None:
@@ -93,6 +96,21 @@ def add_line_io_flags(parser: argparse.ArgumentParser, kind: str, folder: str, e
     parser.add_argument("--input", default="-", help=f"UTF-8 text file, {each_line} per line (default -: stdin)")
     parser.add_argument("--output", default="-", help=f"output file: {written} of input line N on line N "
                                                       "(default -: stdout); its folder must exist")
+
+
+def require_in_usage(parser: argparse.ArgumentParser, flag: str) -> None:
+    """Show ``flag`` as required in ``parser``'s usage line although argparse cannot require it (a retired
+    positional may give its value instead; the command checks it): ``[--model DIR]`` -> ``--model DIR``. Call it
+    again after adding flags (it keeps ``flag`` in ``parser.required_in_usage``)."""
+    parser.required_in_usage = flag
+    parser.usage = None
+    usage = parser.format_usage().removeprefix("usage: ").rstrip("\n")
+    parser.usage = re.sub(r"\[(" + re.escape(flag) + r"(?: [A-Z_|]+)?)\]", r"\1", usage, count=1)
+
+
+def plain_text(text: str) -> str:
+    """Help text from reStructuredText docstrings: ````x```` -> ```x``` (help pages are read as plain text)."""
+    return text.replace("``", "`")
 
 
 def is_retired(action: argparse.Action) -> bool:

@@ -217,3 +217,78 @@ def test_the_light_name_lists_name_their_registries():
     assert tuple(layer.AGGREGATIONS) == names.AGGREGATIONS
     assert tuple(trainer.LR_DECAYS) == config.LR_DECAY_NAMES
     assert tuple(data.TRAINING_BATCHES) == config.BATCHINGS
+
+
+def _all_visible_flags(parser) -> dict[str, list[str]]:
+    from structattn.cli_grammar import visible_flags
+
+    found: dict[str, list[str]] = {}
+    for p in walk_parsers(parser):
+        for flag in visible_flags(p):
+            if flag.startswith("--"):
+                found.setdefault(flag, []).append(p.prog)
+    return found
+
+
+# Words that name one concept: a flag built of one must not stand beside the same flag built of the other.
+_SAME_WORD = {"attn": "attention", "updates": "steps", "update": "step", "variant": "mechanism", "data": "input",
+              "in": "input", "out": "output", "hypotheses": "predictions", "references": "gold",
+              "trees": "examples", "grad": "norm", "encoder": "model", "pipeline": "parser"}
+
+# Flags close in spelling that were read and mean different things.
+_DISTINCT = {("--activation-dropout", "--attention-dropout"), ("--batch-size", "--eval-batch-size"),
+             ("--d-model", "--model"), ("--dev-source", "--test-source"), ("--dev-target", "--test-target"),
+             ("--encoder-learning-rate", "--learning-rate"), ("--heads", "--threads"), ("--layers", "--nsa-layers"),
+             ("--layers", "--num-layers"), ("--learning-rate", "--learning-rates"),
+             ("--max-eval-examples", "--max-train-examples"), ("--n-process", "--no-progress"),
+             ("--nsa-layers", "--num-layers"), ("--output", "--output-dir"), ("--per-sentence", "--sentence"),
+             ("--seed", "--seeds"), ("--tags", "--task"), ("--task", "--tasks"), ("--test", "--text")}
+
+
+def test_no_two_spellings_of_one_concept_across_the_commands(parser):
+    """Every subcommand's flags, read together: two flags made of words that name one concept (--attn-dropout
+    beside --attention-dropout, --max-updates beside --max-steps), and any two flags spelled alike that nobody
+    has read (a new one gets a look: one concept, or added to _DISTINCT), fail."""
+    import difflib
+    import itertools
+
+    flags = _all_visible_flags(parser)
+
+    def concept(flag: str) -> str:
+        return "-".join(w for w in (_SAME_WORD.get(w, w) for w in flag[2:].split("-")) if w)
+
+    by_concept: dict[str, list[str]] = {}
+    for flag in flags:
+        by_concept.setdefault(concept(flag), []).append(flag)
+    twice = {c: fs for c, fs in by_concept.items() if len(fs) > 1}
+    assert not twice, "one concept, several spellings: " + "; ".join(
+        f"{' / '.join(f'{f} ({flags[f][0]})' for f in fs)}" for fs in twice.values())
+    close = [(a, b) for a, b in itertools.combinations(sorted(flags), 2)
+             if difflib.SequenceMatcher(None, a[2:], b[2:]).ratio() >= 0.75 and (a, b) not in _DISTINCT]
+    assert not close, f"flags spelled alike, read by nobody yet: {close}"
+
+
+def test_one_default_seed():
+    from structattn.bna.config import ParserConfig
+    from structattn.train.config import TrainConfig
+    from structattn.translation.config import NMTConfig
+
+    seeds = {p.prog: a.default for p in walk_parsers(cli.build_parser()) for a in p._actions
+             if "--seed" in a.option_strings and a.default is not None}
+    seeds.update({cls.__name__: cls().seed for cls in (TrainConfig, ParserConfig, NMTConfig)})
+    assert set(seeds.values()) == {42}, seeds
+
+
+def test_usage_lines_show_required_flags_without_brackets(parser):
+    for p in walk_parsers(parser):
+        usage = p.format_usage()
+        for action in p._actions:
+            if action.option_strings and (action.required or getattr(p, "required_in_usage", None)
+                                          in action.option_strings):
+                assert f"[{action.option_strings[0]} " not in usage and f"[{action.option_strings[0]}]" not in usage, \
+                    f"{p.prog}: {action.option_strings[0]} is required but its usage line shows it optional"
+
+
+def test_no_help_page_shows_restructuredtext_markup(parser):
+    for p in walk_parsers(parser):
+        assert "``" not in p.format_help(), p.prog

@@ -88,7 +88,7 @@ def test_the_reader_gives_what_predict_gives_long_passages_in_windows(env, reade
     path = tmp_path / "dev.json"
     path.write_text(json.dumps(data))
     out = tmp_path / "pred.json"
-    assert cli_main(["predict", str(env["best"]), "--data", str(path), "--output", str(out)]) == 0
+    assert cli_main(["predict", "--model", str(env["best"]), "--input", str(path), "--output", str(out)]) == 0
     predicted = json.loads(out.read_text())
     nbest = json.loads(out.with_name("pred.nbest.json").read_text())
     readings = reader.read_questions(read_squad(path), top_k=3)

@@ -23,7 +23,7 @@ def add_parser(sub) -> None:
     p.add_argument("--model", required=True, type=trained_model("translator"), metavar="NAME|DIR",
                    help="translation model's name or folder (final/ of a train-translation run)")
     p.add_argument("--tasks", nargs="+", default=list(TASKS), help="tasks to run (default: all): " + ", ".join(TASKS))
-    p.add_argument("--seed", type=int, default=0, help="probe initialisation and data-construction seed (default 0)")
+    p.add_argument("--seed", type=int, default=42, help="probe initialisation and data-construction seed (default 42)")
     p.add_argument("--untrained", action="store_true",
                    help="probe the model's architecture with fresh random weights (seeded by --seed) instead of "
                         "its trained ones: the untrained-encoder control")

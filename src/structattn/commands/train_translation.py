@@ -52,7 +52,8 @@ def add_parser(sub) -> None:
                                    "the best dev-BLEU model, pick the final model (best or checkpoint average), "
                                    "translate the test sets into OUTPUT_DIR/hypotheses and write summary.json. "
                                    "Rerunning in the same --output-dir resumes.")
-    add_dataclass_arguments(p, NMTConfig, NMT_PRESETS, flag_names={"warmup": "warmup_steps"},
+    add_dataclass_arguments(p, NMTConfig, NMT_PRESETS, flag_names={"warmup": "warmup_steps", "max_updates": "max_steps",
+                                                               "variant": "mechanism"},
                             descriptions=NMT_FIELD_HELP,
                             choices={"variant": list(VARIANTS), "size": list(SIZES), "gate": ("token", "head", "none"),
                                      "precision": PRECISIONS, "test_splits": TEST_SPLITS, "init": list(INITIALISATIONS),

@@ -21,7 +21,7 @@ class NMTConfig(JsonConfig):
     output_dir: str = "runs/nmt/run"
     variant: str = "transformer"
     size: str = "tiny"
-    seed: int = 1
+    seed: int = 42
     data_dir: str | None = None  # the folder that holds multi30k/ (default: the data folder)
     train_source: str | None = None  # own parallel files instead of Multi30k (train and dev pairs needed,
     train_target: str | None = None  # a test pair optional)
