@@ -1,12 +1,12 @@
 """The command line's one grammar: one spelling per meaning, retired spellings kept for one release, and the
 subcommand's usage with the closest valid flag when a flag is misspelled.
 
-* :data:`SYNONYMS`: groups of spellings that mean one thing; the first of each group is the spelling every
-  subcommand uses, the others are retired. :func:`add_retired_flags` registers a retired spelling as a hidden
+* `SYNONYMS`: groups of spellings that mean one thing; the first of each group is the spelling every
+  subcommand uses, the others are retired. `add_retired_flags` registers a retired spelling as a hidden
   alias (``help=argparse.SUPPRESS``) that still works and prints one deprecation line on stderr.
-* :class:`CommandLineParser`: an ``ArgumentParser`` whose unrecognised arguments are reported by the
-  subcommand that was chosen (its usage line) with the closest valid flag (:mod:`difflib`).
-* :func:`walk_parsers`: every (sub)parser of a command line, for tests and the generated flag tables.
+* `CommandLineParser`: an ``ArgumentParser`` whose unrecognised arguments are reported by the
+  subcommand that was chosen (its usage line) with the closest valid flag (`difflib`).
+* `walk_parsers`: every (sub)parser of a command line, for tests and the generated flag tables.
 """
 from __future__ import annotations
 
@@ -34,7 +34,7 @@ SYNONYMS: tuple[tuple[str, ...], ...] = (
     ("--mechanism", "--variant"),  # the attention mechanism (or BNA's layer stack) a model is built with
 )
 
-#: Retired spelling -> the spelling that replaces it (derived from :data:`SYNONYMS`).
+#: Retired spelling -> the spelling that replaces it (derived from `SYNONYMS`).
 RETIRED: dict[str, str] = {old: group[0] for group in SYNONYMS for old in group[1:]}
 
 
@@ -65,7 +65,7 @@ class RetiredFlag(argparse.Action):
 
 
 def add_retired_flags(parser: argparse.ArgumentParser, *old_flags: str) -> None:
-    """Accept each retired spelling in ``old_flags`` (of :data:`RETIRED`) as a hidden alias of its replacement."""
+    """Accept each retired spelling in ``old_flags`` (of `RETIRED`) as a hidden alias of its replacement."""
     for old in old_flags:
         add_retired_alias(parser, old, RETIRED[old])
 
@@ -114,7 +114,7 @@ def plain_text(text: str) -> str:
 
 
 def is_retired(action: argparse.Action) -> bool:
-    """True for a spelling added by :func:`add_retired_flags` or :func:`add_retired_positional`."""
+    """True for a spelling added by `add_retired_flags` or `add_retired_positional`."""
     return isinstance(action, RetiredFlag)
 
 

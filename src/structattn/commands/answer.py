@@ -1,4 +1,4 @@
-"""``structattn answer``: a trained reader answers questions about passages (:class:`structattn.sgnet.reader.Reader`).
+"""``structattn answer``: a trained reader answers questions about passages ([`structattn.sgnet.reader.Reader`][structattn.sgnet.reader.Reader]).
 
 Where the questions come from (one source per call):
 
@@ -11,7 +11,7 @@ Where the questions come from (one source per call):
 What it prints: for one question on standard output, the answer with its character offsets in the passage
 (``context[start:end]``) and its score (start + end logit), or "no answer" with the margin that decided it;
 ``--top-k N`` lists the N best spans. Several questions, ``--json``, or ``--output FILE`` give JSON lines, one per
-question (:meth:`~structattn.sgnet.reader.Reading.to_dict`). A passage longer than the model's window is read in
+question ([`to_dict`][structattn.sgnet.reader.Reading.to_dict]). A passage longer than the model's window is read in
 windows as ``structattn predict`` does; nothing is cut silently.
 
     structattn answer --model runs/squad2/best --question "Who built it?" --context "Rome built it."
@@ -56,7 +56,7 @@ def add_parser(sub) -> None:
 
 def _decode(data: bytes, where: str) -> str:
     """UTF-8 bytes -> the text exactly as given (offsets index it); bytes that are not UTF-8 (a binary file) and
-    control characters are refused in one line naming where they are (:func:`structattn.io.decode_lines`)."""
+    control characters are refused in one line naming where they are (`structattn.io.decode_lines`)."""
     decode_lines(data, where)
     return data.decode("utf-8-sig")
 

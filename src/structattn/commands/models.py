@@ -1,6 +1,6 @@
 """``structattn models``: the trained models this install ships, by the name that ``--model`` accepts.
 
-One row per shipped model (:mod:`structattn.models.trained`): its name, kind (parser, translator, reader), what it
+One row per shipped model ([`structattn.models.trained`][structattn.models.trained]): its name, kind (parser, translator, reader), what it
 was trained on, its test score (from its card), its size on disk and, for a parser on a frozen pretrained encoder, the
 pip package that supplies that encoder (not counted in the size). Only models whose weights are present are
 listed; names known to the library but not built in this install are named on stderr with the command that

@@ -1,9 +1,9 @@
 """``structattn parse``: constituency trees from a saved chart parser, one bracketed tree per line.
 
 ``--model`` is a saved parser folder or the name of a shipped parser (``structattn models``; see
-:mod:`structattn.models.trained`).
+[`structattn.models.trained`][structattn.models.trained]).
 
-Input (``--input FILE``, default stdin) is UTF-8 (:func:`structattn.io.read_input_lines`): bytes that are not
+Input (``--input FILE``, default stdin) is UTF-8 (`structattn.io.read_input_lines`): bytes that are not
 UTF-8 are an error naming ``FILE:LINE`` or ``<stdin>:LINE`` and saying to re-save the text as UTF-8; a byte-order
 mark at the start is dropped.
 
@@ -21,7 +21,7 @@ Tags (``--tags``): ``spacy`` (default) writes the pipeline's PTB tags on the pre
 reads tags (``pos`` spacy or gold) always gets the pipeline's tags as its input: raw text has no gold tags.
 
 A sentence longer than the parser's ``max_words`` or the encoder's sub-word limit is an error naming
-``FILE:LINE``. ``--input`` and ``--output`` are checked before the model loads (:mod:`structattn.paths`); nothing
+``FILE:LINE``. ``--input`` and ``--output`` are checked before the model loads (`structattn.paths`); nothing
 is written unless every sentence parses (``--output`` is written at the end, atomically).
 """
 from __future__ import annotations

@@ -132,7 +132,7 @@ def _predict_span_qa(trainer, args) -> int:
 
 def _na_threshold(args, trainer) -> float:
     """The no-answer threshold of a span-QA prediction: ``--na-threshold``, else the model's on this task
-    (:func:`~structattn.sgnet.reading.answering_threshold`, set by ``load_trained``)."""
+    (`answering_threshold`, set by ``load_trained``)."""
     if args.na_threshold is not None:
         return parse_na_threshold(args.na_threshold)
     if not trainer.task.no_answer:

@@ -1,8 +1,8 @@
 """``structattn probe --model DIR``: probing tasks (from UD English EWT) on a trained translation encoder.
 
-Builds the tasks of :mod:`structattn.tasks.probing` (SeLn, WC, TrDep, ToCo, BShif, Tense, SubjNum, ObjNum,
+Builds the tasks of `structattn.tasks.probing` (SeLn, WC, TrDep, ToCo, BShif, Tense, SubjNum, ObjNum,
 CoIn), encodes their sentences with the frozen encoder (mean of the last layer) and trains the MLP probe of
-:mod:`structattn.translation.probing` per task. ``--untrained`` probes the same architecture with fresh random
+`structattn.translation.probing` per task. ``--untrained`` probes the same architecture with fresh random
 weights instead (the control row of Conneau et al. 2018). Prints one line per task and writes the JSON
 (``--output``; ``--out`` is its retired spelling).
 """

@@ -4,9 +4,9 @@ The training preprocessing is applied (NFC, the model's BPE) and the output is d
 line gives an empty output line; a line over the model's position limit is cut (the count is printed on
 stderr); empty input gives empty output. The model is loaded before the input is read, so a bad ``--model``
 fails at once (exit 2) even when the input would be empty or never end. Input that is not UTF-8 is an error
-naming ``FILE:LINE`` or ``<stdin>:LINE`` (:func:`structattn.io.read_input_lines`), and so is a control character
+naming ``FILE:LINE`` or ``<stdin>:LINE`` (`structattn.io.read_input_lines`), and so is a control character
 (NUL and other C0 controls but tab). ``--input`` and ``--output`` are checked before the model loads
-(:mod:`structattn.paths`). See :mod:`structattn.translation.translator`.
+(`structattn.paths`). See [`structattn.translation.translator`][structattn.translation.translator].
 """
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Dependency parses, the input of every structure mechanism: the :class:`Parse` record and its backends (spaCy,
+"""Dependency parses, the input of every structure mechanism: the [`Parse`][structattn.dependency.record.Parse] record and its backends (spaCy,
 CoNLL-U, PTB dependencies), with a disk cache.
 
 The spaCy backend is imported lazily (``from structattn.dependency.spacy_backend import SpacyParser``)

@@ -7,11 +7,11 @@
     reading.answers           # the top_k best spans, best first, whatever the no-answer decision
 
 It is the pipeline of ``structattn predict`` on questions given in memory, with the same pieces: the model and
-tokenizer saved by ``structattn train --task squad2`` (or ``squad11``; :meth:`SGNetModel.from_pretrained`, which
-also reads the packed form of :mod:`structattn.models.packing`), the run's windows (``max_length`` tokens sharing
+tokenizer saved by ``structattn train --task squad2`` (or ``squad11``; `SGNetModel.from_pretrained`, which
+also reads the packed form of `structattn.models.packing`), the run's windows (``max_length`` tokens sharing
 at most ``stride`` sub-words: a passage longer than a window is read in several, never cut), its parser for the
-SG-Net layer's mask (:func:`~.reading_features.build_qa_features`), and BERT's span decoding
-(:func:`~structattn.sgnet.span_qa.predict_answers`). ``start`` / ``end`` are character offsets into the context
+SG-Net layer's mask (`build_qa_features`), and BERT's span decoding
+([`predict_answers`][structattn.sgnet.span_qa.predict_answers]). ``start`` / ``end`` are character offsets into the context
 exactly as given (``context[start:end] == text``). The answer is "no answer" when the null score exceeds the
 best span's by more than the threshold saved with the run (``span_qa.json``, tuned on its dev split; a run on
 SQuAD 1.1 saved none and always answers); ``na_threshold`` overrides it.
@@ -60,6 +60,7 @@ class Reading:
 
     @property
     def has_answer(self) -> bool:
+        """False when ``na_score`` (null minus best span score) exceeds ``threshold``: "no answer"."""
         return not self.na_score > self.threshold
 
     @property
@@ -110,7 +111,7 @@ def make_questions(items: Iterable[tuple[str, str, str]]):
 
 class Reader:
     """A span-QA model with what it needs to read: tokenizer, structure specs, windows, threshold (module
-    docstring). Build it with :meth:`from_pretrained`."""
+    docstring). Build it with [`from_pretrained`][structattn.sgnet.reader.Reader.from_pretrained]."""
 
     def __init__(self, model, tokenizer, cfg, threshold: float, *, device: str = "cpu", source: str = ""):
         from ..finetuning.trainer import structure_spec_for
@@ -175,7 +176,7 @@ class Reader:
         return self.read_questions(make_questions((f"q{i}", q, c) for i, (q, c) in enumerate(pairs)), top_k)
 
     def read_questions(self, questions: Sequence, top_k: int = 1, source: str = "questions") -> list[Reading]:
-        """The answers to ``SquadQuestion`` records (:func:`make_questions`, or ``read_squad`` of a SQuAD file;
+        """The answers to ``SquadQuestion`` records ([`make_questions`][structattn.sgnet.reader.make_questions], or ``read_squad`` of a SQuAD file;
         gold answers are ignored), in order."""
         from .span_qa import predict_answers
         from .reading import span_logits, span_qa_collator

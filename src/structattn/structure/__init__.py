@@ -1,8 +1,8 @@
 """Word-level relations and their expansion to sub-word token masks.
 
-Pipeline: ``Parse`` records -> :func:`build_word_structures` (compact per-sentence
-blocks) -> :func:`encode_words` (tokens aligned to words, windows) ->
-:class:`StructureCollator` (``[batch, T, T]`` bool ``structure_mask``).
+Pipeline: ``Parse`` records -> [`build_word_structures`][structattn.structure.example.build_word_structures] (compact per-sentence
+blocks) -> [`encode_words`][structattn.structure.align.encode_words] (tokens aligned to words, windows) ->
+`StructureCollator` (``[batch, T, T]`` bool ``structure_mask``).
 """
 from .align import EncodedWindow, encode_words, first_subword_positions
 from .example import WordStructure, build_word_structures

@@ -40,7 +40,7 @@ class ExpansionRules:
         punct_visible: the official SLA code makes punctuation columns visible to every
             token; off by default (not in the paper).
         token_window: None, or k for a window over token positions (``window_unit="token"``):
-            :func:`token_mask` then gives the band |t - u| <= k over all T positions, special tokens
+            [`token_mask`][structattn.structure.expand.token_mask] then gives the band |t - u| <= k over all T positions, special tokens
             and padding included (the model's padding mask hides padded keys), and the word
             relation and the rules above are not used.
     """
@@ -98,7 +98,7 @@ def expand_to_tokens(word_mask: np.ndarray, token_word: np.ndarray, rules: Expan
     """Token mask ``[T, T]`` bool from the example's word mask.
 
     Args:
-        word_mask: ``[N, N]`` bool, from :func:`example_word_mask`.
+        word_mask: ``[N, N]`` bool, from [`example_word_mask`][structattn.structure.expand.example_word_mask].
         token_word: ``[T]`` int, global word index per token, ``SPECIAL`` (-1) or ``PAD`` (-2).
         rules: special-token rules.
     """

@@ -1,4 +1,4 @@
-"""What decides a translation run: :class:`NMTConfig`, its presets and the names of its choices. Kept apart from
+"""What decides a translation run: `NMTConfig`, its presets and the names of its choices. Kept apart from
 the trainer (and torch) so that the command line builds its flags without importing either."""
 from __future__ import annotations
 
@@ -64,7 +64,7 @@ class NMTConfig(JsonConfig):
         return {k: v for k, v in (("layers", self.layers), ("k", self.k), ("gate", self.gate)) if v is not None}
 
     def model_options(self) -> dict[str, Any]:
-        """What :func:`~structattn.translation.model.build_model` takes besides the size and variant."""
+        """What [`build_model`][structattn.translation.model.build_model] takes besides the size and variant."""
         return {"init": self.init, "residual": self.residual, "embedding_dropout": self.embedding_dropout,
                 "attention_dropout": self.attention_dropout, "activation_dropout": self.activation_dropout,
                 **self.mechanism_options()}

@@ -1,13 +1,13 @@
 """Training a translation model (Multi30k En->De by default): resumable, early stopping on dev BLEU.
 
-Recipe (Vaswani et al.'s, at the sizes of :data:`structattn.translation.model.SIZES`): label-smoothed
+Recipe (Vaswani et al.'s, at the sizes of `structattn.translation.model.SIZES`): label-smoothed
 cross-entropy (0.1), Adam (0.9, 0.98, eps 1e-9), linear warm-up to ``learning_rate`` then inverse square
 root, batches of at most ``max_tokens`` padded tokens per side, dev BLEU (greedy, ``eval_beam``) every
 ``eval_every`` updates, stop after ``patience`` evaluations without a better dev BLEU or at
 ``max_updates``. The final model is the better on dev BLEU (beam ``beam``) of the best checkpoint and the
 average of the last ``average_last`` evaluated checkpoints (0 or 1: the best checkpoint alone).
 
-The translation family of :mod:`structattn.train.engine`: data, the loss, dev BLEU and the final selection are
+The translation family of [`structattn.train.engine`][structattn.train.engine]: data, the loss, dev BLEU and the final selection are
 here; updates, several processes (``accelerate launch``: each process takes every N-th token batch, the loss
 weighted by target tokens), checkpoints and resume are the engine's.
 
@@ -26,7 +26,7 @@ Folder ``output_dir``::
 Rerunning the same command resumes from ``checkpoint/`` (a finished run only redoes the final steps).
 ``precision`` (``--precision fp32|bf16|fp16``) is the engine's; only training runs in it: dev evaluation, model
 selection and the test translations run in float32, the precision ``structattn translate`` uses. Checkpoints of
-earlier versions are read once and rewritten (:mod:`structattn.train.legacy`).
+earlier versions are read once and rewritten (`structattn.train.legacy`).
 """
 from __future__ import annotations
 
@@ -50,7 +50,7 @@ from ..train.engine import (Engine, EngineState, Evaluation, Family, linear_sche
 BEST, FINAL, RECENT = "best", "final", "recent"
 
 
-#: The stride of this family's seeded batch order (``seed * stride + epoch``, :func:`~.engine.epoch_seed`): the
+#: The stride of this family's seeded batch order (``seed * stride + epoch``, `epoch_seed`): the
 #: committed Multi30k runs (results/nmt.jsonl, results/laptop/, results/precision/) were trained with it, and their
 #: translations are reproduced byte for byte only under it; the other families use the engine's default.
 TRANSLATION_ORDER_STRIDE = 100_003
