@@ -16,7 +16,7 @@ if "TORCHINDUCTOR_CACHE_DIR" not in os.environ:
 os.environ.setdefault("TRITON_INTERPRET", "1")
 
 # The fused CPU kernel: tests never build into the user's extension cache. A complete build there (`make install`
-# made it) is loaded read only; any build a test causes goes to this session's folder (native.build_folder).
+# made it) is loaded read only; any build a test causes goes to this run's temporary folder (native.build_folder).
 if "STRUCTATTN_KERNEL_DIR" not in os.environ:
     _kernels = tempfile.mkdtemp(prefix="structattn-kernel-")
     os.environ["STRUCTATTN_KERNEL_DIR"] = _kernels
