@@ -45,7 +45,10 @@ def build_parser() -> argparse.ArgumentParser:
 def _set_threads(args) -> None:
     """``--threads N``: torch's intra-op threads, set before the command runs (train-translation also records it)."""
     value = getattr(args, "threads", None)
-    threads = int(value) if value not in (None, "") else 0
+    try:
+        threads = int(value) if value not in (None, "") else 0
+    except ValueError:
+        raise UserError(f"--threads {value}: give a number of threads, or 0 for torch's default") from None
     if threads < 0:
         raise UserError(f"--threads {threads}: give a positive number of threads, or 0 for torch's default")
     if threads:

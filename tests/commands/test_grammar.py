@@ -292,3 +292,12 @@ def test_usage_lines_show_required_flags_without_brackets(parser):
 def test_no_help_page_shows_restructuredtext_markup(parser):
     for p in walk_parsers(parser):
         assert "``" not in p.format_help(), p.prog
+
+
+def test_every_command_that_runs_a_model_takes_threads(parser, capsys):
+    from structattn.cli_grammar import visible_flags
+
+    commands = {p.prog.split()[-1]: p for p in walk_parsers(parser)}
+    assert [c for c in cli.THREADED if "--threads" not in visible_flags(commands[c])] == []
+    assert cli.main(["translate", "--model", "hybrid-gate-en-de", "--threads", "-1"]) == 2
+    assert capsys.readouterr().err.count("\n") == 1
