@@ -31,7 +31,7 @@ def _installed_kernels() -> dict[str, tuple[int, int]]:
     root = os.environ.get("TORCH_EXTENSIONS_DIR") or os.path.join(
         os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"), "torch_extensions")
     found = {}
-    for path in Path(root).glob("**/structattn_mixed_*/*"):
+    for path in Path(os.path.realpath(root)).glob("**/structattn_mixed_*/*"):
         if path.is_file() and path.name != "lock":
             stat = path.stat()
             found[str(path)] = (stat.st_size, stat.st_mtime_ns)
@@ -43,13 +43,16 @@ def pytest_sessionstart(session):
 
 
 def pytest_sessionfinish(session, exitstatus):
-    """The suite must leave the user's built kernel as it found it (files the tests rebuilt or rewrote: a
-    failure); builds other processes add meanwhile are new folders and are not compared."""
+    """The suite must leave the user's build of this installation's kernel as it found it (a file the tests rebuilt
+    or rewrote: a failure); the builds of other checkouts sharing the cache are not compared."""
     before = getattr(session.config, "_installed_kernels", None)
-    if before is None:
+    if not before:
         return
+    from structattn.attention import native  # this checkout's build: other checkouts' builds may change meanwhile
+
+    folder = native.installed_folder(native._build_name()) + os.sep
     after = _installed_kernels()
-    changed = sorted(p for p, facts in before.items() if after.get(p) != facts)
+    changed = sorted(p for p, facts in before.items() if p.startswith(folder) and after.get(p) != facts)
     if changed:
         print(f"\nthe tests changed the installed fused kernel: {', '.join(changed[:5])}", flush=True)
         session.exitstatus = 1
