@@ -96,7 +96,8 @@ def coerce_field(key: str, value: Any, hint: Any, source: str) -> Any:
 
 
 def read_json(path: str | Path, what: str = "JSON file", missing: str = "") -> Any:
-    """The value in a UTF-8 JSON file; [`UserError`][structattn.errors.UserError] naming the file (and line:column for bad JSON).
+    """The value in a UTF-8 JSON file; [`UserError`][structattn.errors.UserError] naming the file (and line:column for
+    bad JSON).
 
     ``what`` names the file in the not-found message, ``missing`` adds what to do about it."""
     path = Path(path)
@@ -108,9 +109,9 @@ def read_json(path: str | Path, what: str = "JSON file", missing: str = "") -> A
 
 
 def parse_json_text(data: bytes, where: str) -> Any:
-    """The value of UTF-8 JSON bytes; [`UserError`][structattn.errors.UserError] naming ``where`` (and line:column) for bytes that are not
-    UTF-8, text that is not JSON, or a control character (raw or escaped as ``\\u0000``-``\\u001f``, tab and
-    line ends aside; `structattn.textcheck.check_json_text`)."""
+    """The value of UTF-8 JSON bytes; [`UserError`][structattn.errors.UserError] naming ``where`` (and line:column) for
+    bytes that are not UTF-8, text that is not JSON, or a control character (raw or escaped as ``\\u0000``-``\\u001f``,
+    tab and line ends aside; `structattn.textcheck.check_json_text`)."""
     from .textcheck import check_json_text
 
     try:

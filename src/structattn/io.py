@@ -144,10 +144,10 @@ def upsert_jsonl(path: Path, record: dict, key: str | Callable[[dict], Any]) -> 
 # ---------------------------------------------------------------------------------------------- reading
 def decode_lines(data: bytes, where: str, controls: str = "refuse") -> list[str]:
     """UTF-8 bytes -> lines: split on ``\\n`` only, a ``\\r`` before it and a leading BOM dropped, no extra line
-    after the final terminator; empty input gives []. ``where`` names the source in the [`UserError`][structattn.errors.UserError] for
-    bytes that are not UTF-8 (``<where>:<line>: not valid UTF-8 (byte 0x.. at byte <col> of the line); ...``)
-    and, with ``controls="refuse"``, for a control character (`structattn.textcheck.check_lines`);
-    ``controls="keep"`` leaves them to the caller."""
+    after the final terminator; empty input gives []. ``where`` names the source in the
+    [`UserError`][structattn.errors.UserError] for bytes that are not UTF-8 (``<where>:<line>: not valid UTF-8 (byte
+    0x.. at byte <col> of the line); ...``) and, with ``controls="refuse"``, for a control character
+    (`structattn.textcheck.check_lines`); ``controls="keep"`` leaves them to the caller."""
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError as exc:

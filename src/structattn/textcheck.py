@@ -37,8 +37,8 @@ def _refuse(where: str, line: int, column: int, char: str) -> UserError:
 
 
 def check_lines(lines: Iterable[str], where: str, first: int = 1) -> None:
-    """Raise [`UserError`][structattn.errors.UserError] ``WHERE:LINE: control character ...`` for the first line (numbered from
-    ``first``) that holds a refused character."""
+    """Raise [`UserError`][structattn.errors.UserError] ``WHERE:LINE: control character ...`` for the first line
+    (numbered from ``first``) that holds a refused character."""
     for number, line in enumerate(lines, start=first):
         found = CONTROL.search(line)
         if found:

@@ -1,11 +1,12 @@
 """How much the library says while it loads a model: quiet unless asked.
 
 Loading a parser, translator or encoder through structattn (`ChartParser.from_pretrained`,
-`Translator.load`, [`structattn.from_pretrained`][structattn.models.encoder.from_pretrained], `SGNetModel.from_pretrained`) runs under
-`quiet_loading`: transformers' "Loading weights" progress bars and its LOAD REPORT (the weights a model has
-that the file has not, e.g. a mechanism's new gates) stay off stderr, and its errors still show. Ask for them with
-``structattn.set_verbose(True)``, ``logging.getLogger("structattn").setLevel(logging.INFO)`` (or DEBUG), the
-environment variable ``STRUCTATTN_VERBOSE=1``, or ``structattn --verbose COMMAND`` on the command line.
+`Translator.load`, [`structattn.from_pretrained`][structattn.models.encoder.from_pretrained],
+`SGNetModel.from_pretrained`) runs under `quiet_loading`: transformers' "Loading weights" progress bars and its LOAD
+REPORT (the weights a model has that the file has not, e.g. a mechanism's new gates) stay off stderr, and its errors
+still show. Ask for them with ``structattn.set_verbose(True)``,
+``logging.getLogger("structattn").setLevel(logging.INFO)`` (or DEBUG), the environment variable
+``STRUCTATTN_VERBOSE=1``, or ``structattn --verbose COMMAND`` on the command line.
 """
 from __future__ import annotations
 

@@ -85,7 +85,8 @@ def _config_of(run: dict) -> TrainConfig:
 
 
 def run_config(run: dict) -> dict:
-    """The result fields of a results line's configuration (see [`result_fields`][structattn.train.config.result_fields])."""
+    """The result fields of a results line's configuration (see
+    [`result_fields`][structattn.train.config.result_fields])."""
     return result_fields(_config_of(run))
 
 

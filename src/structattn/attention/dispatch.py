@@ -101,8 +101,8 @@ def _dispatch(rt: Runtime, module: nn.Module, stock_attend: Callable[[], Callabl
 
     query [b, h, n, d], key/value [b, h, m, d], local [b|1, 1, n, m], gate [b, G, n], base_bool [b, 1|h, n, m]
     or None; ``stock_attend()`` makes `_stock_attend`'s function, which the ``exact`` kernel uses.
-    The kernels with a custom op ([`UNCHECKED_KERNELS`][structattn.attention.kernels.UNCHECKED_KERNELS]) check their inputs in
-    the first layer of a step only, and take the layer's dropout seed (`_dropout_seed`).
+    The kernels with a custom op ([`UNCHECKED_KERNELS`][structattn.attention.kernels.UNCHECKED_KERNELS]) check their
+    inputs in the first layer of a step only, and take the layer's dropout seed (`_dropout_seed`).
     """
     kernel = rt.kernel_for(query.device)
     if kernel == "exact":

@@ -1,8 +1,9 @@
 """Mechanism records: which local pattern, which layers, which gate, which kernel.
 
-A mechanism is a typed record ([`MechanismConfig`][structattn.attention.mechanisms.MechanismConfig]) saved in ``config.json`` under the key
-``structattn``. The registry `MECHANISMS` holds the named defaults; [`get_mechanism`][structattn.attention.mechanisms.get_mechanism] looks a
-name up and applies option overrides, failing with the list of valid names or fields.
+A mechanism is a typed record ([`MechanismConfig`][structattn.attention.mechanisms.MechanismConfig]) saved in
+``config.json`` under the key ``structattn``. The registry `MECHANISMS` holds the named defaults;
+[`get_mechanism`][structattn.attention.mechanisms.get_mechanism] looks a name up and applies option overrides, failing
+with the list of valid names or fields.
 
 The local pattern itself is built by the structure pipeline (``structattn.structure``) from
 ``relation`` and its option (``m`` for ``sla``/``tree``, ``k`` for ``window``) and reaches the model as
@@ -20,7 +21,8 @@ Window unit. The ``window`` relation counts either words or tokens (``window_uni
   exactly the same band.
 
 Saved configurations from before ``window_unit`` existed load as ``"token"`` for ``hybrid`` and ``"word"``
-for every other mechanism (see [`MechanismConfig.from_dict`][structattn.attention.mechanisms.MechanismConfig.from_dict]).
+for every other mechanism (see
+[`MechanismConfig.from_dict`][structattn.attention.mechanisms.MechanismConfig.from_dict]).
 """
 from __future__ import annotations
 
@@ -72,9 +74,9 @@ class MechanismConfig:
             (Eq. 3, LOCAL_PATTERN), ``concat`` = both outputs concatenated and projected back to the hidden
             size (HYBRID (Concate)), ``gaussian`` = global attention with an additive Gaussian locality bias
             on the scores (no local mask; [`gaussian`][structattn.attention.gaussian] names which one).
-        gaussian: the Gaussian bias of ``mix="gaussian"`` ([`structattn.attention.gaussian`][structattn.attention.gaussian]): ``luong``
-            (predicted centre, fixed width), ``sperber`` (centred on the query, predicted width), ``yang``
-            (both predicted).
+        gaussian: the Gaussian bias of ``mix="gaussian"``
+            ([`structattn.attention.gaussian`][structattn.attention.gaussian]): ``luong`` (predicted centre, fixed
+            width), ``sperber`` (centred on the query, predicted width), ``yang`` (both predicted).
         gaussian_window: D of the ``luong`` bias (sigma = D / 2; Luong et al. 2015 chose D = 10).
     """
 
@@ -152,7 +154,8 @@ class MechanismConfig:
                 raise UserError(f"mechanism {self.name!r}: layers must be None, an int or a list of ints, got {layers!r}")
 
     def _validate_mix(self) -> None:
-        """The combination rules of [`mix`][structattn.attention.mechanisms.MechanismConfig.mix], [`gaussian`][structattn.attention.gaussian] and `relation`."""
+        """The combination rules of [`mix`][structattn.attention.mechanisms.MechanismConfig.mix],
+        [`gaussian`][structattn.attention.gaussian] and `relation`."""
         if self.mix not in MIX_KINDS:
             raise UserError(f"mechanism {self.name!r}: mix must be one of {', '.join(MIX_KINDS)}, got {self.mix!r}")
         if self.mix == "gaussian":
@@ -224,7 +227,8 @@ class MechanismConfig:
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> "MechanismConfig":
-        """Inverse of [`to_dict`][structattn.attention.mechanisms.MechanismConfig.to_dict]; unknown keys (from a newer version or set by the installer) are ignored.
+        """Inverse of [`to_dict`][structattn.attention.mechanisms.MechanismConfig.to_dict]; unknown keys (from a newer
+        version or set by the installer) are ignored.
 
         A dict saved before ``window_unit`` existed gets the unit its model was built for: ``"token"`` for
         ``hybrid`` (Xu et al.'s sub-word window), ``"word"`` otherwise (the committed WLA runs).
@@ -247,7 +251,8 @@ def option_names() -> tuple[str, ...]:
 
 
 def check_options(options: dict[str, Any]) -> None:
-    """Fail on option names that are not fields of [`MechanismConfig`][structattn.attention.mechanisms.MechanismConfig]."""
+    """Fail on option names that are not fields of
+    [`MechanismConfig`][structattn.attention.mechanisms.MechanismConfig]."""
     bad = sorted(set(options) - set(option_names()) - {"name"})
     if bad:
         raise UserError(f"unknown mechanism option(s) {', '.join(bad)}; valid options: {', '.join(option_names())}")

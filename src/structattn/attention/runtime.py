@@ -1,6 +1,7 @@
 """The state structattn keeps on a model: `Runtime` (one per model, shared by its attention modules: the
 mechanism, open recordings, resolved kernels, the token-window cache), `Step` (what the mechanism layers
-of one forward call share) and [`GateRecord`][structattn.attention.runtime.GateRecord] (what a recording collects); [`runtime_of`][structattn.attention.runtime.runtime_of] finds it."""
+of one forward call share) and [`GateRecord`][structattn.attention.runtime.GateRecord] (what a recording collects);
+[`runtime_of`][structattn.attention.runtime.runtime_of] finds it."""
 from __future__ import annotations
 
 import dataclasses
@@ -130,8 +131,9 @@ class Runtime:
         return list(self.kernel_cache.values())
 
     def window(self, n: int, m: int, k: int, device: torch.device) -> torch.Tensor:
-        """The token window |i - j| <= k as bool [1, 1, n, m]; the [`WINDOW_CACHE_SIZE`][structattn.attention.runtime.WINDOW_CACHE_SIZE] most recently
-        used shapes are kept (a dict keeps insertion order: the first key is the least recently used)."""
+        """The token window |i - j| <= k as bool [1, 1, n, m]; the
+        [`WINDOW_CACHE_SIZE`][structattn.attention.runtime.WINDOW_CACHE_SIZE] most recently used shapes are kept (a dict
+        keeps insertion order: the first key is the least recently used)."""
         key = (n, m, k, str(device))
         mask = self.window_cache.pop(key, None)
         if mask is None:

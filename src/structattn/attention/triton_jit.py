@@ -1,8 +1,8 @@
 """The Triton kernels of the ``triton`` mixed-attention kernel (imported only when ``triton`` is used).
 
-Notation (as in [`structattn.attention.kernels`][structattn.attention.kernels]): b batch, h heads, n queries, m keys, d head size; a
-program handles one (batch, head) pair and one tile of BLOCK_M query rows or BLOCK_N key rows. With s = scale q k^T,
-for each query row i:
+Notation (as in [`structattn.attention.kernels`][structattn.attention.kernels]): b batch, h heads, n queries, m keys, d
+head size; a program handles one (batch, head) pair and one tile of BLOCK_M query rows or BLOCK_N key rows. With s =
+scale q k^T, for each query row i:
 
     P_glb = softmax of s_i over the base keys;  P_loc = softmax over the local keys (local AND base, or the base
     keys when that is empty);  P = (1 - g_i) P_glb + g_i P_loc;  out_i = (keep * P / (1 - p)) v

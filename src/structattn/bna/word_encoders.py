@@ -42,7 +42,8 @@ class PretrainedWordEncoder(nn.Module):
     """Word vectors from a Hugging Face encoder.
 
     Args:
-        name_or_path: model name or folder; "" = [`structattn.settings.default_encoder`][structattn.settings.default_encoder] (offline MiniLM).
+        name_or_path: model name or folder; "" =
+            [`structattn.settings.default_encoder`][structattn.settings.default_encoder] (offline MiniLM).
         pooling: which sub-word state gives a word's vector: "first", "last" or "mean".
         fine_tune: False = the encoder is frozen: run under ``torch.no_grad`` and kept in eval mode.
         model, tokenizer: already built parts (used by `ChartParser.from_pretrained`); when given,
@@ -129,7 +130,8 @@ class PretrainedWordEncoder(nn.Module):
         return enc
 
     def check(self, words: Sequence[Sequence[str]], names: Sequence[str] | None = None) -> list[int]:
-        """Sub-word counts per sentence; [`UserError`][structattn.errors.UserError] for the first one over `max_subwords`."""
+        """Sub-word counts per sentence; [`UserError`][structattn.errors.UserError] for the first one over
+        `max_subwords`."""
         return self._counts_within_limit(self._tokenize(words, names), words, names)
 
     def _counts_within_limit(self, enc, words: Sequence[Sequence[str]], names: Sequence[str] | None) -> list[int]:

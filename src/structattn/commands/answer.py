@@ -1,4 +1,5 @@
-"""``structattn answer``: a trained reader answers questions about passages ([`structattn.sgnet.reader.Reader`][structattn.sgnet.reader.Reader]).
+"""``structattn answer``: a trained reader answers questions about passages
+([`structattn.sgnet.reader.Reader`][structattn.sgnet.reader.Reader]).
 
 Where the questions come from (one source per call):
 

@@ -240,7 +240,8 @@ class ParseCache:
     def get_or_parse(self, items: Sequence, parse_fn: ParseFn, fingerprint: str, kind: str,
                      options: dict | None = None,
                      progress: Callable[[int], None] | None = None) -> list[list[Parse]]:
-        """Passages for ``items`` (``len(items)`` lists of [`Parse`][structattn.dependency.record.Parse]), from disk where possible.
+        """Passages for ``items`` (``len(items)`` lists of [`Parse`][structattn.dependency.record.Parse]), from disk
+        where possible.
 
         Args:
             items: texts (``kind="texts"``) or word lists (``kind="words"``), or anything JSON-able.
@@ -384,8 +385,8 @@ def _rows(passage: Sequence[Parse], index: int) -> list[list]:
 
 
 def _passage(rows: list[list], index: int) -> list[Parse]:
-    """One item's [`Parse`][structattn.dependency.record.Parse] records at position ``index`` (relative sentence ids rebuilt) from its
-    rows; ValueError or TypeError when a row is malformed."""
+    """One item's [`Parse`][structattn.dependency.record.Parse] records at position ``index`` (relative sentence ids
+    rebuilt) from its rows; ValueError or TypeError when a row is malformed."""
     prefix = str(index)
     intern = sys.intern  # labels come from a small set: one string object per label, not one per word
     passage = []

@@ -6,9 +6,9 @@ and heads refer to those ids. ``sent_id`` comes from the ``# sent_id = ...`` com
 the running sentence number (from 1) in the file.
 
 Every tree is validated; a missing head (``_``), a head out of range, two roots or a cycle raise
-[`ParseError`][structattn.dependency.record.ParseError] naming the file, the sentence id and the line where the sentence (or the
-offending token) starts. A malformed file is a [`ParseError`][structattn.dependency.record.ParseError] naming the file and line too:
-bytes that are not UTF-8, a word line without exactly 10 columns, a block of comments without
+[`ParseError`][structattn.dependency.record.ParseError] naming the file, the sentence id and the line where the sentence
+(or the offending token) starts. A malformed file is a [`ParseError`][structattn.dependency.record.ParseError] naming
+the file and line too: bytes that are not UTF-8, a word line without exactly 10 columns, a block of comments without
 words, and a file without any sentence. A UTF-8 byte order mark at the start is accepted.
 """
 from __future__ import annotations
@@ -96,8 +96,9 @@ class _LineTracker:
 
 
 def iter_conllu(handle, source: str = "<string>") -> Iterator[Parse]:
-    """Stream validated [`Parse`][structattn.dependency.record.Parse] records from an open handle (text, or binary holding UTF-8);
-    ``source`` names it in errors. A handle without any sentence is a [`ParseError`][structattn.dependency.record.ParseError]."""
+    """Stream validated [`Parse`][structattn.dependency.record.Parse] records from an open handle (text, or binary
+    holding UTF-8); ``source`` names it in errors. A handle without any sentence is a
+    [`ParseError`][structattn.dependency.record.ParseError]."""
     tracker = _LineTracker(handle, source)
     sentences = iter(conllu.parse_incr(tracker))
     number = 0
@@ -149,7 +150,8 @@ def _to_parse(tokenlist, number: int, source: str, start: int, comments: int) ->
 
 
 def read_conllu(path: str | Path) -> list[Parse]:
-    """All sentences of a CoNLL-U file as validated [`Parse`][structattn.dependency.record.Parse] records (streamed while reading)."""
+    """All sentences of a CoNLL-U file as validated [`Parse`][structattn.dependency.record.Parse] records (streamed
+    while reading)."""
     path = Path(path)
     try:
         handle = open(path, "rb")  # bytes: each line is decoded on its own, so errors name the exact line

@@ -45,7 +45,8 @@ class Parse:
         return len(self.words)
 
     def validate(self) -> "Parse":
-        """Check that the record is a single rooted tree; raise [`ParseError`][structattn.dependency.record.ParseError] naming the problem."""
+        """Check that the record is a single rooted tree; raise [`ParseError`][structattn.dependency.record.ParseError]
+        naming the problem."""
         validate_tree(self.words, self.heads, self.sent_id,
                       deprels=self.deprels, upos=self.upos)
         return self
@@ -111,7 +112,8 @@ def validate_tree(words, heads, sent_id="", deprels=None, upos=None) -> None:
 
 
 def check_word_lists(word_lists: Sequence[Sequence[str]]) -> None:
-    """Raise [`ParseError`][structattn.dependency.record.ParseError] naming the first empty list or empty/whitespace/non-string word."""
+    """Raise [`ParseError`][structattn.dependency.record.ParseError] naming the first empty list or
+    empty/whitespace/non-string word."""
     for i, words in enumerate(word_lists):
         try:  # fast path, C-level loops; a non-string word makes str.isspace raise TypeError
             if words and not isinstance(words, str) and "" not in words and not any(map(str.isspace, words)):
@@ -128,7 +130,8 @@ def check_word_lists(word_lists: Sequence[Sequence[str]]) -> None:
 
 
 def check_texts(texts: Sequence[str]) -> None:
-    """Raise [`ParseError`][structattn.dependency.record.ParseError] naming the first text that is not a string or is empty/whitespace."""
+    """Raise [`ParseError`][structattn.dependency.record.ParseError] naming the first text that is not a string or is
+    empty/whitespace."""
     for i, text in enumerate(texts):
         if not isinstance(text, str):
             raise ParseError(f"item {i}: expected a string, got {type(text).__name__}")

@@ -126,8 +126,9 @@ def cached_fingerprint(model: str, split_sentences: bool = True,
     """The fingerprint of ``model``'s parses in the default parse cache, for a machine without spaCy.
 
     Looks through the fingerprints of the parse cache (``settings.cache_dir()/parses``) for a spaCy fingerprint of
-    this pipeline name and these options. Returns None when there is none; raises [`UserError`][structattn.errors.UserError] when parses of
-    several versions are cached (which one to read cannot be told without spaCy).
+    this pipeline name and these options. Returns None when there is none; raises
+    [`UserError`][structattn.errors.UserError] when parses of several versions are cached (which one to read cannot be
+    told without spaCy).
     """
     from .cache import cached_fingerprints
 

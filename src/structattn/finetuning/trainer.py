@@ -1,8 +1,8 @@
 """The fine-tuning trainer of sentence and token tasks (and, in `structattn.sgnet`'s subclasses, with the SG-Net
 layer, QA and multiple choice).
 
-The family part of [`structattn.train.engine`][structattn.train.engine]: the task's features, batches, loss (the model's own, plus
-LISA's), dev metric and summary; the engine trains (one or many processes, ``accelerate launch``), evaluates,
+The family part of [`structattn.train.engine`][structattn.train.engine]: the task's features, batches, loss (the model's
+own, plus LISA's), dev metric and summary; the engine trains (one or many processes, ``accelerate launch``), evaluates,
 checkpoints into ``<output_dir>/checkpoint/`` (no pickle) and resumes. The data order of epoch e is a
 permutation seeded by (seed, e), so a resumed run sees exactly the batches the interrupted run would have seen.
 AdamW (no decay on biases and norms), linear warm-up over ``warmup_ratio`` of the updates then linear decay,
@@ -174,7 +174,8 @@ class Trainer(Family):
 
     # ------------------------------------------------------------------ evaluation
     def prediction_batches(self, feats, batch_size: int, drop: tuple[str, ...] = ("labels",)):
-        """[`prediction_batches`][structattn.finetuning.trainer.prediction_batches] of this trainer's model, collator and device."""
+        """[`prediction_batches`][structattn.finetuning.trainer.prediction_batches] of this trainer's model, collator
+        and device."""
         return prediction_batches(self.accelerator.unwrap_model(self.model), feats, self.collator(), batch_size,
                                   self.accelerator.device, drop)
 

@@ -149,10 +149,11 @@ def from_pretrained(name_or_path: str, task: str = "base", mechanism: str | Mech
             BART: the mechanism goes into the encoder's self-attention only).
         mechanism: a name of `structattn.attention.MECHANISMS` (``sla``, ``wla``, ``hybrid``, ``sdoi``,
             ``global``, ``local``, ``hybrid_concat``, ``gauss_luong``, ``gauss_sperber``, ``gauss_yang``) or a
-            [`MechanismConfig`][structattn.attention.mechanisms.MechanismConfig]. None: the mechanism saved in the checkpoint, or ``sla``.
-        options: mechanism options (fields of [`MechanismConfig`][structattn.attention.mechanisms.MechanismConfig]: ``m``, ``k``, ``window_unit``, ``layers``,
-            ``gate``, ``gate_bias``, ``gate_has_bias``, ``gate_init_std``, ``kernel``, ``base``, ``relation``,
-            ``mix``, ``gaussian``, ``gaussian_window``); every other
+            [`MechanismConfig`][structattn.attention.mechanisms.MechanismConfig]. None: the mechanism saved in the
+            checkpoint, or ``sla``.
+        options: mechanism options (fields of [`MechanismConfig`][structattn.attention.mechanisms.MechanismConfig]:
+            ``m``, ``k``, ``window_unit``, ``layers``, ``gate``, ``gate_bias``, ``gate_has_bias``, ``gate_init_std``,
+            ``kernel``, ``base``, ``relation``, ``mix``, ``gaussian``, ``gaussian_window``); every other
             keyword goes to transformers' ``from_pretrained`` (``num_labels``, ``dtype``, ``revision`` ...).
 
     Returns:
@@ -215,13 +216,15 @@ def _auto_model_class(auto_cls, config):
 def apply_mechanism(model: nn.Module, mechanism: str | MechanismConfig | dict = "sla", **options: Any) -> nn.Module:
     """Add structure-aware attention to a model you already have (in place; returns it).
 
-    Same mechanisms and options as [`from_pretrained`][structattn.models.encoder.from_pretrained]. Calling it again replaces the mechanism.
+    Same mechanisms and options as [`from_pretrained`][structattn.models.encoder.from_pretrained]. Calling it again
+    replaces the mechanism.
     """
     return install(model, mechanism, **options)
 
 
 def remove_mechanism(model: nn.Module) -> nn.Module:
-    """Undo [`apply_mechanism`][structattn.models.encoder.apply_mechanism]: the model runs its stock attention again (gates are deleted)."""
+    """Undo [`apply_mechanism`][structattn.models.encoder.apply_mechanism]: the model runs its stock attention again
+    (gates are deleted)."""
     return uninstall(model)
 
 

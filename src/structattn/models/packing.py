@@ -17,7 +17,8 @@ is left out of the file and named in the metadata with the package's version and
 A packed folder is the model's own folder with ``model.safetensors`` replaced by the packed tensors and
 ``config.json`` given a `PACKING_KEY` entry: ``{"format", "version", "quantized": [names],
 "min_elements", "reference": {package, version, weights, sha256, "tensors": {name: package tensor name}} or
-null}``. [`structattn.sgnet.model.SGNetModel.from_pretrained`][structattn.sgnet.model.SGNetModel.from_pretrained] reads both forms.
+null}``. [`structattn.sgnet.model.SGNetModel.from_pretrained`][structattn.sgnet.model.SGNetModel.from_pretrained] reads
+both forms.
 """
 from __future__ import annotations
 

@@ -6,12 +6,14 @@ model folder as its loader reads it (``config.json``, ``model.safetensors``, ...
 exact command, commit, test score, size, time to train) and ``CARD.md`` (the same for people). A name is
 *shipped* when its folder holds the weights; a known name whose folder is empty is built with its ``build``
 command (``make models`` and its parts). A parser with a frozen pretrained encoder stores that encoder by
-reference to its pip package ([`structattn.bna.model.ChartParser.save_pretrained`][structattn.bna.model.ChartParser.save_pretrained]), never a copy. A reader
-is a span-QA run's folder in the packed form of `structattn.models.packing` (``structattn pack-reader``).
+reference to its pip package
+([`structattn.bna.model.ChartParser.save_pretrained`][structattn.bna.model.ChartParser.save_pretrained]), never a copy.
+A reader is a span-QA run's folder in the packed form of `structattn.models.packing` (``structattn pack-reader``).
 
-[`resolve`][structattn.models.trained.resolve] turns what a user gave as ``--model`` (or the spaCy component's ``model=``) into a folder: an
-existing path is used as it is; else a shipped name gives its folder; a known but unshipped name, a name of
-another kind and an unknown name are [`UserError`][structattn.errors.UserError] saying what to do (the valid names listed).
+[`resolve`][structattn.models.trained.resolve] turns what a user gave as ``--model`` (or the spaCy component's
+``model=``) into a folder: an existing path is used as it is; else a shipped name gives its folder; a known but
+unshipped name, a name of another kind and an unknown name are [`UserError`][structattn.errors.UserError] saying what to
+do (the valid names listed).
 """
 from __future__ import annotations
 

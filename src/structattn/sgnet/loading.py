@@ -8,9 +8,9 @@ choice) pool it from the aggregated output; under the paper's rule that token wo
 the SG layer could never reach the head. For those heads the special tokens' rows see every real token instead
 (``special_rows="all"``, what the official code's uniform rows amount to) and every real token's SG output is
 aggregated. Even so, one SG layer cannot bring *syntax* to [CLS] (its row is an unmasked re-reading of the encoder
-output); ``pool="mean"`` or, for multiple choice, ``pool="option"`` ([`SGNetConfig`][structattn.sgnet.model.SGNetConfig])
-makes those heads read the mean of the aggregated tokens (all of them, or the option's) instead, and then the
-paper's rules hold for every head.
+output); ``pool="mean"`` or, for multiple choice, ``pool="option"``
+([`SGNetConfig`][structattn.sgnet.model.SGNetConfig]) makes those heads read the mean of the aggregated tokens (all of
+them, or the option's) instead, and then the paper's rules hold for every head.
 """
 from __future__ import annotations
 

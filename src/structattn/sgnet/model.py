@@ -14,11 +14,13 @@ Example::
                 start_positions=s, end_positions=e)                          # out.loss, out.start_logits
     model.save_pretrained("run/"); model = SGNetModel.from_pretrained("run/")
 
-One class per head, as transformers' task classes: [`SGNetForSpanQA`][structattn.sgnet.model.SGNetForSpanQA], [`SGNetForMultipleChoice`][structattn.sgnet.model.SGNetForMultipleChoice],
-[`SGNetForSequenceClassification`][structattn.sgnet.model.SGNetForSequenceClassification] (regression with one label) and [`SGNetForTagging`][structattn.sgnet.model.SGNetForTagging], each an
-[`SGNetModel`][structattn.sgnet.model.SGNetModel] (the encoder, the SG part, pooling, saving) that declares its output modules and computes its
-logits and loss. ``SGNetModel(encoder, config)``, ``from_encoder`` and ``from_pretrained`` build the class of
-``config.head`` (`SGNET_HEADS`); ``isinstance(model, SGNetModel)`` holds for every head.
+One class per head, as transformers' task classes: [`SGNetForSpanQA`][structattn.sgnet.model.SGNetForSpanQA],
+[`SGNetForMultipleChoice`][structattn.sgnet.model.SGNetForMultipleChoice],
+[`SGNetForSequenceClassification`][structattn.sgnet.model.SGNetForSequenceClassification] (regression with one label)
+and [`SGNetForTagging`][structattn.sgnet.model.SGNetForTagging], each an
+[`SGNetModel`][structattn.sgnet.model.SGNetModel] (the encoder, the SG part, pooling, saving) that declares its output
+modules and computes its logits and loss. ``SGNetModel(encoder, config)``, ``from_encoder`` and ``from_pretrained``
+build the class of ``config.head`` (`SGNET_HEADS`); ``isinstance(model, SGNetModel)`` holds for every head.
 
 Heads carry transformers' names, so a stock task class loads the baseline: ``qa_outputs`` (d -> 2, as
 ``BertForQuestionAnswering``), ``classifier`` after a dropout (multiple choice d -> 1, classification
@@ -26,14 +28,14 @@ d -> num_labels, both on a pooler dense + tanh of the first token; tagging d -> 
 pooler is the encoder's own when it has one (BERT, RoBERTa, XLM-R, ALBERT: saved as ``bert.pooler.dense`` ...,
 applied to h̄ instead of h); otherwise (ELECTRA, DistilBERT) the model owns ``pooler.dense``.
 
-Saved folder ([`SGNetModel.save_pretrained`][structattn.sgnet.model.SGNetModel.save_pretrained]): ``config.json`` is the encoder's config (with the
-``structattn`` mechanism entry when one is installed, ``num_labels`` set for the classification and tagging
-heads) plus ``structattn_sgnet`` = [`SGNetConfig`][structattn.sgnet.model.SGNetConfig]; ``model.safetensors`` holds the encoder under its
-base-model prefix (``bert.`` ...), the head under transformers' names and the SG part under ``sgnet.``.
-``AutoModel.from_pretrained(folder)`` loads the encoder part; for the baseline ``AutoModelFor*`` loads the
-whole model (for the pooled heads when the encoder has its own pooler). ``save_pretrained(folder, packed=True)``
-writes the smaller form of `structattn.models.packing` (int8 matrices with row scales); ``from_pretrained``
-reads both forms, the packed one dequantised to float32.
+Saved folder ([`SGNetModel.save_pretrained`][structattn.sgnet.model.SGNetModel.save_pretrained]): ``config.json`` is the
+encoder's config (with the ``structattn`` mechanism entry when one is installed, ``num_labels`` set for the
+classification and tagging heads) plus ``structattn_sgnet`` = [`SGNetConfig`][structattn.sgnet.model.SGNetConfig];
+``model.safetensors`` holds the encoder under its base-model prefix (``bert.`` ...), the head under transformers' names
+and the SG part under ``sgnet.``. ``AutoModel.from_pretrained(folder)`` loads the encoder part; for the baseline
+``AutoModelFor*`` loads the whole model (for the pooled heads when the encoder has its own pooler).
+``save_pretrained(folder, packed=True)`` writes the smaller form of `structattn.models.packing` (int8 matrices with row
+scales); ``from_pretrained`` reads both forms, the packed one dequantised to float32.
 
 Positions outside ``sg_tokens`` keep h̄ = h (the paper's footnote 9). The pooled heads read position 0
 ([CLS]): when ``sg_tokens`` excludes it, the SG part cannot reach their logits (a warning says so once).
@@ -162,18 +164,21 @@ class SGNetModel(nn.Module):
     shares (input checks, the pooled vector, saving and loading). Each head is a subclass (`SGNET_HEADS`)
     that declares its output modules and computes its logits and loss in `_head`.
 
-    ``SGNetModel(encoder, config)`` builds the head class of ``config.head`` ([`head_class`][structattn.sgnet.model.SGNetModel.head_class]), as do
-    [`from_encoder`][structattn.sgnet.model.SGNetModel.from_encoder] and [`from_pretrained`][structattn.sgnet.model.SGNetModel.from_pretrained]; every head is an ``SGNetModel``. A head class called by its
-    own name takes only its own head's config.
+    ``SGNetModel(encoder, config)`` builds the head class of ``config.head``
+    ([`head_class`][structattn.sgnet.model.SGNetModel.head_class]), as do
+    [`from_encoder`][structattn.sgnet.model.SGNetModel.from_encoder] and
+    [`from_pretrained`][structattn.sgnet.model.SGNetModel.from_pretrained]; every head is an ``SGNetModel``. A head
+    class called by its own name takes only its own head's config.
 
     Args:
         encoder: a transformers base model (``AutoModel``), possibly with a structattn mechanism installed.
-        config: [`SGNetConfig`][structattn.sgnet.model.SGNetConfig]. With ``init="copy"`` the extra layer copies ``encoder``'s last layer.
+        config: [`SGNetConfig`][structattn.sgnet.model.SGNetConfig]. With ``init="copy"`` the extra layer copies
+            ``encoder``'s last layer.
 
     The encoder is registered under its ``base_model_prefix`` (``model.bert`` ...) and reachable as
-    [`base_model`][structattn.sgnet.model.SGNetModel.base_model]; the SG part is ``model.sgnet`` (None for aggregation ``none``). The heads that do not
-    pool (span_qa, tagging) remove the encoder's pooler (``encoder.pooler = None``), as transformers' task
-    classes build theirs without one.
+    [`base_model`][structattn.sgnet.model.SGNetModel.base_model]; the SG part is ``model.sgnet`` (None for aggregation
+    ``none``). The heads that do not pool (span_qa, tagging) remove the encoder's pooler (``encoder.pooler = None``), as
+    transformers' task classes build theirs without one.
     """
 
     #: the `SGNetConfig.head` this class computes
@@ -254,7 +259,8 @@ class SGNetModel(nn.Module):
         """SG-Net on a pretrained encoder (a Hugging Face name or folder).
 
         mechanism: None = the encoder's stock attention; else a structattn mechanism (name, dict or
-        ``MechanismConfig``) loaded through [`structattn.models.encoder.from_pretrained`][structattn.models.encoder.from_pretrained] with ``options``
+        ``MechanismConfig``) loaded through
+        [`structattn.models.encoder.from_pretrained`][structattn.models.encoder.from_pretrained] with ``options``
         (mechanism options and transformers' ``from_pretrained`` keywords).
         """
         config.validate()
@@ -412,7 +418,8 @@ class SGNetModel(nn.Module):
 
         ``packed=True``: the smaller form of `structattn.models.packing` (int8 matrices with row scales,
         tensors of a pip package by reference); ``packing`` goes to `pack_state_dict`
-        (``quantize``, ``min_elements``, ``encoder_package``). [`from_pretrained`][structattn.sgnet.model.SGNetModel.from_pretrained] reads both forms."""
+        (``quantize``, ``min_elements``, ``encoder_package``).
+        [`from_pretrained`][structattn.sgnet.model.SGNetModel.from_pretrained] reads both forms."""
         from safetensors.torch import save_file, save_model
 
         from ..io import atomic_write_text
@@ -437,8 +444,8 @@ class SGNetModel(nn.Module):
     @classmethod
     @quiet_loading()
     def from_pretrained(cls, folder: str | Path, device: str | torch.device = "cpu") -> "SGNetModel":
-        """Load a folder written by [`save_pretrained`][structattn.sgnet.model.SGNetModel.save_pretrained] (offline) as its head's class; the model is in eval
-        mode."""
+        """Load a folder written by [`save_pretrained`][structattn.sgnet.model.SGNetModel.save_pretrained] (offline) as
+        its head's class; the model is in eval mode."""
         from safetensors.torch import load_model
         from transformers import AutoConfig, AutoModel
 

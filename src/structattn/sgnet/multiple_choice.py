@@ -3,8 +3,8 @@ score per option and a softmax over the options.
 
 - data: `build_mc_features` (passage, then the question with the option; the passage cut from
   its end where the input is too long); ``--max-train-examples`` / ``--max-eval-examples`` count questions;
-- the model: [`SGNetModel`][structattn.sgnet.model.SGNetModel] with the ``multiple_choice`` head (``--sgnet none`` is the
-  baseline: BERT's multiple-choice model);
+- the model: [`SGNetModel`][structattn.sgnet.model.SGNetModel] with the ``multiple_choice`` head (``--sgnet none`` is
+  the baseline: BERT's multiple-choice model);
 - evaluation: accuracy overall and per group (RACE middle/high, MCTest mc160/mc500; MCTest one/multiple).
 """
 from __future__ import annotations

@@ -13,8 +13,8 @@ One input per option, as SG-Net and BERT's multiple-choice set-up::
 * Structure (optional, from a `StructureSpec`): each passage is parsed
   once however many questions and options share it, each question-option segment once (the parse
   cache also skips anything parsed before); the word relation is computed per sentence, and an
-  option's [`WordStructure`][structattn.structure.example.WordStructure] is the passage's blocks (segment 0, shared, not copied) followed
-  by its own (segment 1): `join_structures`.
+  option's [`WordStructure`][structattn.structure.example.WordStructure] is the passage's blocks (segment 0, shared, not
+  copied) followed by its own (segment 1): `join_structures`.
 * Long inputs: the question and the option are always kept whole; the passage loses whole words
   from its **end** until the input fits in ``max_length`` tokens. Global word indices are those of the
   whole passage (segment 1 starts after the passage's last word), so the structure mask is cut to the
@@ -24,8 +24,8 @@ One input per option, as SG-Net and BERT's multiple-choice set-up::
   least one passage word raises [`UserError`][structattn.errors.UserError] (before anything is parsed).
 * Encoding: the cut is planned from per-word sub-word counts, then inputs are tokenised in batched calls
   (`encode_pairs`; the same tokens, token types and ``token_word`` as
-  [`structattn.structure.encode_words`][structattn.structure.align.encode_words] gives an input that fits, in far fewer tokenizer calls), with a word
-  that has no sub-word replaced by the unknown token as there.
+  [`structattn.structure.encode_words`][structattn.structure.align.encode_words] gives an input that fits, in far fewer
+  tokenizer calls), with a word that has no sub-word replaced by the unknown token as there.
 
 `MultipleChoiceCollator` pads every option of every question of a batch to one length T and
 returns ``[B, C, T]`` inputs, an optional ``[B, C, T, T]`` ``structure_mask`` and ``labels`` ``[B]``.
@@ -255,10 +255,10 @@ def build_mc_features(questions: Sequence["MCQuestion"], tokenizer, structure: "
     Each dict: ``options`` (C feature dicts as `StructureCollator` takes them: ``input_ids``,
     ``attention_mask``, ``token_type_ids`` (None for models without them), ``token_word`` ``[T_c]`` (numpy
     arrays, see `encode_pairs`: small dtypes, RACE's train split holds 350k inputs), ``structure``
-    ([`WordStructure`][structattn.structure.example.WordStructure], or None without a word relation), ``option_words`` (global indices ``(first, stop)`` of
-    the option's words in ``token_word``: what ``pool="option"`` reads), and ``sg_structure`` when asked),
-    ``label`` (option index or None), ``example_index`` (position in ``questions``), ``qid`` and
-    ``passage_words_dropped`` (per option, passage words cut to fit ``max_length``).
+    ([`WordStructure`][structattn.structure.example.WordStructure], or None without a word relation), ``option_words``
+    (global indices ``(first, stop)`` of the option's words in ``token_word``: what ``pool="option"`` reads), and
+    ``sg_structure`` when asked), ``label`` (option index or None), ``example_index`` (position in ``questions``),
+    ``qid`` and ``passage_words_dropped`` (per option, passage words cut to fit ``max_length``).
 
     Args:
         structure: the word relation to build (``StructureSpec.for_mechanism``; SG-Net's SDOI:

@@ -11,8 +11,8 @@ tokenizer saved by ``structattn train --task squad2`` (or ``squad11``; `SGNetMod
 also reads the packed form of `structattn.models.packing`), the run's windows (``max_length`` tokens sharing
 at most ``stride`` sub-words: a passage longer than a window is read in several, never cut), its parser for the
 SG-Net layer's mask (`build_qa_features`), and BERT's span decoding
-([`predict_answers`][structattn.sgnet.span_qa.predict_answers]). ``start`` / ``end`` are character offsets into the context
-exactly as given (``context[start:end] == text``). The answer is "no answer" when the null score exceeds the
+([`predict_answers`][structattn.sgnet.span_qa.predict_answers]). ``start`` / ``end`` are character offsets into the
+context exactly as given (``context[start:end] == text``). The answer is "no answer" when the null score exceeds the
 best span's by more than the threshold saved with the run (``span_qa.json``, tuned on its dev split; a run on
 SQuAD 1.1 saved none and always answers); ``na_threshold`` overrides it.
 """
@@ -176,8 +176,8 @@ class Reader:
         return self.read_questions(make_questions((f"q{i}", q, c) for i, (q, c) in enumerate(pairs)), top_k)
 
     def read_questions(self, questions: Sequence, top_k: int = 1, source: str = "questions") -> list[Reading]:
-        """The answers to ``SquadQuestion`` records ([`make_questions`][structattn.sgnet.reader.make_questions], or ``read_squad`` of a SQuAD file;
-        gold answers are ignored), in order."""
+        """The answers to ``SquadQuestion`` records ([`make_questions`][structattn.sgnet.reader.make_questions], or
+        ``read_squad`` of a SQuAD file; gold answers are ignored), in order."""
         from .span_qa import predict_answers
         from .reading import span_logits, span_qa_collator
         from .reading_features import build_qa_features, parse_questions

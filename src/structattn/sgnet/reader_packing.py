@@ -6,12 +6,12 @@ a pip package's, by reference), with everything else the reader needs copied bes
 ``train_config.json``, ``span_qa.json`` with the no-answer threshold, ``metrics.json``; ``tokenizer.json``
 replaced by ``vocab.txt`` when that rebuilds it exactly, `leave_out_rebuilt_tokenizer`) and a ``card.json`` that
 records the source, the packing and the sizes. The folder loads like the run's own
-([`structattn.sgnet.reader.Reader.from_pretrained`][structattn.sgnet.reader.Reader.from_pretrained], ``structattn predict``, ``structattn answer``): the int8
-weights are dequantised to float32 on loading.
+([`structattn.sgnet.reader.Reader.from_pretrained`][structattn.sgnet.reader.Reader.from_pretrained], ``structattn
+predict``, ``structattn answer``): the int8 weights are dequantised to float32 on loading.
 
 `packing_cost` scores the float32 run and its packed form on the same questions with the project's own
-scorer ([`structattn.tasks.squad_eval.evaluate`][structattn.tasks.squad_eval.evaluate], at each model's saved threshold, as ``predict`` answers):
-the squad2 test part, SQuAD 1.1 dev, or any SQuAD-format file.
+scorer ([`structattn.tasks.squad_eval.evaluate`][structattn.tasks.squad_eval.evaluate], at each model's saved threshold,
+as ``predict`` answers): the squad2 test part, SQuAD 1.1 dev, or any SQuAD-format file.
 """
 from __future__ import annotations
 

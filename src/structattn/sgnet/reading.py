@@ -7,10 +7,10 @@ What differs:
 - data: questions of a `QATask` split become windows of ``max_length`` tokens
   sharing at most ``stride`` sub-words (`build_qa_features`); ``--max-train-examples`` /
   ``--max-eval-examples`` count questions (the first N in file order), and the scorer sees exactly those;
-- the model: [`SGNetModel`][structattn.sgnet.model.SGNetModel] with the ``span_qa`` head (``--sgnet none`` is the baseline,
-  the head directly on the encoder output: BERT's question-answering model);
-- evaluation: answers decoded from every window ([`predict_answers`][structattn.sgnet.span_qa.predict_answers]); on a split
-  with unanswerable questions the no-answer threshold is tuned on that split the way the official scorer's
+- the model: [`SGNetModel`][structattn.sgnet.model.SGNetModel] with the ``span_qa`` head (``--sgnet none`` is the
+  baseline, the head directly on the encoder output: BERT's question-answering model);
+- evaluation: answers decoded from every window ([`predict_answers`][structattn.sgnet.span_qa.predict_answers]); on a
+  split with unanswerable questions the no-answer threshold is tuned on that split the way the official scorer's
   best-F1 sweep does, and ``f1`` / ``exact`` are the scores at that threshold (so on the dev split ``f1`` is the
   official ``best_f1``); the threshold of the best checkpoint is saved with it (``best/span_qa.json``) and used
   unchanged on any other data (``structattn predict``).

@@ -3,8 +3,8 @@
 Segment 0 is the question's words, segment 1 the passage's (words from
 `words_with_offsets`, so every passage word keeps its character span). A
 question whose input does not fit in ``max_length`` tokens is split by
-[`encode_words`][structattn.structure.align.encode_words] (``long_inputs="windows"``): the passage slides in windows over whole
-words that share at most ``stride`` sub-words, and the question is repeated in every window.
+[`encode_words`][structattn.structure.align.encode_words] (``long_inputs="windows"``): the passage slides in windows
+over whole words that share at most ``stride`` sub-words, and the question is repeated in every window.
 
 Parses: every question is parsed, and every *paragraph* once however many questions share it (through the
 on-disk parse cache); the word structures of a question pair its question parse with its paragraph's parse
@@ -51,7 +51,8 @@ class QAParses:
     """Dependency parses of a split: per question its question's sentences, per paragraph its passage's.
 
     Attributes:
-        questions: one list of [`Parse`][structattn.dependency.record.Parse] (sentences) per question, in the questions' order.
+        questions: one list of [`Parse`][structattn.dependency.record.Parse] (sentences) per question, in the questions'
+            order.
         paragraphs: paragraph index (``SquadQuestion.paragraph``) -> that passage's sentences.
     """
 

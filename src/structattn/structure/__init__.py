@@ -1,7 +1,7 @@
 """Word-level relations and their expansion to sub-word token masks.
 
-Pipeline: ``Parse`` records -> [`build_word_structures`][structattn.structure.example.build_word_structures] (compact per-sentence
-blocks) -> [`encode_words`][structattn.structure.align.encode_words] (tokens aligned to words, windows) ->
+Pipeline: ``Parse`` records -> [`build_word_structures`][structattn.structure.example.build_word_structures] (compact
+per-sentence blocks) -> [`encode_words`][structattn.structure.align.encode_words] (tokens aligned to words, windows) ->
 `StructureCollator` (``[batch, T, T]`` bool ``structure_mask``).
 """
 from .align import EncodedWindow, encode_words, first_subword_positions

@@ -40,8 +40,8 @@ class ExpansionRules:
         punct_visible: the official SLA code makes punctuation columns visible to every
             token; off by default (not in the paper).
         token_window: None, or k for a window over token positions (``window_unit="token"``):
-            [`token_mask`][structattn.structure.expand.token_mask] then gives the band |t - u| <= k over all T positions, special tokens
-            and padding included (the model's padding mask hides padded keys), and the word
+            [`token_mask`][structattn.structure.expand.token_mask] then gives the band |t - u| <= k over all T
+            positions, special tokens and padding included (the model's padding mask hides padded keys), and the word
             relation and the rules above are not used.
     """
 

@@ -106,8 +106,8 @@ def tree_distance_masks(heads: np.ndarray, m: int = 3) -> np.ndarray:
 def band(n: int, m: int, k: int) -> np.ndarray:
     """|i - j| <= k for query positions i < n and key positions j < m: ``[n, m]`` bool.
 
-    The one definition of a window: over words ([`window_masks`][structattn.structure.relations.window_masks]) and over token positions (the
-    ``window_unit="token"`` mask that the collator and the attention function both build from it).
+    The one definition of a window: over words ([`window_masks`][structattn.structure.relations.window_masks]) and over
+    token positions (the ``window_unit="token"`` mask that the collator and the attention function both build from it).
     """
     _check_threshold("k", k)
     return np.abs(np.arange(n)[:, None] - np.arange(m)[None, :]) <= k

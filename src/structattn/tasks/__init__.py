@@ -39,7 +39,8 @@ TASKS: dict[str, TaskSpec] = {spec.name: spec for spec in (*GLUE_TASKS, CONLL200
 
 
 def get_task(name: str) -> TaskSpec:
-    """The task registered as ``name``; an unknown name raises [`UserError`][structattn.errors.UserError] listing the valid ones."""
+    """The task registered as ``name``; an unknown name raises [`UserError`][structattn.errors.UserError] listing the
+    valid ones."""
     try:
         return TASKS[name]
     except (KeyError, TypeError):

@@ -70,7 +70,8 @@ def paired_bootstrap(baseline: Sequence[str], systems: Mapping[str, Sequence[str
 def sentence_statistics(hypotheses: Sequence[str], references: Sequence[str]):
     """BLEU's sufficient statistics per sentence, a float64 array [n, 10]: matched n-grams (n = 1..4), hypothesis
     n-grams (n = 1..4), hypothesis length, reference length. Summed over any multiset of rows they give that
-    corpus's BLEU ([`bleu_from_statistics`][structattn.tasks.bleu.bleu_from_statistics]), which is what sacreBLEU's bootstrap resamples."""
+    corpus's BLEU ([`bleu_from_statistics`][structattn.tasks.bleu.bleu_from_statistics]), which is what sacreBLEU's
+    bootstrap resamples."""
     _check(hypotheses, references)
     # a report tests one system against several others: each system's statistics are computed once
     return _cached_statistics(tuple(hypotheses), tuple(references)).copy()
@@ -90,7 +91,8 @@ def _cached_statistics(hypotheses: tuple[str, ...], references: tuple[str, ...])
 
 
 def bleu_from_statistics(stats) -> float:
-    """Corpus BLEU (0..100, smoothing ``exp`` as in [`corpus_bleu`][structattn.tasks.bleu.corpus_bleu]) of summed statistics [10]."""
+    """Corpus BLEU (0..100, smoothing ``exp`` as in [`corpus_bleu`][structattn.tasks.bleu.corpus_bleu]) of summed
+    statistics [10]."""
     from sacrebleu.metrics import BLEU
 
     counts = [int(round(x)) for x in stats]

@@ -61,7 +61,8 @@ Deviations from the C program (none matters for the treebank's trees and a parse
   here raw treebank trees can be scored against parser output with or without the outer bracket.
 * The C program stops without a summary at the 12th error sentence (``Error``: MAX_ERROR 10); here every
   sentence is scored and `EvalbResult.errors` lists the error sentences
-  ([`EvalbResult.evalb_would_abort`][structattn.tasks.evalb.EvalbResult.evalb_would_abort] says when the C program would have stopped).
+  ([`EvalbResult.evalb_would_abort`][structattn.tasks.evalb.EvalbResult.evalb_would_abort] says when the C program would
+  have stopped).
 * F1 with P + R = 0 is 0 (the C program prints nan). Sentences are Tree objects in any layout, not one per
   line, and there is no limit of 200 words or brackets per sentence.
 """
@@ -193,7 +194,8 @@ def evalb_sentence(gold: Tree, test: Tree, id: int = 1) -> EvalbSentence:
 
 @dataclass
 class EvalbResult:
-    """EVALB's summary block (percentages unrounded; [`to_dict`][structattn.tasks.evalb.EvalbResult.to_dict] rounds them as EVALB prints them)."""
+    """EVALB's summary block (percentages unrounded; [`to_dict`][structattn.tasks.evalb.EvalbResult.to_dict] rounds them
+    as EVALB prints them)."""
 
     recall: float
     precision: float

@@ -36,7 +36,8 @@ class MCQuestion:
 
 
 def answer_index(letter: str, num_options: int, where: str) -> int:
-    """``"A"`` -> 0, ``"B"`` -> 1, ...; [`UserError`][structattn.errors.UserError] naming ``where`` for anything else."""
+    """``"A"`` -> 0, ``"B"`` -> 1, ...; [`UserError`][structattn.errors.UserError] naming ``where`` for anything
+    else."""
     value = letter.strip()
     if len(value) == 1 and "A" <= value <= "Z" and ord(value) - ord("A") < num_options:
         return ord(value) - ord("A")

@@ -117,7 +117,8 @@ def results_file(task: str) -> str:
     return spec.folder if spec is not None else task
 
 def get_mc_task(name: str) -> MCTaskSpec:
-    """The task registered as ``name``; an unknown name raises [`UserError`][structattn.errors.UserError] listing the valid ones."""
+    """The task registered as ``name``; an unknown name raises [`UserError`][structattn.errors.UserError] listing the
+    valid ones."""
     try:
         return MC_TASKS[name]
     except (KeyError, TypeError):

@@ -17,7 +17,8 @@ Cleaning (`clean_tree`), the usual parsing setup:
   ``PP-LOC-CLR -> PP``; a label that *starts* with ``-`` (``-NONE-``, ``-LRB-``, ``-RRB-``) is left whole;
 * the outer bracket without a label is dropped (with several children it is kept, labelled ``TOP``).
 
-Punctuation is kept (EVALB, not the reader, ignores it when scoring; see [`structattn.tasks.evalb`][structattn.tasks.evalb]).
+Punctuation is kept (EVALB, not the reader, ignores it when scoring; see
+[`structattn.tasks.evalb`][structattn.tasks.evalb]).
 
 Split by file, fixed for every run (`PTB_SPLIT`): train wsj_0001-0139 (3,068 trees), dev
 wsj_0140-0159 (328), test wsj_0160-0199 (518). Any other bracketed treebank file (one tree per line, or the

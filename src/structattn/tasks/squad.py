@@ -344,7 +344,8 @@ class QATask:
         return tuple(self.files)
 
     def path(self, split: str, data_dir=None) -> Path:
-        """The file holding ``split`` under ``data_dir`` (default [`settings.data_dir`][structattn.settings.data_dir])."""
+        """The file holding ``split`` under ``data_dir`` (default
+        [`settings.data_dir`][structattn.settings.data_dir])."""
         from ..settings import data_dir as default_data_dir
 
         if split not in self.files:

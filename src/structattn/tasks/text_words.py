@@ -9,12 +9,12 @@ word keeps its ``[start, end)`` character span in the text, so a predicted span 
 exact substring of the original text.
 
 Many texts at once (`words_with_offsets_many`) go through an on-disk cache of word spans,
-content-addressed per text (``<cache>/words/v1/*.npz``, [`structattn.settings.cache_dir`][structattn.settings.cache_dir]): SQuAD 1.1
-train's 106k texts take about 30 s to tokenise on one core, and every run, seed and resume reads them again.
-The cache also lets a machine without spaCy (a GPU machine that got only the cache folder) build the same
-features. A shard is used only when it was written by the spaCy version installed here; where spaCy is not
-installed, the shards of any version are used (there is nothing to compare with) and a text they miss is an
-error that says so. A shard that fails to load is reported and ignored.
+content-addressed per text (``<cache>/words/v1/*.npz``,
+[`structattn.settings.cache_dir`][structattn.settings.cache_dir]): SQuAD 1.1 train's 106k texts take about 30 s to
+tokenise on one core, and every run, seed and resume reads them again. The cache also lets a machine without spaCy (a
+GPU machine that got only the cache folder) build the same features. A shard is used only when it was written by the
+spaCy version installed here; where spaCy is not installed, the shards of any version are used (there is nothing to
+compare with) and a text they miss is an error that says so. A shard that fails to load is reported and ignored.
 """
 from __future__ import annotations
 

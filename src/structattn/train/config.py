@@ -107,8 +107,9 @@ BATCH_FIELDS = frozenset({"batch_size", "grad_accum"})
 
 
 def task_defaults(task: str, given: frozenset[str] = frozenset()) -> dict[str, Any]:
-    """The field defaults of ``task``'s family that differ from [`TrainConfig`][structattn.train.config.TrainConfig]'s ({} for sentence tasks);
-    ``given``: the fields the caller sets itself (one of `BATCH_FIELDS` among them drops the others')."""
+    """The field defaults of ``task``'s family that differ from [`TrainConfig`][structattn.train.config.TrainConfig]'s
+    ({} for sentence tasks); ``given``: the fields the caller sets itself (one of `BATCH_FIELDS` among them drops the
+    others')."""
     defaults = dict(READING_DEFAULTS.get(task_family(task), {}))
     if given & BATCH_FIELDS:
         defaults = {k: v for k, v in defaults.items() if k not in BATCH_FIELDS}
@@ -180,7 +181,8 @@ def result_fields(cfg: TrainConfig) -> dict[str, Any]:
 
 
 def config_key(cfg: TrainConfig, ignore: tuple[str, ...] = ()) -> str:
-    """A short hash of [`result_fields`][structattn.train.config.result_fields] less ``ignore``: equal keys, the same run.
+    """A short hash of [`result_fields`][structattn.train.config.result_fields] less ``ignore``: equal keys, the same
+    run.
 
     ``ignore=("seed",)`` keys a report cell (the same configuration over seeds)."""
     data = {k: v for k, v in result_fields(cfg).items() if k not in ignore}

@@ -38,8 +38,8 @@ class OutputDirLock:
 
 def hold_output_dir(output_dir: str | Path, create: bool = True) -> OutputDirLock | None:
     """Lock ``output_dir`` for this process (creating it; with ``create=False`` None when it does not exist);
-    [`UserError`][structattn.errors.UserError] naming the holder when another process has it. Keep the returned object as long as the
-    run writes to the folder."""
+    [`UserError`][structattn.errors.UserError] naming the holder when another process has it. Keep the returned object
+    as long as the run writes to the folder."""
     from filelock import FileLock, Timeout
 
     folder = Path(output_dir)

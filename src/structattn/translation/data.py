@@ -12,7 +12,8 @@ Source structure (only the ``sla`` variant and the per-POS gate analysis need it
 parsed by the structure pipeline's spaCy parser from its raw text; each BPE piece is mapped to the parser
 word that holds its first non-space character (tokenizer offsets against the word's character span), so a
 word's pieces share its row and column in the expanded mask and ``</s>`` is a special token
-([`structattn.structure.expand.token_mask`][structattn.structure.expand.token_mask]). Every variant sees the same BPE segmentation.
+([`structattn.structure.expand.token_mask`][structattn.structure.expand.token_mask]). Every variant sees the same BPE
+segmentation.
 """
 from __future__ import annotations
 

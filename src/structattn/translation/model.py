@@ -4,8 +4,9 @@ BPE and the batches, is `structattn.translation.data`).
 Route: ``transformers.MarianMTModel`` built from a `MarianConfig`
 (post-LayerNorm Transformer of Vaswani et al., sinusoidal positions, shared and tied embeddings), with the
 library's mechanism installed in the encoder self-attention of the chosen layers only
-([`structattn.models.encoder.apply_mechanism`][structattn.models.encoder.apply_mechanism]; decoder self- and cross-attention stay stock). Beam search
-with a length penalty, ``save_pretrained``/``from_pretrained`` and ``generate()`` come from transformers.
+([`structattn.models.encoder.apply_mechanism`][structattn.models.encoder.apply_mechanism]; decoder self- and
+cross-attention stay stock). Beam search with a length penalty, ``save_pretrained``/``from_pretrained`` and
+``generate()`` come from transformers.
 
 Sizes (`SIZES`): ``tiny`` trains on a 2-core CPU (4+4 layers, d 128, FFN 256, 4 heads, dropout 0.3:
 the size reported for Multi30k text-only baselines); ``base`` is the paper's (6+6, 512, FFN 2048, 8 heads,
@@ -128,9 +129,10 @@ def build_model(tokenizer, size: str | ModelSize = "tiny", variant: str = "trans
 
 def untrained_like(model, seed: int = 0):
     """A model of ``model``'s architecture, vocabulary and mechanism with fresh weights, drawn as
-    [`build_model`][structattn.translation.model.build_model] draws them (transformers' initialisation, then [`fairseq_initialisation`][structattn.translation.model.fairseq_initialisation], then
-    the mechanism's own parameters): the untrained-encoder control of probing (Conneau et al. 2018 report
-    untrained encoders beside trained ones to show what the probe gets from the architecture alone).
+    [`build_model`][structattn.translation.model.build_model] draws them (transformers' initialisation, then
+    [`fairseq_initialisation`][structattn.translation.model.fairseq_initialisation], then the mechanism's own
+    parameters): the untrained-encoder control of probing (Conneau et al. 2018 report untrained encoders beside trained
+    ones to show what the probe gets from the architecture alone).
     """
     import torch
 
@@ -218,9 +220,10 @@ _DEEPNET_BETA_WEIGHTS = ("v_proj", "out_proj", "fc1", "fc2")
 
 def deepnet_initialisation(model) -> None:
     """Joey NMT's Transformer initialisation with ``initializer: xavier_normal`` (which also turns on the DeepNet
-    residual weights: ``residual="deepnet"``): Xavier-normal matrices, gain beta ([`deepnet_alpha_beta`][structattn.translation.model.deepnet_alpha_beta]) for
-    the value and output projections and the feed-forward layers of each stack and gain 1 for the query and key
-    projections; Xavier-normal shared embeddings with a zero padding row; zero biases."""
+    residual weights: ``residual="deepnet"``): Xavier-normal matrices, gain beta
+    ([`deepnet_alpha_beta`][structattn.translation.model.deepnet_alpha_beta]) for the value and output projections and
+    the feed-forward layers of each stack and gain 1 for the query and key projections; Xavier-normal shared embeddings
+    with a zero padding row; zero biases."""
     c = model.config
     beta = deepnet_alpha_beta(c.encoder_layers, c.decoder_layers)["beta"]
 

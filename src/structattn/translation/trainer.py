@@ -7,9 +7,9 @@ root, batches of at most ``max_tokens`` padded tokens per side, dev BLEU (greedy
 ``max_updates``. The final model is the better on dev BLEU (beam ``beam``) of the best checkpoint and the
 average of the last ``average_last`` evaluated checkpoints (0 or 1: the best checkpoint alone).
 
-The translation family of [`structattn.train.engine`][structattn.train.engine]: data, the loss, dev BLEU and the final selection are
-here; updates, several processes (``accelerate launch``: each process takes every N-th token batch, the loss
-weighted by target tokens), checkpoints and resume are the engine's.
+The translation family of [`structattn.train.engine`][structattn.train.engine]: data, the loss, dev BLEU and the final
+selection are here; updates, several processes (``accelerate launch``: each process takes every N-th token batch, the
+loss weighted by target tokens), checkpoints and resume are the engine's.
 
 Folder ``output_dir``::
 
