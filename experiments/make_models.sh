@@ -34,16 +34,16 @@ train() {  # train RUN_DIR COMMAND FLAGS...: record the commit, train (or resume
 
 parsers() {
   # PARSING.md: BiMSA + NSA + POS on frozen MiniLM (the best full-BNA row, 83.21) and without an encoder (81.80)
-  train runs/parsing/plm-bna-posspacy-s1 train-parsing $PARSING --fine-tune-encoder false --variant bna \
+  train runs/parsing/plm-bna-posspacy-s1 train-parsing $PARSING --fine-tune-encoder false --mechanism bna \
     --pos spacy --seed 1
   $BIN/python experiments/ship_model.py runs/parsing/plm-bna-posspacy-s1 bna-minilm
-  train runs/parsing/none-bna-posspacy-s1 train-parsing $PARSING --model none --variant bna --pos spacy --seed 1
+  train runs/parsing/none-bna-posspacy-s1 train-parsing $PARSING --model none --mechanism bna --pos spacy --seed 1
   $BIN/python experiments/ship_model.py runs/parsing/none-bna-posspacy-s1 bna-scratch
 }
 
 nmt() {
   # NMT.md: + HYBRID (Gate), seed 1 (the run the gate figures and probing of NMT.md use)
-  train runs/nmt/multi30k-hybrid_gate-s1 train-translation $NMT --variant hybrid_gate --seed 1
+  train runs/nmt/multi30k-hybrid_gate-s1 train-translation $NMT --mechanism hybrid_gate --seed 1
   $BIN/python experiments/ship_model.py runs/nmt/multi30k-hybrid_gate-s1 hybrid-gate-en-de
 }
 

@@ -124,7 +124,7 @@ joeynmt_smoke() {
   "$JOEY/python" -m joeynmt train -t "$PEERS/joey-smoke.yaml" > "$PEERS/joey-run/smoke.out" 2>&1 &
   local pids=$!
   for v in transformer hybrid_gate; do  # ours: 100 updates, same data/BPE/batches; a 20-line dev set keeps decoding short
-    $PY -m structattn.cli train-translation --preset full --variant $v --seed 1 --train-source "$RAW/train.en" --train-target "$RAW/train.de" \
+    $PY -m structattn.cli train-translation --preset full --mechanism $v --seed 1 --train-source "$RAW/train.en" --train-target "$RAW/train.de" \
       --dev-source "$PEERS/data/multi30k/dev20.en" --dev-target "$PEERS/data/multi30k/dev20.de" --max-updates 100 \
       --warmup-steps 2000 --learning-rate 5e-3 --eval-every 100 --patience 4 --average-last 1 --max-tokens 4096 --beam 1 \
       --threads 1 --no-progress --output-dir "$PEERS/ours-run/$v" > "$PEERS/ours-run/$v.out" 2>&1 &

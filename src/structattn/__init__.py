@@ -39,7 +39,7 @@ Above them:
 11. ``commands`` and ``cli``: one module per command; ``cli`` dispatches.
 
 Old module paths (``structattn.modeling``, ``structattn.train.loop``, ``structattn.parsing``, ...) still import, with a
-:class:`~structattn._moved.ModuleMovedWarning` naming the new one (:data:`structattn._moved.MOVED`).
+`ModuleMovedWarning` naming the new one (`structattn._moved.MOVED`).
 """
 __version__ = "0.2.0"
 

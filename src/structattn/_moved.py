@@ -1,5 +1,5 @@
 """Old module paths kept importable for one release: ``import structattn.modeling`` still works, gives
-the module's new home (:data:`MOVED`) and warns once with a :class:`ModuleMovedWarning`.
+the module's new home (`MOVED`) and warns once with a `ModuleMovedWarning`.
 
 One import hook serves every old path, so no stub files are left behind. ``python -m`` on an old path runs the
 new module, so recorded commands such as ``python -m structattn.analysis.nmt_report`` still work.
@@ -89,7 +89,7 @@ VANISHED_PACKAGES: tuple[str, ...] = ("structattn.heads", "structattn.layers", "
 
 class ModuleMovedWarning(DeprecationWarning):
     """An old module path was imported; the message names the new one. Shown by default (see
-    :func:`install`), unlike plain DeprecationWarnings, so users of the old paths see it."""
+    `install`), unlike plain DeprecationWarnings, so users of the old paths see it."""
 
 
 class _MovedLoader(importlib.abc.Loader):
@@ -114,7 +114,7 @@ class _MovedLoader(importlib.abc.Loader):
 
 class _EmptyPackageLoader(importlib.abc.Loader):
     """An old package that no longer exists, as an empty package, so that ``import OLDPACKAGE.module`` reaches
-    the finder (every module of it is in :data:`MOVED`)."""
+    the finder (every module of it is in `MOVED`)."""
 
     def create_module(self, spec):
         return None  # the default module, with spec.submodule_search_locations == [] as its __path__
@@ -135,7 +135,7 @@ class _MovedFinder(importlib.abc.MetaPathFinder):
 
 
 def install() -> None:
-    """Put the old-path finder first on ``sys.meta_path`` (once) and show :class:`ModuleMovedWarning` by default.
+    """Put the old-path finder first on ``sys.meta_path`` (once) and show `ModuleMovedWarning` by default.
     First, because an old package may now be a new one (``structattn.parsing`` is ``structattn.dependency``): the
     path finder would load ``structattn.parsing.record`` from it a second time, as a module of another name."""
     if not any(isinstance(f, _MovedFinder) for f in sys.meta_path):

@@ -9,13 +9,17 @@ import argparse
 import importlib
 import sys
 
-from .cli_grammar import CommandLineParser
+from .cli_grammar import CommandLineParser, plain_text, require_in_usage, walk_parsers
 
 # Order = order in --help. Every name is a module of structattn.commands (benchmarks are scripts in
 # benchmarks/, run by `make bench`, not commands).
 COMMANDS = ["preprocess", "masks", "cache", "train", "evaluate", "predict", "sweep", "report", "demo",
             "train_parsing", "parse", "score", "train_translation", "translate", "models",
             "probe", "answer", "pack_reader"]
+
+# The commands that run models: each takes --threads (train-translation's is a field of its recorded config).
+THREADED = {"train", "sweep", "evaluate", "predict", "demo", "train-parsing", "parse", "train-translation", "translate",
+            "probe", "answer", "pack-reader"}
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -25,7 +29,32 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     for name in COMMANDS:
         importlib.import_module(f"structattn.commands.{name}").add_parser(sub)
+    for p in walk_parsers(parser):
+        p.description = plain_text(p.description) if p.description else p.description
+        for action in p._actions:  # noqa: SLF001
+            if isinstance(action.help, str):
+                action.help = plain_text(action.help)
+        if p.prog.split()[-1] in THREADED and "--threads" not in p._option_string_actions:  # noqa: SLF001
+            p.add_argument("--threads", type=int, default=0, metavar="N",
+                           help="torch threads of the command's models (default 0: torch's default)")
+            if getattr(p, "required_in_usage", None):
+                require_in_usage(p, p.required_in_usage)  # the usage line again, with --threads
     return parser
+
+
+def _set_threads(args) -> None:
+    """``--threads N``: torch's intra-op threads, set before the command runs (train-translation also records it)."""
+    value = getattr(args, "threads", None)
+    try:
+        threads = int(value) if value not in (None, "") else 0
+    except ValueError:
+        raise UserError(f"--threads {value}: give a number of threads, or 0 for torch's default") from None
+    if threads < 0:
+        raise UserError(f"--threads {threads}: give a positive number of threads, or 0 for torch's default")
+    if threads:
+        import torch
+
+        torch.set_num_threads(threads)
 
 
 def _quiet_libraries() -> None:
@@ -52,14 +81,21 @@ def _loud_libraries() -> None:
 def main(argv: list[str] | None = None) -> int:
     _quiet_libraries()
     parser = build_parser()
-    args = parser.parse_args(argv)
+    words = list(sys.argv[1:] if argv is None else argv)
+    try:
+        args = parser.parse_args(words)
+    except UserError as exc:  # a value checked as the command line is read (a model's name): before any loading
+        command = next((w for w in words if not w.startswith("-")), "")
+        print(f"structattn {command}: error: {exc}", file=sys.stderr)
+        return 2
     if args.verbose:
         _loud_libraries()
-    args.argv = list(sys.argv[1:] if argv is None else argv)  # recorded beside results as the exact command
+    args.argv = words  # recorded beside results as the exact command
     if not getattr(args, "func", None):
         parser.print_help()
         return 2
     try:
+        _set_threads(args)
         result = args.func(args)
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)

@@ -1,12 +1,12 @@
 """The command line's one grammar: one spelling per meaning, retired spellings kept for one release, and the
 subcommand's usage with the closest valid flag when a flag is misspelled.
 
-* :data:`SYNONYMS`: groups of spellings that mean one thing; the first of each group is the spelling every
-  subcommand uses, the others are retired. :func:`add_retired_flags` registers a retired spelling as a hidden
+* `SYNONYMS`: groups of spellings that mean one thing; the first of each group is the spelling every
+  subcommand uses, the others are retired. `add_retired_flags` registers a retired spelling as a hidden
   alias (``help=argparse.SUPPRESS``) that still works and prints one deprecation line on stderr.
-* :class:`CommandLineParser`: an ``ArgumentParser`` whose unrecognised arguments are reported by the
-  subcommand that was chosen (its usage line) with the closest valid flag (:mod:`difflib`).
-* :func:`walk_parsers`: every (sub)parser of a command line, for tests and the generated flag tables.
+* `CommandLineParser`: an ``ArgumentParser`` whose unrecognised arguments are reported by the
+  subcommand that was chosen (its usage line) with the closest valid flag (`difflib`).
+* `walk_parsers`: every (sub)parser of a command line, for tests and the generated flag tables.
 """
 from __future__ import annotations
 
@@ -20,7 +20,7 @@ from collections.abc import Iterator
 #: accepted for one release, hidden from help, with a deprecation line).
 SYNONYMS: tuple[tuple[str, ...], ...] = (
     ("--model", "--encoder", "--model-dir"),  # the trained model or pretrained encoder to use
-    ("--input", "--input-file", "--in"),  # the file read
+    ("--input", "--input-file", "--in", "--data"),  # the file read (predict's SQuAD file was --data)
     ("--output", "--out", "--output-file"),  # the file written
     ("--parser", "--spacy-model", "--spacy-pipeline"),  # the spaCy pipeline
     ("--max-train-examples", "--max-train-trees", "--train-examples"),  # use only the first N training examples
@@ -29,10 +29,19 @@ SYNONYMS: tuple[tuple[str, ...], ...] = (
     ("--warmup-steps", "--warmup"),  # linear warm-up, in optimizer steps (--warmup-ratio is a fraction)
     ("--gold", "--references"),  # what a scorer compares with (gold trees, reference translations, SQuAD file)
     ("--predictions", "--hypotheses"),  # what a scorer scores
+    ("--max-steps", "--max-updates"),  # optimizer steps of a run (train-translation said updates)
+    ("--attention-dropout", "--attn-dropout"),  # dropout on the attention probabilities
+    ("--mechanism", "--variant"),  # the attention mechanism (or BNA's layer stack) a model is built with
 )
 
-#: Retired spelling -> the spelling that replaces it (derived from :data:`SYNONYMS`).
+#: Retired spelling -> the spelling that replaces it (derived from `SYNONYMS`).
 RETIRED: dict[str, str] = {old: group[0] for group in SYNONYMS for old in group[1:]}
+
+
+#: Words people reach for that a command spells otherwise: suggested when given (``answer --passage`` -> ``--context``)
+#: even where they are too far from the flag for a spelling match.
+SUGGESTED: dict[str, str] = {"--passage": "--context", "--passage-file": "--context-file", "--text": "--context",
+                             "--file": "--input"}
 
 
 def warn_deprecated(old: str, new: str) -> None:
@@ -56,7 +65,7 @@ class RetiredFlag(argparse.Action):
 
 
 def add_retired_flags(parser: argparse.ArgumentParser, *old_flags: str) -> None:
-    """Accept each retired spelling in ``old_flags`` (of :data:`RETIRED`) as a hidden alias of its replacement."""
+    """Accept each retired spelling in ``old_flags`` (of `RETIRED`) as a hidden alias of its replacement."""
     for old in old_flags:
         add_retired_alias(parser, old, RETIRED[old])
 
@@ -77,19 +86,35 @@ def add_retired_positional(parser: argparse.ArgumentParser, name: str, replaceme
                         action=RetiredFlag, replacement=replacement, into=target.dest)
 
 
-def add_line_io_flags(parser: argparse.ArgumentParser, kind: str, folder: str, each_line: str, written: str) -> None:
-    """``--model`` (required: a shipped ``kind``'s name or a ``folder``), ``--input`` and ``--output`` of a command
-    that writes output line N for input line N (standard input and output by default): ``each_line`` says what an
-    input line holds, ``written`` what is written for it."""
-    parser.add_argument("--model", required=True,
+def add_line_io_flags(parser: argparse.ArgumentParser, kind: str, folder: str, each_line: str, written: str,
+                      model_type=str) -> None:
+    """``--model`` (required: a shipped ``kind``'s name or a ``folder``, read by ``model_type``), ``--input`` and
+    ``--output`` of a command that writes output line N for input line N (standard input and output by default):
+    ``each_line`` says what an input line holds, ``written`` what is written for it."""
+    parser.add_argument("--model", required=True, type=model_type, metavar="NAME|DIR",
                         help=f"a trained {kind}'s name (`structattn models` lists them) or {folder}")
     parser.add_argument("--input", default="-", help=f"UTF-8 text file, {each_line} per line (default -: stdin)")
     parser.add_argument("--output", default="-", help=f"output file: {written} of input line N on line N "
                                                       "(default -: stdout); its folder must exist")
 
 
+def require_in_usage(parser: argparse.ArgumentParser, flag: str) -> None:
+    """Show ``flag`` as required in ``parser``'s usage line although argparse cannot require it (a retired
+    positional may give its value instead; the command checks it): ``[--model DIR]`` -> ``--model DIR``. Call it
+    again after adding flags (it keeps ``flag`` in ``parser.required_in_usage``)."""
+    parser.required_in_usage = flag
+    parser.usage = None
+    usage = parser.format_usage().removeprefix("usage: ").rstrip("\n")
+    parser.usage = re.sub(r"\[(" + re.escape(flag) + r"(?: [A-Z_|]+)?)\]", r"\1", usage, count=1)
+
+
+def plain_text(text: str) -> str:
+    """Help text from reStructuredText docstrings: ````x```` -> ```x``` (help pages are read as plain text)."""
+    return text.replace("``", "`")
+
+
 def is_retired(action: argparse.Action) -> bool:
-    """True for a spelling added by :func:`add_retired_flags` or :func:`add_retired_positional`."""
+    """True for a spelling added by `add_retired_flags` or `add_retired_positional`."""
     return isinstance(action, RetiredFlag)
 
 
@@ -119,6 +144,8 @@ def visible_flags(parser: argparse.ArgumentParser) -> list[str]:
 def closest_flag(parser: argparse.ArgumentParser, word: str) -> str | None:
     """The valid flag of ``parser`` closest to the misspelled ``word`` (``--modle=x`` -> ``--model``), or None."""
     flag = word.split("=", 1)[0]
+    if SUGGESTED.get(flag) in visible_flags(parser):
+        return SUGGESTED[flag]
     match = difflib.get_close_matches(flag, visible_flags(parser), n=1, cutoff=0.6)
     return match[0] if match else None
 

@@ -1,6 +1,6 @@
 """Typed dataclass configurations saved as JSON: the shared reading, checking and writing.
 
-A configuration class is a ``@dataclass`` that also derives from :class:`JsonConfig`. Reading a dict (a JSON
+A configuration class is a ``@dataclass`` that also derives from `JsonConfig`. Reading a dict (a JSON
 file or command-line flags) refuses unknown keys, listing the valid ones, and converts every value to its
 field's type (``"true"`` -> True, ``"bimsa,nsa"`` -> ["bimsa", "nsa"], ``"3"`` -> 3), naming the key when a
 value does not fit.
@@ -59,7 +59,7 @@ def read_config_file(path: str | Path) -> dict[str, Any]:
 
 def coerce_field(key: str, value: Any, hint: Any, source: str) -> Any:
     """Check/convert one value to its field type (bool, int, float, str, dict, list[str], or those | None);
-    a :class:`UserError` naming the key otherwise."""
+    a [`UserError`][structattn.errors.UserError] naming the key otherwise."""
     text = str(hint)
     if value is None:
         if "None" in text:
@@ -96,7 +96,8 @@ def coerce_field(key: str, value: Any, hint: Any, source: str) -> Any:
 
 
 def read_json(path: str | Path, what: str = "JSON file", missing: str = "") -> Any:
-    """The value in a UTF-8 JSON file; :class:`UserError` naming the file (and line:column for bad JSON).
+    """The value in a UTF-8 JSON file; [`UserError`][structattn.errors.UserError] naming the file (and line:column for
+    bad JSON).
 
     ``what`` names the file in the not-found message, ``missing`` adds what to do about it."""
     path = Path(path)
@@ -108,9 +109,9 @@ def read_json(path: str | Path, what: str = "JSON file", missing: str = "") -> A
 
 
 def parse_json_text(data: bytes, where: str) -> Any:
-    """The value of UTF-8 JSON bytes; :class:`UserError` naming ``where`` (and line:column) for bytes that are not
-    UTF-8, text that is not JSON, or a control character (raw or escaped as ``\\u0000``-``\\u001f``, tab and
-    line ends aside; :func:`structattn.textcheck.check_json_text`)."""
+    """The value of UTF-8 JSON bytes; [`UserError`][structattn.errors.UserError] naming ``where`` (and line:column) for
+    bytes that are not UTF-8, text that is not JSON, or a control character (raw or escaped as ``\\u0000``-``\\u001f``,
+    tab and line ends aside; `structattn.textcheck.check_json_text`)."""
     from .textcheck import check_json_text
 
     try:
@@ -194,8 +195,8 @@ def add_dataclass_arguments(parser: argparse.ArgumentParser, cls, presets: dict[
                             flag_names: dict[str, str] | None = None, descriptions: dict[str, str] | None = None,
                             choices: dict[str, Any] | None = None, default_notes: dict[str, str] | None = None,
                             skip: tuple[str, ...] = ()) -> None:
-    """``--config FILE`` plus one ``--<field>`` flag per field of the :class:`JsonConfig` dataclass ``cls``
-    (all default to None = not given; values are converted by :meth:`JsonConfig.from_dict`).
+    """``--config FILE`` plus one ``--<field>`` flag per field of the `JsonConfig` dataclass ``cls``
+    (all default to None = not given; values are converted by `JsonConfig.from_dict`).
 
     ``presets`` (name -> field values; the first name is the command line's default) adds ``--preset NAME``: a
     named set of values applied over the dataclass's defaults, under ``--config`` and the flags. Each flag's help
@@ -203,7 +204,7 @@ def add_dataclass_arguments(parser: argparse.ArgumentParser, cls, presets: dict[
     default preset's value (with ``default_notes[field]`` after it) and its ``choices`` (field -> names, or a
     function giving them, called only when the help is shown).
     ``flag_names`` (field -> flag) spells a field's flag as the rest of the command line does (``encoder`` ->
-    ``--model``); the field's own spelling stays accepted as a retired alias (:mod:`structattn.cli_grammar`).
+    ``--model``); the field's own spelling stays accepted as a retired alias (`structattn.cli_grammar`).
     Fields in ``skip`` get no flag (``--config`` still sets them)."""
     from .cli_grammar import add_retired_flags
 
@@ -241,7 +242,7 @@ def add_dataclass_arguments(parser: argparse.ArgumentParser, cls, presets: dict[
 
 
 def given_dataclass_flags(args: argparse.Namespace, cls) -> dict[str, Any]:
-    """The fields of ``cls`` given as flags, uncoerced. :data:`NONE_WORD` means null for the fields that may be
+    """The fields of ``cls`` given as flags, uncoerced. `NONE_WORD` means null for the fields that may be
     null (``null`` too, for one more release, with a deprecation line)."""
     from .cli_grammar import warn_deprecated
 

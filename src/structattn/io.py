@@ -2,13 +2,13 @@
 
 * Writing is atomic: a file is written to a temporary name beside it, synced and renamed into place, so a
   process killed at any moment leaves the old file or the new one, never half of one. A full disk (``ENOSPC``,
-  or a quota) removes the temporary file and raises :class:`DiskFull`: one line naming the file, the space it
-  needs and the space free (:func:`is_disk_full` also recognises it inside torch's and safetensors' errors).
-  Results lines (JSONL) are recorded by one function, :func:`upsert_jsonl` (a line per key, replaced in place).
-* Reading user text (:func:`decode_lines`, :func:`read_input_lines`): strict UTF-8, a leading byte-order mark
-  dropped, lines split on ``\\n`` only; bytes that are not UTF-8 raise :class:`~structattn.errors.UserError`
+  or a quota) removes the temporary file and raises `DiskFull`: one line naming the file, the space it
+  needs and the space free (`is_disk_full` also recognises it inside torch's and safetensors' errors).
+  Results lines (JSONL) are recorded by one function, `upsert_jsonl` (a line per key, replaced in place).
+* Reading user text (`decode_lines`, `read_input_lines`): strict UTF-8, a leading byte-order mark
+  dropped, lines split on ``\\n`` only; bytes that are not UTF-8 raise [`UserError`][structattn.errors.UserError]
   naming the file (or ``<stdin>``), the 1-based line and what to do; so do control characters (NUL and the other
-  C0 controls but tab, :mod:`structattn.textcheck`). Commands that read text from a file or
+  C0 controls but tab, `structattn.textcheck`). Commands that read text from a file or
   standard input (``parse``, ``translate``, ``score evalb -``) use these, so their messages agree.
 """
 from __future__ import annotations
@@ -144,10 +144,10 @@ def upsert_jsonl(path: Path, record: dict, key: str | Callable[[dict], Any]) -> 
 # ---------------------------------------------------------------------------------------------- reading
 def decode_lines(data: bytes, where: str, controls: str = "refuse") -> list[str]:
     """UTF-8 bytes -> lines: split on ``\\n`` only, a ``\\r`` before it and a leading BOM dropped, no extra line
-    after the final terminator; empty input gives []. ``where`` names the source in the :class:`UserError` for
-    bytes that are not UTF-8 (``<where>:<line>: not valid UTF-8 (byte 0x.. at byte <col> of the line); ...``)
-    and, with ``controls="refuse"``, for a control character (:func:`structattn.textcheck.check_lines`);
-    ``controls="keep"`` leaves them to the caller."""
+    after the final terminator; empty input gives []. ``where`` names the source in the
+    [`UserError`][structattn.errors.UserError] for bytes that are not UTF-8 (``<where>:<line>: not valid UTF-8 (byte
+    0x.. at byte <col> of the line); ...``) and, with ``controls="refuse"``, for a control character
+    (`structattn.textcheck.check_lines`); ``controls="keep"`` leaves them to the caller."""
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError as exc:
@@ -169,7 +169,7 @@ def decode_lines(data: bytes, where: str, controls: str = "refuse") -> list[str]
 def read_input_lines(path: str | None) -> tuple[str, list[str]]:
     """The lines of a command's text input: ``path``, or standard input when ``path`` is None or ``"-"``.
 
-    Returns (the name to use in messages: ``path`` or :data:`STDIN`, the lines as :func:`decode_lines` gives
+    Returns (the name to use in messages: ``path`` or `STDIN`, the lines as `decode_lines` gives
     them). Standard input is read as bytes (``sys.stdin.buffer``) so that bad bytes are reported, not replaced.
 
     Raises:

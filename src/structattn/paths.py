@@ -1,6 +1,6 @@
 """Checks of the files and folders a command reads and writes, made before any model loads or any work starts.
 
-Each check raises :class:`~structattn.errors.UserError` with one line naming the flag, the path and what to do:
+Each check raises [`UserError`][structattn.errors.UserError] with one line naming the flag, the path and what to do:
 
 * an input file must exist, be a file (not a folder) and be readable; ``-`` (or None) is standard input;
 * an input folder must exist and be a folder;

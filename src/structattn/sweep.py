@@ -6,10 +6,10 @@ A variant is written ``name[:opt=value,...]``: ``global``, ``sla:m=3``, ``wla:k=
 top, dual aggregation with alpha 0.5), ``sgnet:agg=concat`` / ``sgnet:alpha=learned`` / ``sgnet:init=copy``, and
 ``sla:m=3,sg=dual`` (SLA inside the encoder + the SG-Net layer on top).
 
-Every line records the run's whole configuration (``config``) and its :func:`~.config.config_key`
+Every line records the run's whole configuration (``config``) and its `config_key`
 (``config_key``): a run is skipped only when a line with the same key (every field that changes results)
 is in the file. Lines written before ``config`` was recorded get theirs from what they do record
-(:func:`record_config`).
+(`record_config`).
 """
 from __future__ import annotations
 
@@ -25,11 +25,11 @@ from pathlib import Path
 
 from .errors import UserError
 from .io import upsert_jsonl
-from .sgnet.layer import AGGREGATIONS, INITS
+from .sgnet.names import AGGREGATIONS, INITS
 from .train.config import TrainConfig, add_config_arguments, config_key, given_flags, mechanism_options, result_fields
 
 VARIANT_NAMES = {"global", "sla", "wla", "hybrid", "sdoi", "lisa", "sgnet"}
-SGNET_AGGREGATIONS = tuple(AGGREGATIONS)  # the SG-Net layer's registry
+SGNET_AGGREGATIONS = AGGREGATIONS  # the names of the SG-Net layer's registry
 
 
 def parse_variant(text: str) -> dict:
@@ -129,7 +129,7 @@ _OFFLINE_MODEL_NAME = "all-MiniLM-L6-v2"  # what lines without ``config`` record
 
 def record_config(record: dict, source: str = "results line") -> TrainConfig:
     """The configuration of one results line: its ``config`` where recorded, else rebuilt from the fields
-    and the ``structattn`` command line it records, with :data:`_UNRECORDED` for what it lacks."""
+    and the ``structattn`` command line it records, with `_UNRECORDED` for what it lacks."""
     names = {f.name for f in dataclasses.fields(TrainConfig)}
     data = dataclasses.asdict(TrainConfig()) | {k: v for k, v in _UNRECORDED.items() if k in names}
     if "config" in record:
@@ -200,7 +200,7 @@ def run_grid(base: TrainConfig, variants: list[str], seeds: list[int], learning_
 
 
 def _line_key(line: dict) -> str:
-    """The config key of a results line, recomputed from its configuration (as :func:`_done_keys` does)."""
+    """The config key of a results line, recomputed from its configuration (as `_done_keys` does)."""
     return config_key(record_config(line))
 
 

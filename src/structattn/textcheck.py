@@ -3,9 +3,9 @@
 NUL and the other C0 control characters (U+0000-U+001F) except tab, line feed and carriage return are no part of
 a sentence: spaCy turns a NUL into a word, a tokenizer into an unknown piece, and a model then parses or
 translates garbage without a word of warning. Readers refuse them with ``FILE:LINE``
-(:func:`check_lines`, :func:`check_text`, :func:`check_json_text`); the benchmark readers whose published files
+(`check_lines`, `check_text`, `check_json_text`); the benchmark readers whose published files
 hold a few (CoLA's training set: a backspace in three sentences; STS-B's: a U+0012 in one) keep them as
-published and count them on stderr (:func:`note_control_lines`), so recorded results stay what they were.
+published and count them on stderr (`note_control_lines`), so recorded results stay what they were.
 """
 from __future__ import annotations
 
@@ -37,8 +37,8 @@ def _refuse(where: str, line: int, column: int, char: str) -> UserError:
 
 
 def check_lines(lines: Iterable[str], where: str, first: int = 1) -> None:
-    """Raise :class:`UserError` ``WHERE:LINE: control character ...`` for the first line (numbered from
-    ``first``) that holds a refused character."""
+    """Raise [`UserError`][structattn.errors.UserError] ``WHERE:LINE: control character ...`` for the first line
+    (numbered from ``first``) that holds a refused character."""
     for number, line in enumerate(lines, start=first):
         found = CONTROL.search(line)
         if found:
@@ -46,7 +46,7 @@ def check_lines(lines: Iterable[str], where: str, first: int = 1) -> None:
 
 
 def check_text(text: str, where: str, first: int = 1) -> None:
-    """:func:`check_lines` for a whole text (line numbers from ``first``, counted on ``\\n``)."""
+    """`check_lines` for a whole text (line numbers from ``first``, counted on ``\\n``)."""
     found = CONTROL.search(text)
     if found:
         start = text.rfind("\n", 0, found.start()) + 1
@@ -54,7 +54,7 @@ def check_text(text: str, where: str, first: int = 1) -> None:
 
 
 def check_json_text(text: str, where: str) -> None:
-    """:func:`check_text` for JSON source, which may also escape a refused character (``"a\\u0000b"``)."""
+    """`check_text` for JSON source, which may also escape a refused character (``"a\\u0000b"``)."""
     check_text(text, where)
     found = _JSON_ESCAPED_CONTROL.search(text)
     if found:

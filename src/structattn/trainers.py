@@ -1,7 +1,7 @@
-"""Which trainer runs a task: sentence and token tasks (:class:`~structattn.finetuning.trainer.Trainer`, or with
-the SG-Net layer :class:`~structattn.sgnet.sentence.SGNetSentenceTrainer`), span QA
-(:class:`~structattn.sgnet.reading.SpanQATrainer`) or multiple choice
-(:class:`~structattn.sgnet.multiple_choice.MultipleChoiceTrainer`)."""
+"""Which trainer runs a task: sentence and token tasks ([`Trainer`][structattn.finetuning.trainer.Trainer], or with
+the SG-Net layer `SGNetSentenceTrainer`), span QA
+(`SpanQATrainer`) or multiple choice
+(`MultipleChoiceTrainer`)."""
 from __future__ import annotations
 
 from .train.config import task_family  # noqa: F401  (re-exported: callers ask trainers which family a task is)

@@ -1,11 +1,12 @@
 """How much the library says while it loads a model: quiet unless asked.
 
-Loading a parser, translator or encoder through structattn (:meth:`ChartParser.from_pretrained`,
-:meth:`Translator.load`, :func:`structattn.from_pretrained`, :meth:`SGNetModel.from_pretrained`) runs under
-:func:`quiet_loading`: transformers' "Loading weights" progress bars and its LOAD REPORT (the weights a model has
-that the file has not, e.g. a mechanism's new gates) stay off stderr, and its errors still show. Ask for them with
-``structattn.set_verbose(True)``, ``logging.getLogger("structattn").setLevel(logging.INFO)`` (or DEBUG), the
-environment variable ``STRUCTATTN_VERBOSE=1``, or ``structattn --verbose COMMAND`` on the command line.
+Loading a parser, translator or encoder through structattn (`ChartParser.from_pretrained`,
+`Translator.load`, [`structattn.from_pretrained`][structattn.models.encoder.from_pretrained],
+`SGNetModel.from_pretrained`) runs under `quiet_loading`: transformers' "Loading weights" progress bars and its LOAD
+REPORT (the weights a model has that the file has not, e.g. a mechanism's new gates) stay off stderr, and its errors
+still show. Ask for them with ``structattn.set_verbose(True)``,
+``logging.getLogger("structattn").setLevel(logging.INFO)`` (or DEBUG), the environment variable
+``STRUCTATTN_VERBOSE=1``, or ``structattn --verbose COMMAND`` on the command line.
 """
 from __future__ import annotations
 
@@ -35,7 +36,7 @@ def is_verbose() -> bool:
 @contextlib.contextmanager
 def quiet_loading():
     """Within the block (or the decorated function): transformers logs errors only and shows no progress bar,
-    unless :func:`is_verbose`; its settings are restored afterwards."""
+    unless `is_verbose`; its settings are restored afterwards."""
     if is_verbose():
         yield
         return

@@ -372,6 +372,7 @@ def _load_in_subprocess(extensions_dir: Path, timeout: float, **env):
     """Run _LOAD with its own TORCH_EXTENSIONS_DIR (the native kernel enabled); raise on time-out."""
     full = dict(os.environ, TORCH_EXTENSIONS_DIR=str(extensions_dir), **env)
     full.pop("STRUCTATTN_NO_NATIVE", None)
+    full.pop("STRUCTATTN_KERNEL_DIR", None)  # this test's extensions_dir is the cache the build goes to
     return subprocess.run([sys.executable, "-c", _LOAD], env=full, capture_output=True, text=True, timeout=timeout)
 
 

@@ -69,3 +69,55 @@ def test_the_build_line_names_the_folder_and_the_expected_time(capsys):
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "building the fused CPU attention kernel in /cache/torch_extensions" in err
     assert native.EXPECTED_BUILD in err and "structattn.attention.build_kernel" in err
+
+
+def _ninja_build(folder, name: str) -> None:
+    """A complete build in ``folder`` as ninja sees it (one rule: main.cpp -> <name>.so), standing in for torch's."""
+    folder.mkdir(parents=True)
+    (folder / "main.cpp").write_text("// v1\n")
+    (folder / "build.ninja").write_text(f"rule cp\n  command = cp $in $out\nbuild {name}.so: cp main.cpp\n")
+    assert os.system(f"ninja -C {folder} > /dev/null") == 0
+
+
+def _snapshot(root) -> dict:
+    return {str(p): (p.stat().st_size, p.stat().st_mtime_ns, p.read_bytes() if p.is_file() else b"")
+            for p in sorted(root.rglob("*"))}
+
+
+@pytest.mark.skipif(shutil.which("ninja") is None, reason="ninja is not on PATH")
+def test_an_installed_build_is_used_read_only_and_new_builds_go_to_the_kernel_dir(tmp_path, monkeypatch):
+    user, own, name = tmp_path / "user", tmp_path / "own", "structattn_mixed_test"
+    monkeypatch.setenv("TORCH_EXTENSIONS_DIR", str(user))
+    monkeypatch.setenv("STRUCTATTN_KERNEL_DIR", str(own))
+    assert native.build_folder(name) == str(own / name)  # nothing installed: built in the kernel dir
+    assert not user.exists()  # and nothing made in the user's cache
+    _ninja_build(user / name, name)
+    before = _snapshot(user)
+    assert native.build_folder(name) == str(user / name)  # complete and up to date: loaded where it is
+    assert _snapshot(user) == before
+    monkeypatch.delenv("STRUCTATTN_KERNEL_DIR")
+    assert native.build_folder(name) == str(user / name)  # no kernel dir: torch's cache, as before
+
+
+@pytest.mark.skipif(shutil.which("ninja") is None, reason="ninja is not on PATH")
+def test_the_build_tests_leave_the_users_cached_kernel_untouched(tmp_path):
+    """The tests that build, lock or load the kernel, run as `make test` runs them, with a user's cache that holds
+    this installation's build: not one of its files is rewritten, and nothing is added to the cache."""
+    import subprocess
+    import sys
+
+    user = tmp_path / "torch_extensions"
+    _ninja_build(user / native._build_name(), native._build_name())
+    before = _snapshot(user)
+    env = {k: v for k, v in os.environ.items() if k not in ("STRUCTATTN_KERNEL_DIR", "STRUCTATTN_NO_NATIVE")}
+    env["TORCH_EXTENSIONS_DIR"] = str(user)
+    tests = Path(__file__).resolve().parent
+    res = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
+                          str(tests / "test_native_build.py"), "-k", "not untouched",
+                          str(tests / "test_kernels.py") + "::test_native_load_falls_back_when_the_build_lock_stays_taken",
+                          str(tests / "test_fused_sparsity.py") + "::test_build_is_keyed_by_atens_capability_not_by_the_machine",
+                          str(tests / "test_fused_sparsity.py") + "::test_compile_flags_name_the_capability_never_march_native"],
+                         env=env, capture_output=True, text=True, timeout=600, cwd=tests.parents[1])
+    assert res.returncode == 0, res.stdout[-3000:] + res.stderr[-2000:]
+    assert "[100%]" in res.stdout and "F" not in res.stdout.split("[")[0]
+    assert _snapshot(user) == before

@@ -61,14 +61,14 @@ def test_a_registered_retired_spelling_is_used_somewhere(parser):
 
 
 @pytest.mark.parametrize("argv, dest, value, old", [
-    (["probe", "--model", "m", "--out", "r.json"], "output", "r.json", "--out"),
+    (["probe", "--model", "hybrid-gate-en-de", "--out", "r.json"], "output", "r.json", "--out"),
     (["score", "squad", "--gold", "d", "--predictions", "p", "--out", "e.json"], "output", "e.json", "--out"),
     (["score", "squad", "--data", "d", "--predictions", "p"], "gold", "d", "--data"),
     (["score", "bleu", "--references", "r", "--predictions", "p"], "gold", "r", "--references"),
     (["score", "bleu", "--split", "dev", "--hypotheses", "h"], "predictions", "h", "--hypotheses"),
     (["score", "race", "--predictions", "p", "--out", "e.json"], "output", "e.json", "--out"),
     (["score", "mctest", "--predictions", "p", "--out", "e.json"], "output", "e.json", "--out"),
-    (["parse", "--model", "m", "--spacy-model", "en_x"], "parser", "en_x", "--spacy-model"),
+    (["parse", "--model", "bna-minilm", "--spacy-model", "en_x"], "parser", "en_x", "--spacy-model"),
     (["train-parsing", "--encoder", "none"], "encoder", "none", "--encoder"),
     (["train-parsing", "--max-train-trees", "5"], "max_train_trees", "5", "--max-train-trees"),
     (["train-parsing", "--max-eval-trees", "5"], "max_eval_trees", "5", "--max-eval-trees"),
@@ -86,8 +86,8 @@ def test_a_retired_spelling_still_works_with_one_deprecation_line(parser, capsys
 
 
 @pytest.mark.parametrize("argv, dest, value", [
-    (["probe", "--model", "m", "--output", "r.json"], "output", "r.json"),
-    (["parse", "--model", "m", "--parser", "en_x"], "parser", "en_x"),
+    (["probe", "--model", "hybrid-gate-en-de", "--output", "r.json"], "output", "r.json"),
+    (["parse", "--model", "bna-minilm", "--parser", "en_x"], "parser", "en_x"),
     (["train-parsing", "--model", "none"], "encoder", "none"),
     (["train-parsing", "--max-train-examples", "5"], "max_train_trees", "5"),
     (["train-parsing", "--clip-norm", "1"], "clip_grad", "1"),
@@ -109,7 +109,7 @@ def test_renamed_parser_flags_reach_the_config(parser):
 
 @pytest.mark.parametrize("argv, usage, guess", [
     (["parse", "--modle", "bna-minilm"], "usage: structattn parse", "--modle -> --model"),
-    (["translate", "--model", "x", "--outptu=y"], "usage: structattn translate", "--outptu -> --output"),
+    (["translate", "--model", "hybrid-gate-en-de", "--outptu=y"], "usage: structattn translate", "--outptu -> --output"),
     (["score", "race", "--predictions", "p", "--spilt", "dev"], "usage: structattn score race", "--spilt -> --split"),
     (["train-parsing", "--max-trian-examples", "3"], "usage: structattn train-parsing",
      "--max-trian-examples -> --max-train-examples"),
@@ -186,3 +186,118 @@ def test_building_the_command_line_does_not_import_transformers():
     code = "import sys; from structattn import cli; cli.build_parser(); print('transformers' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "False"
+
+
+def test_every_help_page_answers_without_importing_torch():
+    """`structattn --help` and every `structattn COMMAND --help` (benchmarks/cli_help.py times them): the flags'
+    choices come from modules without torch, so help takes a fraction of a second."""
+    import subprocess
+    import sys
+
+    code = ("import sys\n"
+            "from structattn import cli\n"
+            "from structattn.cli_grammar import subparser_actions\n"
+            "names = dict.fromkeys(p.prog.split()[1] for p in subparser_actions(cli.build_parser())[0].choices.values())\n"
+            "for argv in [['--help']] + [[name, '--help'] for name in names]:\n"
+            "    try:\n"
+            "        cli.main(argv)\n"
+            "    except SystemExit:\n"
+            "        pass\n"
+            "    print('TORCH' if 'torch' in sys.modules else 'no torch', *argv, file=sys.stderr)\n")
+    res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=300)
+    pages = [line for line in res.stderr.splitlines() if line.startswith(("TORCH", "no torch"))]
+    assert len(pages) > 15 and not [p for p in pages if p.startswith("TORCH")], res.stderr
+
+
+def test_the_light_name_lists_name_their_registries():
+    """The choices the command line shows (no torch) are the keys of the registries that implement them."""
+    from structattn.sgnet import layer, names
+    from structattn.translation import config, data, trainer
+
+    assert tuple(layer.AGGREGATIONS) == names.AGGREGATIONS
+    assert tuple(trainer.LR_DECAYS) == config.LR_DECAY_NAMES
+    assert tuple(data.TRAINING_BATCHES) == config.BATCHINGS
+
+
+def _all_visible_flags(parser) -> dict[str, list[str]]:
+    from structattn.cli_grammar import visible_flags
+
+    found: dict[str, list[str]] = {}
+    for p in walk_parsers(parser):
+        for flag in visible_flags(p):
+            if flag.startswith("--"):
+                found.setdefault(flag, []).append(p.prog)
+    return found
+
+
+# Words that name one concept: a flag built of one must not stand beside the same flag built of the other.
+_SAME_WORD = {"attn": "attention", "updates": "steps", "update": "step", "variant": "mechanism", "data": "input",
+              "in": "input", "out": "output", "hypotheses": "predictions", "references": "gold",
+              "trees": "examples", "grad": "norm", "encoder": "model", "pipeline": "parser"}
+
+# Flags close in spelling that were read and mean different things.
+_DISTINCT = {("--activation-dropout", "--attention-dropout"), ("--batch-size", "--eval-batch-size"),
+             ("--d-model", "--model"), ("--dev-source", "--test-source"), ("--dev-target", "--test-target"),
+             ("--encoder-learning-rate", "--learning-rate"), ("--heads", "--threads"), ("--layers", "--nsa-layers"),
+             ("--layers", "--num-layers"), ("--learning-rate", "--learning-rates"),
+             ("--max-eval-examples", "--max-train-examples"), ("--n-process", "--no-progress"),
+             ("--nsa-layers", "--num-layers"), ("--output", "--output-dir"), ("--per-sentence", "--sentence"),
+             ("--seed", "--seeds"), ("--tags", "--task"), ("--task", "--tasks"), ("--test", "--text")}
+
+
+def test_no_two_spellings_of_one_concept_across_the_commands(parser):
+    """Every subcommand's flags, read together: two flags made of words that name one concept (--attn-dropout
+    beside --attention-dropout, --max-updates beside --max-steps), and any two flags spelled alike that nobody
+    has read (a new one gets a look: one concept, or added to _DISTINCT), fail."""
+    import difflib
+    import itertools
+
+    flags = _all_visible_flags(parser)
+
+    def concept(flag: str) -> str:
+        return "-".join(w for w in (_SAME_WORD.get(w, w) for w in flag[2:].split("-")) if w)
+
+    by_concept: dict[str, list[str]] = {}
+    for flag in flags:
+        by_concept.setdefault(concept(flag), []).append(flag)
+    twice = {c: fs for c, fs in by_concept.items() if len(fs) > 1}
+    assert not twice, "one concept, several spellings: " + "; ".join(
+        f"{' / '.join(f'{f} ({flags[f][0]})' for f in fs)}" for fs in twice.values())
+    close = [(a, b) for a, b in itertools.combinations(sorted(flags), 2)
+             if difflib.SequenceMatcher(None, a[2:], b[2:]).ratio() >= 0.75 and (a, b) not in _DISTINCT]
+    assert not close, f"flags spelled alike, read by nobody yet: {close}"
+
+
+def test_one_default_seed():
+    from structattn.bna.config import ParserConfig
+    from structattn.train.config import TrainConfig
+    from structattn.translation.config import NMTConfig
+
+    seeds = {p.prog: a.default for p in walk_parsers(cli.build_parser()) for a in p._actions
+             if "--seed" in a.option_strings and a.default is not None}
+    seeds.update({cls.__name__: cls().seed for cls in (TrainConfig, ParserConfig, NMTConfig)})
+    assert set(seeds.values()) == {42}, seeds
+
+
+def test_usage_lines_show_required_flags_without_brackets(parser):
+    for p in walk_parsers(parser):
+        usage = p.format_usage()
+        for action in p._actions:
+            if action.option_strings and (action.required or getattr(p, "required_in_usage", None)
+                                          in action.option_strings):
+                assert f"[{action.option_strings[0]} " not in usage and f"[{action.option_strings[0]}]" not in usage, \
+                    f"{p.prog}: {action.option_strings[0]} is required but its usage line shows it optional"
+
+
+def test_no_help_page_shows_restructuredtext_markup(parser):
+    for p in walk_parsers(parser):
+        assert "``" not in p.format_help(), p.prog
+
+
+def test_every_command_that_runs_a_model_takes_threads(parser, capsys):
+    from structattn.cli_grammar import visible_flags
+
+    commands = {p.prog.split()[-1]: p for p in walk_parsers(parser)}
+    assert [c for c in cli.THREADED if "--threads" not in visible_flags(commands[c])] == []
+    assert cli.main(["translate", "--model", "hybrid-gate-en-de", "--threads", "-1"]) == 2
+    assert capsys.readouterr().err.count("\n") == 1

@@ -41,7 +41,7 @@ def test_output_in_a_missing_folder_or_a_folder_is_refused_before_the_model_load
 def test_predict_probe_evaluate_check_paths_first(cli, empty_model, tmp_path):
     missing = str(tmp_path / "nodir" / "pred.json")
     _one_line(*cli(["predict", "--model", empty_model, "--output", missing])[::2], f"--output {missing}")
-    _one_line(*cli(["predict", "--model", empty_model, "--data", str(tmp_path)])[::2], "--data: input",
+    _one_line(*cli(["predict", "--model", empty_model, "--input", str(tmp_path)])[::2], "--input: input",
               "is a folder")
     _one_line(*cli(["probe", "--model", empty_model, "--output", missing])[::2], f"--output {missing}")
     _one_line(*cli(["evaluate", "--model", str(tmp_path / "nope")])[::2], "--model", "no such folder")

@@ -49,4 +49,4 @@ def test_help_lists_what_each_preset_sets(capsys):
     out = " ".join(capsys.readouterr().out.split())
     assert "laptop: max_updates=800, warmup=400, lr_decay='linear', eval_every=200, average_last=2" in out
     assert "full: max_updates=8000, warmup=2000, lr_decay='inverse_sqrt', eval_every=500, average_last=5" in out
-    assert "--max-updates MAX_UPDATES optimizer updates of the run: int (default 800)" in out
+    assert "--max-steps MAX_STEPS optimizer updates of the run: int (default 800)" in out

@@ -88,7 +88,7 @@ def test_the_reader_gives_what_predict_gives_long_passages_in_windows(env, reade
     path = tmp_path / "dev.json"
     path.write_text(json.dumps(data))
     out = tmp_path / "pred.json"
-    assert cli_main(["predict", str(env["best"]), "--data", str(path), "--output", str(out)]) == 0
+    assert cli_main(["predict", "--model", str(env["best"]), "--input", str(path), "--output", str(out)]) == 0
     predicted = json.loads(out.read_text())
     nbest = json.loads(out.with_name("pred.nbest.json").read_text())
     readings = reader.read_questions(read_squad(path), top_k=3)
@@ -295,12 +295,46 @@ def test_answer_command_says_no_answer(answer, env, tmp_path):
     (["--question", "who ?", "--context", "Romans .", "--top-k", "0"], None, "--top-k 0: give a positive number"),
     (["--question", "who ?", "--context", "Romans .", "--na-threshold", "low"], None,
      "--na-threshold takes a number or 'never'"),
+    (["--question", "who\x07 ?", "--context", "Romans ."], None, "--question:1: control character U+0007 (BEL)"),
+    (["--question", "who ?", "--context", "Rom\x00ans ."], None, "--context:1: control character U+0000 (NUL)"),
+    (["--question", "who ?"], "Romans \x1b built it .", "<stdin>:1: control character U+001B (ESC)"),
+    ([], '{"question": "who\\u0007 ?", "context": "Romans ."}\n', "control character U+0007 (BEL) (written \\u0007)"),
+    (["--question", "who ?"], "\udcff\udcfeELF\udc80", "<stdin>:1: not valid UTF-8 (byte 0xff"),
+    (["--question", "who ?", "--context-file", "__TMP__"], None, "is a folder, not a file"),
+    (["--question", "who ?", "--context", "Romans .", "--output", "__TMP__/missing/a.jsonl"], None,
+     "the folder __TMP__/missing does not exist"),
 ])
 def test_answer_command_bad_input_is_one_line(answer, argv, stdin, message, tmp_path):
     (tmp_path / "list.json").write_text('[\n{"question": "who ?",\n"context": "Romans ."}\n]')
     code, out, err = answer([a.replace("__TMP__", str(tmp_path)) for a in argv], stdin=stdin)
-    assert code == 2 and out == "" and err.count("\n") == 1 and message in err
+    assert code == 2 and out == "" and err.count("\n") == 1 and message.replace("__TMP__", str(tmp_path)) in err
     assert err.startswith("structattn answer: error: ")
+    assert not (tmp_path / "missing").exists()
+
+
+def test_a_word_for_a_flag_of_another_name_gets_a_suggestion(answer, capsys):
+    with pytest.raises(SystemExit) as exit_:
+        answer(["--question", "who ?", "--passage", "Romans ."])
+    err = capsys.readouterr().err
+    assert exit_.value.code == 2 and "did you mean --passage -> --context?" in err
+
+
+def test_a_control_character_in_a_question_is_refused_by_the_api(reader):
+    with pytest.raises(UserError, match="question 'q0': the question holds the control character U\\+0007"):
+        reader(question="Who\x07 built it ?", context="Romans built it .")
+
+
+def test_the_reader_loads_spacy_once_over_many_calls(env, monkeypatch):
+    import spacy
+
+    loads = []
+    real = spacy.load
+    monkeypatch.setattr(spacy, "load", lambda *a, **kw: loads.append(a) or real(*a, **kw))
+    reader = Reader.from_pretrained(env["best"])
+    for n in range(4):  # passages no parse cache holds: each call parses
+        reading = reader(question=f"Who built wall {n} ?", context=f"Romans built the {n}th wall of Town{n} in {n} AD .")
+        assert reading.windows >= 1
+    assert len(loads) == 1
 
 
 def test_pack_reader_command_packs_and_measures(env, tmp_path, capsys):

@@ -61,7 +61,7 @@ def test_span_qa_trains_saves_and_predicts_what_the_scorer_scores(env, sgnet, ca
 
     out = env["root"] / f"pred-{sgnet}.json"
     data = env["data"] / "squad11" / "dev-v1.1.reconstructed-from-explorer.json"
-    assert cli_main(["predict", str(best), "--data", str(data), "--output", str(out)]) == 0
+    assert cli_main(["predict", "--model", str(best), "--input", str(data), "--output", str(out)]) == 0
     preds = json.loads(out.read_text())
     na_file, nbest_file = side_files(out)
     assert set(preds) == set(json.loads(na_file.read_text())) == set(json.loads(nbest_file.read_text()))

@@ -33,7 +33,7 @@ def data(tmp_path_factory):
 
 def _parser(data, out, nproc=2, kill_at=None, extra=()):
     cmd = ["-m", "structattn.cli", "train-parsing", "--train", str(data / "trees.mrg"), "--dev", str(data / "dev.mrg"),
-           "--encoder", "none", "--variant", "bna", "--num-layers", "2", "--d-model", "16", "--heads", "2",
+           "--model", "none", "--mechanism", "bna", "--num-layers", "2", "--d-model", "16", "--heads", "2",
            "--d-head", "8", "--d-ff", "32", "--label-hidden", "16", "--char-dim", "8", "--word-dim", "16",
            "--ngram", "2", "--seed", "3", "--batch-size", "4", "--learning-rate", "1e-2", "--warmup-steps", "2",
            "--patience", "0", "--pos", "none", "--no-progress", "--output-dir", str(out), *extra]
@@ -41,7 +41,7 @@ def _parser(data, out, nproc=2, kill_at=None, extra=()):
 
 
 def _translation(data, out, nproc=2, kill_at=None, extra=()):
-    cmd = ["-m", "structattn.cli", "train-nmt", "--size", "micro", "--max-length", "64", "--variant", "hybrid_gate",
+    cmd = ["-m", "structattn.cli", "train-nmt", "--size", "micro", "--max-length", "64", "--mechanism", "hybrid_gate",
            "--train-source", str(data / "train.en"), "--train-target", str(data / "train.de"),
            "--dev-source", str(data / "dev.en"), "--dev-target", str(data / "dev.de"),
            "--test-source", str(data / "test.en"), "--test-target", str(data / "test.de"), "--vocab-size", "200",
@@ -83,7 +83,7 @@ def _assert_same_weights(a: Path, b: Path) -> None:
 
 
 FAMILIES = {"parser": (_parser, "f1", ("--epochs", "3", "--eval-every", "2")),
-            "translation": (_translation, "dev_bleu", ("--max-updates", "8", "--checkpoint-every", "2"))}
+            "translation": (_translation, "dev_bleu", ("--max-steps", "8", "--checkpoint-every", "2"))}
 
 
 @pytest.mark.parametrize("family", ["parser", "translation"])

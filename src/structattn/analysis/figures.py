@@ -47,7 +47,7 @@ def gate_columns(runs: Sequence[dict]) -> list[str]:
 
 def gate_curves(runs: Sequence[dict], column: str) -> dict[str, np.ndarray]:
     """label -> [seeds, layers] gate means of the SLA/WLA cells of one report column (as
-    :func:`~structattn.analysis.report.column_ids` names it: a task, ``task:first<N>``, plus any
+    `column_ids` names it: a task, ``task:first<N>``, plus any
     distinguishing settings)."""
     return _curves(_gate_cells(runs), column)
 

@@ -1,7 +1,7 @@
 """Result tables in the layout of the SLA paper's Tables 1 and 2.
 
 Reads ``results/<task>.jsonl`` (one line per finished run, written by ``structattn sweep``). Runs are
-grouped by their whole configuration (:func:`~structattn.sweep.record_config`): a cell holds the
+grouped by their whole configuration (`record_config`): a cell holds the
 seeds of one configuration, never runs that differ in anything else. A column is a task and its training
 data, split further where its runs differ in another setting (max length, batch size, model, ...; the
 column name says which); a row is a variant (mechanism and its options, LISA weight). Per cell, the
@@ -36,7 +36,7 @@ NOT_SETTINGS = set(GRID_FIELDS + VARIANT_FIELDS + DATA_FIELDS + ("seed",))
 
 def _split_column(column: str) -> tuple[str, int, str]:
     """``"sst2:first10000 [max_length=128]"`` -> ``("sst2", 10000, "max_length=128")`` (inverse of
-    :func:`column_ids`)."""
+    `column_ids`)."""
     base, _, settings = column.partition(" [")
     task, _, first = base.partition(":first")
     return task, int(first or 0), settings.removesuffix("]")
@@ -78,14 +78,15 @@ def _row_order(label: str, baseline: str) -> tuple:
 
 
 def _config_of(run: dict) -> TrainConfig:
-    """A results line's configuration: the one :func:`load_runs` stored under ``_config``, else rebuilt
-    (:func:`~structattn.sweep.record_config` reads the line's command with argparse: once per run)."""
+    """A results line's configuration: the one `load_runs` stored under ``_config``, else rebuilt
+    (`record_config` reads the line's command with argparse: once per run)."""
     config = run.get("_config")
     return config if config is not None else record_config(run, source=run.get("_source", "results line"))
 
 
 def run_config(run: dict) -> dict:
-    """The result fields of a results line's configuration (see :func:`~structattn.train.config.result_fields`)."""
+    """The result fields of a results line's configuration (see
+    [`result_fields`][structattn.train.config.result_fields])."""
     return result_fields(_config_of(run))
 
 
@@ -100,7 +101,7 @@ def runner_result_files(results_dir: Path) -> tuple[list[Path], list[Path]]:
 
 
 def load_runs(results_dir: Path) -> list[dict]:
-    """Every line of the runner's results files (see :func:`runner_result_files`), with its configuration."""
+    """Every line of the runner's results files (see `runner_result_files`), with its configuration."""
     runs = []
     for path in runner_result_files(results_dir)[0]:
         for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):

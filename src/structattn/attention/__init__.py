@@ -1,17 +1,20 @@
 """Structure-aware attention inside the encoder: kernels, mechanisms, gates and their transformers integration.
 
-* :mod:`.kernels` — pure functions over q, k, v, masks and gates (reference, exact, shared exponential,
-  fused native, FlexAttention, fused Triton), all with the same semantics and shapes.
-* :mod:`.mechanisms` — :class:`MechanismConfig` and the registry :data:`MECHANISMS` of named mechanisms
-  (``sorted(MECHANISMS)`` lists them).
-* :mod:`.eager` — when the custom-op kernels (``fused``, ``triton``) skip their op in eager mode; dropout seeds.
-* :mod:`.gate` — :class:`StructureGate`, g = sigmoid(W h + b).
-* :mod:`.integration` — registration as transformers attention implementation ``"structattn"``,
+* [`kernels`][structattn.attention.kernels] — pure functions over q, k, v, masks and gates (reference, exact, shared
+  exponential, fused native, FlexAttention, fused Triton), all with the same semantics and shapes.
+* [`mechanisms`][structattn.attention.mechanisms] — [`MechanismConfig`][structattn.attention.mechanisms.MechanismConfig]
+  and the registry `MECHANISMS` of named mechanisms (``sorted(MECHANISMS)`` lists them).
+* `eager` — when the custom-op kernels (``fused``, ``triton``) skip their op in eager mode; dropout seeds.
+* [`gate`][structattn.attention.gate] — [`StructureGate`][structattn.attention.gate.StructureGate], g = sigmoid(W h +
+  b).
+* `integration` — registration as transformers attention implementation ``"structattn"``,
   installation into a model, gate/attention recording; it re-exports the modules of one concern each that hold
-  them (:mod:`.names`, :mod:`.stock`, :mod:`.runtime`, :mod:`.masks`, :mod:`.recording`, :mod:`.dispatch`,
-  :mod:`.registration`, :mod:`.hooks`, :mod:`.install`).
+  them (`names`, `stock`, [`runtime`][structattn.attention.runtime], `masks`,
+  [`recording`][structattn.attention.recording], `dispatch`, `registration`, `hooks`,
+  [`install`][structattn.attention.install]).
 
-The user-facing loaders are in :mod:`structattn.models.encoder` (``from_pretrained``, ``apply_mechanism``).
+The user-facing loaders are in [`structattn.models.encoder`][structattn.models.encoder] (``from_pretrained``,
+``apply_mechanism``).
 """
 # Imported on first use of a name: the integration imports transformers, which the plain modules here
 # (``multihead``, ``gaussian``, ``kernels``) and the command line's start-up must not pay for.

@@ -10,10 +10,11 @@ Inputs:
     bias    [b, 1|h, n, m] float    added to the scaled scores (a Gaussian log-weight; 0 = stock attention)
     base    [b, 1|h, n, m] bool or None
                                     the stock model's mask (True = may attend); None = every key
-Row rule (as in :mod:`.kernels`): a row whose base row is empty (a fully padded example) gives 0.
+Row rule (as in [`kernels`][structattn.attention.kernels]): a row whose base row is empty (a fully padded example) gives
+0.
 
-:func:`biased_attention` is the fast path (one SDPA call with a float mask, so the stock fused CPU/GPU
-kernels run it, backward included); :func:`reference_biased_attention` is its plain twin, tested against it.
+`biased_attention` is the fast path (one SDPA call with a float mask, so the stock fused CPU/GPU
+kernels run it, backward included); `reference_biased_attention` is its plain twin, tested against it.
 """
 from __future__ import annotations
 

@@ -1,7 +1,7 @@
 """Build the fused CPU attention kernel ahead of first use: ``python -m structattn.attention.build_kernel``.
 
 ``make install`` (and so ``make test`` and ``make demo``) runs it, so the first call that uses the kernel only
-loads it. It compiles only when this installation's build (:func:`structattn.attention.native.build_key`) is
+loads it. It compiles only when this installation's build (`structattn.attention.native.build_key`) is
 missing or out of date, announcing the build and its expected time first. Exit status 0 when the kernel is
 ready, 1 with the reason when it cannot be built here (the library then uses the two-SDPA kernel).
 
@@ -20,12 +20,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--verbose", action="store_true", help="show the compiler's commands")
     args = parser.parse_args(argv)
 
-    from torch.utils import cpp_extension
-
     from . import native
 
     name = native._build_name()
-    build_dir = cpp_extension._get_build_directory(name, verbose=False)
+    build_dir = native.build_folder(name)
     if args.show_key:
         print(f"name: {name}\nfolder: {build_dir}")
         for key, value in native._installation().items():

@@ -1,4 +1,4 @@
-"""The attention function registered as ``"structattn"`` (:func:`structattn_attention`): per layer call, the gate,
+"""The attention function registered as ``"structattn"`` (`structattn_attention`): per layer call, the gate,
 the dispatch to the mechanism's kernel (the stock function as the ``exact`` kernel's ``attend``), the layer's
 dropout seed, and the ``local`` / ``concat`` / ``gaussian`` mixes, which have no gate."""
 from __future__ import annotations
@@ -100,9 +100,9 @@ def _dispatch(rt: Runtime, module: nn.Module, stock_attend: Callable[[], Callabl
     """Kernel dispatch: the mechanism's kernel (resolved for the device) -> out [b, n, h, d] (the stock layout).
 
     query [b, h, n, d], key/value [b, h, m, d], local [b|1, 1, n, m], gate [b, G, n], base_bool [b, 1|h, n, m]
-    or None; ``stock_attend()`` makes :func:`_stock_attend`'s function, which the ``exact`` kernel uses.
-    The kernels with a custom op (:data:`~structattn.attention.kernels.UNCHECKED_KERNELS`) check their inputs in
-    the first layer of a step only, and take the layer's dropout seed (:func:`_dropout_seed`).
+    or None; ``stock_attend()`` makes `_stock_attend`'s function, which the ``exact`` kernel uses.
+    The kernels with a custom op ([`UNCHECKED_KERNELS`][structattn.attention.kernels.UNCHECKED_KERNELS]) check their
+    inputs in the first layer of a step only, and take the layer's dropout seed (`_dropout_seed`).
     """
     kernel = rt.kernel_for(query.device)
     if kernel == "exact":
@@ -153,9 +153,9 @@ def _mix_without_gate(rt: Runtime, module: nn.Module, attend: Callable, query: t
     """``mix`` = ``local`` | ``concat`` | ``gaussian``: out [b, n, h, d] and, when ``want_probs``, the
     probabilities [b, h, n, m] (None for ``concat``, which has no single distribution).
 
-    local: one stock call over :func:`~structattn.attention.kernels.local_pattern` (Eq. 3);
+    local: one stock call over [`local_pattern`][structattn.attention.kernels.local_pattern] (Eq. 3);
     concat: the stock global and local outputs, [b, n, 2 h d] -> ``structattn_concat`` -> [b, n, h d];
-    gaussian: :func:`~structattn.attention.biased.biased_attention` with the layer's Gaussian bias, I = the
+    gaussian: `biased_attention` with the layer's Gaussian bias, I = the
     keys each query may attend (its base row).
     """
     mix = rt.mechanism.mix

@@ -3,11 +3,11 @@
 Each of those kernels is a ``torch.library`` custom op (with fake implementations, so ``torch.compile`` and
 ``torch.export`` trace it) and also a plain ``torch.autograd.Function`` over the same implementation. The op's eager
 dispatch and its Python autograd wrapper cost several times the kernel's own host time on small inputs (a layer
-of a short sequence), so eager calls on plain tensors take the Function (:func:`eager_call`); traced calls, tensor
+of a short sequence), so eager calls on plain tensors take the Function (`eager_call`); traced calls, tensor
 subclasses and dispatch modes take the op.
 
-Dropout seeds: one per step (:func:`draw_seed`, from torch's CPU generator, so ``torch.manual_seed`` makes it
-reproducible), one per layer derived from it by arithmetic (:func:`derive_seed`). Inside a compiled graph the seed is
+Dropout seeds: one per step (`draw_seed`, from torch's CPU generator, so ``torch.manual_seed`` makes it
+reproducible), one per layer derived from it by arithmetic (`derive_seed`). Inside a compiled graph the seed is
 an int64 scalar tensor, so drawing and deriving it needs no ``.item()`` (which would break the graph); the ops take
 it as a tensor and read it in their implementation.
 """

@@ -8,7 +8,7 @@ Every bias has the form (Yang et al. 2018, "Modeling Localness for Self-Attentio
 
     G_ij = -(j - P_i)^2 / (2 sigma_i^2),    sigma_i = D_i / 2,
 
-added to the scaled scores before the softmax (:func:`structattn.attention.biased.biased_attention`). The
+added to the scaled scores before the softmax (`structattn.attention.biased.biased_attention`). The
 kinds differ in what is predicted from the query of the head, q_i [d] (one set of parameters per layer,
 shared by the heads, so each head gets its own centre/width from its own query):
 
@@ -22,7 +22,7 @@ shared by the heads, so each head gets its own centre/width from its own query):
   ``sperber`` (W_p shared by the two, as in Yang et al.).
 
 Parameters: W_p [d, d], u_p [d] (``luong``, ``yang``), u_d [d] (``sperber``, ``yang``). sigma_i^2 is
-kept at or above :data:`MIN_VARIANCE` so a width that collapses cannot divide by zero.
+kept at or above `MIN_VARIANCE` so a width that collapses cannot divide by zero.
 """
 from __future__ import annotations
 
@@ -31,7 +31,7 @@ from typing import Optional
 import torch
 from torch import nn
 
-GAUSSIAN_KINDS = ("luong", "sperber", "yang")
+from .mechanisms import GAUSSIAN_KINDS  # noqa: E402  (re-exported: the configuration's names)
 
 #: Floor on sigma^2 (in squared token positions): keeps G finite when a predicted width goes to 0.
 MIN_VARIANCE = 1e-4

@@ -16,7 +16,7 @@ def gate_pre_hook(module: nn.Module, args: tuple, kwargs: dict) -> None:
     """Forward pre-hook of a mechanism layer: checks that the model still runs ``"structattn"`` (once per step:
     the layers of one model call share their config; a layer called on its own checks on every call) and, for
     ``mix="gate"``, hands the layer's input hidden states [b, n, H] to the attention function (keyword
-    :data:`~structattn.attention.names.HIDDEN_KW`), which computes the gate from them. It edits the call's own
+    `HIDDEN_KW`), which computes the gate from them. It edits the call's own
     keyword dict (a new one per call) instead of returning a copy."""
     rt: Runtime = module._structattn_rt
     step = rt.step
@@ -33,7 +33,7 @@ def gate_pre_hook(module: nn.Module, args: tuple, kwargs: dict) -> None:
 
 
 def model_pre_hook(model: nn.Module, args: tuple, kwargs: dict):
-    """Top-level pre-hook: starts the step (:class:`~structattn.attention.runtime.Step`), takes ``output_gates``
+    """Top-level pre-hook: starts the step (`Step`), takes ``output_gates``
     out of the call and starts collecting if it is True."""
     rt: Runtime = model._structattn_rt
     want = kwargs.pop("output_gates", False)

@@ -1,5 +1,5 @@
 """Installing a mechanism into a model and removing it: where an architecture's self-attention modules are
-(:data:`ARCHITECTURES`, :data:`SEQ2SEQ_ARCHITECTURES`, :data:`REFUSED`), the submodules a mechanism adds to them
+(`ARCHITECTURES`, `SEQ2SEQ_ARCHITECTURES`, `REFUSED`), the submodules a mechanism adds to them
 (gate, concat projection, Gaussian bias) and their hooks, and which parameters are the mechanism's."""
 from __future__ import annotations
 
@@ -57,7 +57,7 @@ REFUSED: dict[str, str] = {
 
 
 def _attention_class(model: nn.Module) -> type[nn.Module]:
-    """The self-attention module class of ``model``: from :data:`ARCHITECTURES`, or (with a warning) the class
+    """The self-attention module class of ``model``: from `ARCHITECTURES`, or (with a warning) the class
     that an untested architecture records attentions from when it uses transformers' attention interface."""
     config = model.config
     model_type = getattr(config, "model_type", None)
@@ -150,7 +150,7 @@ def install(model: nn.Module, mechanism: str | MechanismConfig | dict = "sla", *
     """Install a mechanism into ``model`` in place (replacing one installed before) and return the model.
 
     Every existing weight is kept; only gate parameters are created (on the model's device and dtype).
-    Raises :class:`UserError` for an unsupported architecture, a decoder, or bad options.
+    Raises [`UserError`][structattn.errors.UserError] for an unsupported architecture, a decoder, or bad options.
     """
     mech = get_mechanism(mechanism, **options)
     config = model.config

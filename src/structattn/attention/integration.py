@@ -2,13 +2,13 @@
 
 How it plugs in:
 
-* :func:`register` adds the attention function :func:`structattn_attention` and a matching mask
+* `register` adds the attention function `structattn_attention` and a matching mask
   function under the name ``"structattn"`` (``transformers.AttentionInterface`` /
   ``AttentionMaskInterface``; without the mask registration the padding mask would be dropped).
-* :func:`install` finds the self-attention modules of the encoder (:data:`ARCHITECTURES`), gives each
-  selected one a :class:`~structattn.attention.gate.StructureGate` submodule named ``structattn_gate``
-  (so its weights land in ``model.safetensors``) and a forward pre-hook that hands the module's input hidden
-  states h [b, n, H] to the attention function (keyword ``structattn_hidden``), which computes the gate
+* [`install`][structattn.attention.install.install] finds the self-attention modules of the encoder (`ARCHITECTURES`),
+  gives each selected one a [`StructureGate`][structattn.attention.gate.StructureGate] submodule named
+  ``structattn_gate`` (so its weights land in ``model.safetensors``) and a forward pre-hook that hands the module's
+  input hidden states h [b, n, H] to the attention function (keyword ``structattn_hidden``), which computes the gate
   g = sigmoid(W h + b) [b, G, n] itself. Settings go to ``config.structattn`` (a dict, so
   they persist in ``config.json``), and the model's attention implementation becomes ``"structattn"``.
 * ``model(..., structure_mask=M)`` with M [b, T, T] bool (True = query row may attend key column) reaches
@@ -25,27 +25,30 @@ and the ``global`` mechanism, call only that kernel.
 Outputs on request: ``model(..., output_gates=True)`` adds ``gates`` (a tuple of [b, n] per-token or
 [b, h, n] per-head gate values, one per mechanism layer call, lowest layer first) to the model output;
 ``output_attentions=True`` returns the mixed probabilities [b, h, n, m] as ``attentions``; the context
-manager :func:`record` collects both for any forward call of the model or its submodules.
+manager [`record`][structattn.attention.recording.record] collects both for any forward call of the model or its
+submodules.
 
 Per-step work (docs/attention-performance.md): what every mechanism layer of one model call shares (the
 structure mask in the kernels' format, the padding mask as bool, the check of the kernel's inputs, the dropout
 seed) is made by the first layer that needs it and reused by the others
-(:class:`~structattn.attention.runtime.Step`); each layer adds only its gate and its kernel call.
+(`Step`); each layer adds only its gate and its kernel call.
 
 This module is the public face; the parts live in modules of one concern each, lowest first (each imports only
 those above it in this list):
 
-* :mod:`.names` — the implementation name, the pre-hook's keyword and the attributes a mechanism adds;
-* :mod:`.stock` — the base a config names and its stock attention function;
-* :mod:`.runtime` — the per-model state (``Runtime``), the per-step cache (``Step``), :class:`GateRecord`,
-  :func:`runtime_of`;
-* :mod:`.masks` — padding and local masks, made once per step;
-* :mod:`.recording` — gate recording per layer call, :func:`record`, :func:`force_gate`;
-* :mod:`.dispatch` — the attention function :func:`structattn_attention` and the dispatch to the kernels;
-* :mod:`.registration` — :func:`register` and the mask function :func:`structattn_mask`;
-* :mod:`.hooks` — the forward hooks of mechanism layers and of the model;
-* :mod:`.install` — :func:`install`, :func:`uninstall`, where the attention modules of an architecture are, and
-  which parameters are the mechanism's.
+* `names` — the implementation name, the pre-hook's keyword and the attributes a mechanism adds;
+* `stock` — the base a config names and its stock attention function;
+* [`runtime`][structattn.attention.runtime] — the per-model state (``Runtime``), the per-step cache (``Step``),
+  [`GateRecord`][structattn.attention.runtime.GateRecord], [`runtime_of`][structattn.attention.runtime.runtime_of];
+* `masks` — padding and local masks, made once per step;
+* [`recording`][structattn.attention.recording] — gate recording per layer call,
+  [`record`][structattn.attention.recording.record], [`force_gate`][structattn.attention.recording.force_gate];
+* `dispatch` — the attention function `structattn_attention` and the dispatch to the kernels;
+* `registration` — `register` and the mask function `structattn_mask`;
+* `hooks` — the forward hooks of mechanism layers and of the model;
+* [`install`][structattn.attention.install] — [`install`][structattn.attention.install.install],
+  [`uninstall`][structattn.attention.install.uninstall], where the attention modules of an architecture are, and which
+  parameters are the mechanism's.
 """
 from __future__ import annotations
 

@@ -31,29 +31,32 @@ kernel draws ONE mask on the mixed probabilities and rescales the kept entries,
 so a key dropped for a query is dropped from both the global and the local distribution. ``exact`` does
 this too: with dropout it computes P eagerly (as ``reference``) instead of its two stock passes, which
 would draw two independent masks; without dropout it keeps the two bit-exact stock passes. ``fused``
-draws its mask from a hash of (seed, element index) (:func:`dropout_keep_mask`), the others from torch's
-generator through ``F.dropout``. (Xu et al.'s code never drops the local weights, the SLA code drops each
-distribution separately; neither form is offered here.)
+draws its mask from a hash of (seed, element index)
+([`dropout_keep_mask`][structattn.attention.kernels.dropout_keep_mask]), the others from torch's generator through
+``F.dropout``. (Xu et al.'s code never drops the local weights, the SLA code drops each distribution separately; neither
+form is offered here.)
 
-Kernels a model may run (registry :data:`KERNELS`; names valid in ``MechanismConfig.kernel``: :data:`KERNEL_NAMES`):
+Kernels a model may run (registry `KERNELS`; names valid in ``MechanismConfig.kernel``: `KERNEL_NAMES`):
     auto        on CPU ``fused`` when the native kernel builds, else ``exact``; on CUDA ``triton`` when it is
-                available (:func:`triton_available`: the package installed, compute capability >= 8.0, and a
-                first-use check of forward and gradients against ``reference`` on that GPU passed), else
-                ``exact``. ``flex`` is never chosen: its backward has not been checked against ``reference``
-                anywhere (FlexAttention has no CPU backward in torch 2.13 and no GPU was at hand), and where
-                ``triton`` is not available FlexAttention's compiled GPU path (itself Triton) usually is not either
+                available ([`triton_available`][structattn.attention.kernels.triton_available]: the package installed,
+                compute capability >= 8.0, and a first-use check of forward and gradients against ``reference`` on that
+                GPU passed), else ``exact``. ``flex`` is never chosen: its backward has not been checked against
+                ``reference`` anywhere (FlexAttention has no CPU backward in torch 2.13 and no GPU was at hand), and
+                where ``triton`` is not available FlexAttention's compiled GPU path (itself Triton) usually is not
+                either
     reference   plain: two softmaxes, explicit blend of probabilities, one P v (eager, autograd)
     exact       two passes of the stock kernel (SDPA by default), outputs mixed as
                 O_glb + g * (O_loc - O_glb): at g = 0 and for an all-True local mask it reproduces the stock
                 kernel bit for bit (without dropout; see above)
     shared_exp  one exponential shared by both softmaxes, one P v (eager, autograd; any device), with the
-                underflow guard described at :func:`shared_exp_mixed_attention`
-    fused       native CPU kernel (:mod:`structattn.attention.native`): shared exponential in one pass per
+                underflow guard described at
+                [`shared_exp_mixed_attention`][structattn.attention.kernels.shared_exp_mixed_attention]
+    fused       native CPU kernel (`structattn.attention.native`): shared exponential in one pass per
                 row, flash-style recompute in backward (saves one log-normaliser per row, as SDPA does); float32
                 inside (float64 for float64 inputs, which gradient checks use)
     flex        global part by SDPA (flash), local part by FlexAttention with a block mask built from the
                 structure mask, outputs mixed as in ``exact`` (CPU: forward only)
-    triton      fused Triton kernels (:mod:`structattn.attention.triton_kernel`), FlashAttention-2 style: one sweep
+    triton      fused Triton kernels (`structattn.attention.triton_kernel`), FlashAttention-2 style: one sweep
                 over key tiles with running maxima and sums for both distributions (shared exponential, the
                 same underflow guard), key tiles without an allowed key and local halves without a local key
                 skipped, one log-normaliser per row saved, probabilities recomputed in the backward; the
@@ -61,8 +64,9 @@ Kernels a model may run (registry :data:`KERNELS`; names valid in ``MechanismCon
                 Triton's interpreter (``TRITON_INTERPRET=1``), which the tests use
 
 Benchmark-only kernels (the SLA authors' two-output form, ``torch.compile``d shared_exp) live in
-``benchmarks/attention.py``; it registers them with :func:`register_private_kernel`, which makes them
-runnable but never valid in a saved configuration.
+``benchmarks/attention.py``; it registers them with
+[`register_private_kernel`][structattn.attention.kernels.register_private_kernel], which makes them runnable but never
+valid in a saved configuration.
 """
 from __future__ import annotations
 
@@ -178,15 +182,15 @@ def two_pass_mixed_attention(q: Tensor, k: Tensor, v: Tensor, local: Tensor, gat
     """Two passes of the stock kernel, mixed on the outputs: out = O_glb + g (O_loc - O_glb).
 
     ``attend(q, k, v, mask, scale=, dropout_p=)`` is the stock kernel (default: SDPA with a bool mask);
-    the global pass gets ``base`` unchanged, the local pass :func:`local_pattern` through ``attend_local``
-    (default: ``attend``; the ``flex`` kernel passes FlexAttention). Because O_glb is the
-    stock kernel's own output, g = 0 reproduces it bit for bit, and so does an all-True local mask (the
-    local pass then sees the very same mask).
+    the global pass gets ``base`` unchanged, the local pass
+    [`local_pattern`][structattn.attention.kernels.local_pattern] through ``attend_local`` (default: ``attend``; the
+    ``flex`` kernel passes FlexAttention). Because O_glb is the stock kernel's own output, g = 0 reproduces it bit for
+    bit, and so does an all-True local mask (the local pass then sees the very same mask).
 
     With ``dropout_p > 0`` two passes would draw two independent dropout masks, one per distribution; to
     keep the one-mask semantics of every kernel (module docstring) the mixed probabilities are then
-    computed eagerly by :func:`reference_mixed_attention` with one ``F.dropout`` (``attend`` is not used).
-    Returns out [b, h, n, d].
+    computed eagerly by [`reference_mixed_attention`][structattn.attention.kernels.reference_mixed_attention] with one
+    ``F.dropout`` (``attend`` is not used). Returns out [b, h, n, d].
     """
     sc = _scale(q, scale)
     if dropout_p > 0.0:
@@ -206,7 +210,7 @@ def shared_exp_mixed_attention(q: Tensor, k: Tensor, v: Tensor, local: Tensor, g
                                branch_free: bool = False) -> Tensor:
     """One shared exponential: E = exp(s - rowmax), P = E ((1 - g) / sum E + g L / sum(E L)), out = P v.
 
-    Underflow guard: where the local row maximum lies more than :data:`UNDERFLOW_GAP` below the global
+    Underflow guard: where the local row maximum lies more than `UNDERFLOW_GAP` below the global
     one, E L would underflow, so those rows take their local part from exp(s - local max) instead.
     ``branch_free`` computes that fallback for every row and selects with ``torch.where`` (no
     data-dependent Python branch, for ``torch.compile``); otherwise it is computed only when a row needs
@@ -374,7 +378,7 @@ def fused_mixed_attention(q: Tensor, k: Tensor, v: Tensor, local: Tensor, gate: 
     float32 and the output cast back).
 
     Dropout (when ``dropout_p > 0``) uses a hash of ``seed`` (an int, or an int64 scalar tensor) and the element
-    index; ``seed`` defaults to a draw from torch's generator (:func:`~structattn.attention.eager.draw_seed`),
+    index; ``seed`` defaults to a draw from torch's generator (`draw_seed`),
     so ``torch.manual_seed`` makes it reproducible. Returns out [b, h, n, d] (a view of a [b, n, h, d] buffer,
     so ``out.transpose(1, 2)`` is contiguous).
     """
@@ -383,7 +387,8 @@ def fused_mixed_attention(q: Tensor, k: Tensor, v: Tensor, local: Tensor, gate: 
 
 
 def check_fused_inputs(q: Tensor, k: Tensor, local: Tensor, base: Optional[Tensor], dropout_p: float = 0.0) -> None:
-    """What :func:`fused_mixed_attention` checks before it runs (raises what it raises)."""
+    """What [`fused_mixed_attention`][structattn.attention.kernels.fused_mixed_attention] checks before it runs (raises
+    what it raises)."""
     if q.device.type != "cpu":
         raise UserError("kernel 'fused' runs on CPU only; use kernel='exact' (or 'auto') on other devices")
     if not fused_available():
@@ -393,11 +398,11 @@ def check_fused_inputs(q: Tensor, k: Tensor, local: Tensor, base: Optional[Tenso
 
 def fused_unchecked(q: Tensor, k: Tensor, v: Tensor, local: Tensor, gate: Tensor, base: Optional[Tensor], *,
                     scale: float, dropout_p: float, seed=None) -> Tensor:
-    """:func:`fused_mixed_attention` without its checks, for callers that checked the masks and the kernel's
-    availability once per step (the model integration): ``scale`` a float, ``seed`` an int or an int64 scalar
-    tensor. Eager calls go through :class:`_NativeFunction` (or straight to the C++ forward when no gradient is
-    needed); traced ones through the custom op. Written for a layer's host time (the integration calls it in
-    every layer)."""
+    """[`fused_mixed_attention`][structattn.attention.kernels.fused_mixed_attention] without its checks, for callers
+    that checked the masks and the kernel's availability once per step (the model integration): ``scale`` a float,
+    ``seed`` an int or an int64 scalar tensor. Eager calls go through `_NativeFunction` (or straight to the C++ forward
+    when no gradient is needed); traced ones through the custom op. Written for a layer's host time (the integration
+    calls it in every layer)."""
     dtype = q.dtype
     ct = _compute_dtype(q)
     if seed is None:
@@ -426,7 +431,8 @@ def fused_gated_inference(q: Tensor, k: Tensor, v: Tensor, local: Tensor, base: 
     h [b, n, H] and the gate's ``weight`` [G, H] and ``bias`` [G] (or None): one call instead of the gate's three
     operators and the kernel's, for eager inference (no gradient, no dropout). q, k, v [b, h, n|m, d], hidden
     and the gate's parameters all float32 or all float64; masks checked by the caller. Returns out [b, h, n, d]
-    (a view of a [b, n, h, d] buffer), equal to :func:`fused_unchecked` with that gate up to rounding."""
+    (a view of a [b, n, h, d] buffer), equal to [`fused_unchecked`][structattn.attention.kernels.fused_unchecked] with
+    that gate up to rounding."""
     return _native_extension().mixed_forward_gated(q, k, v, base, local, hidden, weight, bias, scale)[0]
 
 
@@ -532,15 +538,16 @@ def flex_mixed_attention(q: Tensor, k: Tensor, v: Tensor, local: Tensor, gate: T
                          dropout_p: float = 0.0) -> Tensor:
     """The GPU route (experimental: ``auto`` never picks it, see the module docstring): global part through the
     stock SDPA kernel (flash / memory-efficient on CUDA), local part through FlexAttention with a block mask built
-    from :func:`local_pattern` (key blocks no query of a block may attend are skipped; built once for the layers
-    of a model call, which share their masks), mixed on the outputs: out = O_glb + g (O_loc - O_glb); g = 0
-    reproduces SDPA bit for bit.
+    from [`local_pattern`][structattn.attention.kernels.local_pattern] (key blocks no query of a block may attend are
+    skipped; built once for the layers of a model call, which share their masks), mixed on the outputs: out = O_glb + g
+    (O_loc - O_glb); g = 0 reproduces SDPA bit for bit.
 
     bf16 / float16 inputs stay in their dtype (as SDPA and FlexAttention run them; both are tested against
     ``reference`` with torch 2.13's CPU FlexAttention, forward only). With ``dropout_p > 0`` the
-    mixed probabilities are computed eagerly with one dropout mask, as :func:`two_pass_mixed_attention` does
-    (FlexAttention has no dropout). On CPU, torch 2.13's FlexAttention has no backward: a CPU call that needs
-    gradients is refused with a :class:`UserError` (train on CPU with ``fused``). Returns out [b, h, n, d].
+    mixed probabilities are computed eagerly with one dropout mask, as
+    [`two_pass_mixed_attention`][structattn.attention.kernels.two_pass_mixed_attention] does (FlexAttention has no
+    dropout). On CPU, torch 2.13's FlexAttention has no backward: a CPU call that needs gradients is refused with a
+    [`UserError`][structattn.errors.UserError] (train on CPU with ``fused``). Returns out [b, h, n, d].
     """
     if (dropout_p == 0.0 and q.device.type == "cpu" and torch.is_grad_enabled()
             and any(t.requires_grad for t in (q, k, v, gate))):
@@ -564,7 +571,7 @@ def triton_mixed_attention(q: Tensor, k: Tensor, v: Tensor, local: Tensor, gate:
                            base: Optional[Tensor] = None, *, scale: Optional[float] = None, dropout_p: float = 0.0,
                            seed: Optional[int] = None, block_m: Optional[int] = None,
                            block_n: Optional[int] = None) -> Tensor:
-    """The fused Triton kernel (:mod:`structattn.attention.triton_kernel`): on CUDA, or on CPU tensors under
+    """The fused Triton kernel (`structattn.attention.triton_kernel`): on CUDA, or on CPU tensors under
     Triton's interpreter (``TRITON_INTERPRET=1`` in the environment before Python starts; slow, for tests).
 
     float32, bfloat16 and float16 inputs run in their dtype with float32 accumulation (float64 inputs in float64,
@@ -582,8 +589,8 @@ def triton_mixed_attention(q: Tensor, k: Tensor, v: Tensor, local: Tensor, gate:
 
 def check_triton_inputs(q: Tensor, k: Tensor, local: Tensor, base: Optional[Tensor], dropout_p: float = 0.0,
                         block_m: Optional[int] = None, block_n: Optional[int] = None) -> tuple[int, int]:
-    """What :func:`triton_mixed_attention` checks before it runs (raises what it raises); returns the tile sizes
-    (defaults filled in)."""
+    """What [`triton_mixed_attention`][structattn.attention.kernels.triton_mixed_attention] checks before it runs
+    (raises what it raises); returns the tile sizes (defaults filled in)."""
     if q.dtype not in _TRITON_DTYPES:
         raise UserError(f"kernel 'triton' takes float32, bfloat16, float16 or float64 inputs, got {q.dtype}")
     if q.dtype == torch.float64 and q.device.type != "cpu":
@@ -610,9 +617,9 @@ def check_triton_inputs(q: Tensor, k: Tensor, local: Tensor, base: Optional[Tens
 def triton_unchecked(q: Tensor, k: Tensor, v: Tensor, local: Tensor, gate: Tensor, base: Optional[Tensor], *,
                      scale: float, dropout_p: float, seed=None, block_m: Optional[int] = None,
                      block_n: Optional[int] = None) -> Tensor:
-    """:func:`triton_mixed_attention` without its checks, for callers that checked the inputs and the kernel's
-    availability once per step (the model integration): ``scale`` a float, ``seed`` an int or an int64 scalar
-    tensor; default tile sizes when ``block_m`` / ``block_n`` are None."""
+    """[`triton_mixed_attention`][structattn.attention.kernels.triton_mixed_attention] without its checks, for callers
+    that checked the inputs and the kernel's availability once per step (the model integration): ``scale`` a float,
+    ``seed`` an int or an int64 scalar tensor; default tile sizes when ``block_m`` / ``block_n`` are None."""
     default_m, default_n = triton_kernel.default_blocks(q.shape[-1])
     ct = _COMPUTE_DTYPE.get(q.dtype, torch.float32)
     k, v = (t if t.dtype == q.dtype else t.to(q.dtype) for t in (k, v))
@@ -627,9 +634,9 @@ _triton_checked: dict[str, Optional[str]] = {}
 
 def triton_available(device: torch.device | str = "cuda") -> bool:
     """Whether ``auto`` runs ``triton`` on ``device``: a CUDA device where the kernel can run
-    (:func:`triton_kernel.unavailable_reason`), Triton's interpreter is off, ``STRUCTATTN_NO_TRITON=1`` is not set,
-    and :func:`triton_self_check` passed on its first use there (once per device and process). A failed check
-    warns with its reason; ``auto`` then runs ``exact``."""
+    (`triton_kernel.unavailable_reason`), Triton's interpreter is off, ``STRUCTATTN_NO_TRITON=1`` is not set,
+    and [`triton_self_check`][structattn.attention.kernels.triton_self_check] passed on its first use there (once per
+    device and process). A failed check warns with its reason; ``auto`` then runs ``exact``."""
     device = torch.device(device)
     if device.type != "cuda":
         return False
@@ -739,10 +746,10 @@ _PRIVATE_KERNELS: dict[str, Callable[..., Tensor]] = {}
 
 
 def register_private_kernel(name: str, fn: Callable[..., Tensor]) -> None:
-    """Make ``fn`` runnable under ``name`` by :func:`get_kernel` (for benchmarks).
+    """Make ``fn`` runnable under ``name`` by [`get_kernel`][structattn.attention.kernels.get_kernel] (for benchmarks).
 
-    ``fn`` takes the arguments of every kernel (module docstring). The name stays out of :data:`KERNELS`
-    and :data:`KERNEL_NAMES`, so no saved configuration can name it; a benchmark sets it on an installed
+    ``fn`` takes the arguments of every kernel (module docstring). The name stays out of `KERNELS`
+    and `KERNEL_NAMES`, so no saved configuration can name it; a benchmark sets it on an installed
     mechanism.
     """
     if name in KERNEL_NAMES:
@@ -752,7 +759,8 @@ def register_private_kernel(name: str, fn: Callable[..., Tensor]) -> None:
 
 def resolve_kernel_name(name: str, device: torch.device | str = "cpu") -> str:
     """``auto`` -> on CPU ``fused`` when the native kernel builds, on CUDA ``triton`` when
-    :func:`triton_available`, else ``exact`` (module docstring); other names unchanged."""
+    [`triton_available`][structattn.attention.kernels.triton_available], else ``exact`` (module docstring); other names
+    unchanged."""
     if name == "auto":
         device = torch.device(device)
         if device.type == "cpu" and fused_available():

@@ -23,7 +23,7 @@ def bool_mask(attention_mask: Optional[torch.Tensor]) -> Optional[torch.Tensor]:
 
 
 def step_bool_mask(rt: Runtime, attention_mask: Optional[torch.Tensor]) -> Optional[torch.Tensor]:
-    """:func:`bool_mask`, converted once per step (eager masks are float; sdpa's are bool already)."""
+    """`bool_mask`, converted once per step (eager masks are float; sdpa's are bool already)."""
     if attention_mask is None or attention_mask.dtype == torch.bool:
         return attention_mask
     return rt.step.cached(("base",), (attention_mask,), lambda: bool_mask(attention_mask))
@@ -69,7 +69,7 @@ def _local_mask(rt: Runtime, structure: Any, b: int, n: int, m: int, device: tor
 
 
 def step_local_mask(rt: Runtime, structure: Any, b: int, n: int, m: int, device: torch.device) -> torch.Tensor:
-    """:func:`_local_mask`, checked, converted and moved once per step (every layer of a call gets the same
+    """`_local_mask`, checked, converted and moved once per step (every layer of a call gets the same
     ``structure_mask``)."""
     return rt.step.cached(("local", b, n, m, device), (structure,),
                           lambda: _local_mask(rt, structure, b, n, m, device))

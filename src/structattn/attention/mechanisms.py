@@ -1,8 +1,9 @@
 """Mechanism records: which local pattern, which layers, which gate, which kernel.
 
-A mechanism is a typed record (:class:`MechanismConfig`) saved in ``config.json`` under the key
-``structattn``. The registry :data:`MECHANISMS` holds the named defaults; :func:`get_mechanism` looks a
-name up and applies option overrides, failing with the list of valid names or fields.
+A mechanism is a typed record ([`MechanismConfig`][structattn.attention.mechanisms.MechanismConfig]) saved in
+``config.json`` under the key ``structattn``. The registry `MECHANISMS` holds the named defaults;
+[`get_mechanism`][structattn.attention.mechanisms.get_mechanism] looks a name up and applies option overrides, failing
+with the list of valid names or fields.
 
 The local pattern itself is built by the structure pipeline (``structattn.structure``) from
 ``relation`` and its option (``m`` for ``sla``/``tree``, ``k`` for ``window``) and reaches the model as
@@ -13,14 +14,15 @@ Window unit. The ``window`` relation counts either words or tokens (``window_uni
 * ``"word"`` (``wla``): |i - j| <= k over words, every sub-word of a word shares its row and column and
   special tokens see and are seen by every token (the expansion rules of ``structattn.structure``). The
   committed WLA results used this. It needs word boundaries, so the model call must carry a
-  ``structure_mask`` (from :class:`~structattn.structure.StructureCollator`).
+  ``structure_mask`` (from `StructureCollator`).
 * ``"token"`` (``hybrid``): a band |i - j| <= k over sub-word token positions, special tokens being
   positions like any other (Xu et al.'s local pattern; also the SLA paper's own definition of WLA, which
   ``wla`` with ``window_unit="token"`` gives). The collator and a call without ``structure_mask`` build
   exactly the same band.
 
 Saved configurations from before ``window_unit`` existed load as ``"token"`` for ``hybrid`` and ``"word"``
-for every other mechanism (see :meth:`MechanismConfig.from_dict`).
+for every other mechanism (see
+[`MechanismConfig.from_dict`][structattn.attention.mechanisms.MechanismConfig.from_dict]).
 """
 from __future__ import annotations
 
@@ -33,8 +35,7 @@ from ..errors import UserError
 
 GATE_KINDS = ("token", "head")
 MIX_KINDS = ("gate", "local", "concat", "gaussian")
-from .gaussian import GAUSSIAN_KINDS  # noqa: E402 - one list of the Gaussian biases
-from .kernels import KERNEL_NAMES  # noqa: E402 - the public kernel registry, one list
+GAUSSIAN_KINDS = ("luong", "sperber", "yang")  # the Gaussian biases of gaussian.GaussianLocality
 BASE_NAMES = ("sdpa", "eager")
 WINDOW_UNITS = ("word", "token")
 from ..structure.relations import RELATIONS  # noqa: E402 - the one registry of relations and their options
@@ -66,16 +67,16 @@ class MechanismConfig:
         kernel: ``auto`` (on CPU the fused native kernel when it builds, on CUDA ``triton`` when it passes its
             check, else ``exact``), ``fused``, ``exact`` (two passes of the stock kernel, outputs mixed: bit-exact
             at g = 0), ``shared_exp``, ``reference``, ``flex``, ``triton``
-            (:data:`structattn.attention.kernels.KERNEL_NAMES`).
+            (`structattn.attention.kernels.KERNEL_NAMES`).
         base: the stock kernel the global part reproduces and whose mask format is used: ``sdpa`` or ``eager``.
         mix: how a mechanism layer combines its patterns (Xu et al. 2019, Table 1): ``gate`` =
             (1 - g) global + g local (Eq. 4; every paper's mechanism), ``local`` = the local pattern alone
             (Eq. 3, LOCAL_PATTERN), ``concat`` = both outputs concatenated and projected back to the hidden
             size (HYBRID (Concate)), ``gaussian`` = global attention with an additive Gaussian locality bias
-            on the scores (no local mask; :attr:`gaussian` names which one).
-        gaussian: the Gaussian bias of ``mix="gaussian"`` (:mod:`structattn.attention.gaussian`): ``luong``
-            (predicted centre, fixed width), ``sperber`` (centred on the query, predicted width), ``yang``
-            (both predicted).
+            on the scores (no local mask; [`gaussian`][structattn.attention.gaussian] names which one).
+        gaussian: the Gaussian bias of ``mix="gaussian"``
+            ([`structattn.attention.gaussian`][structattn.attention.gaussian]): ``luong`` (predicted centre, fixed
+            width), ``sperber`` (centred on the query, predicted width), ``yang`` (both predicted).
         gaussian_window: D of the ``luong`` bias (sigma = D / 2; Luong et al. 2015 chose D = 10).
     """
 
@@ -102,15 +103,18 @@ class MechanismConfig:
     # ------------------------------------------------------------------ checks
 
     def validate(self) -> None:
-        """Raise :class:`UserError` on a bad value, naming the field and the valid choices."""
+        """Raise [`UserError`][structattn.errors.UserError] on a bad value, naming the field and the valid choices."""
         if self.relation is not None and self.relation not in RELATION_NAMES:
             raise UserError(f"mechanism {self.name!r}: unknown relation {self.relation!r}; "
                             f"valid relations: {', '.join(RELATION_NAMES)}")
         if self.gate not in GATE_KINDS:
             raise UserError(f"mechanism {self.name!r}: gate must be one of {', '.join(GATE_KINDS)}, got {self.gate!r}")
-        if self.kernel not in KERNEL_NAMES:
-            raise UserError(f"mechanism {self.name!r}: unknown kernel {self.kernel!r}; "
-                            f"valid kernels: {', '.join(KERNEL_NAMES)}")
+        if self.kernel != "auto":  # "auto" is always valid; a named kernel is checked against the registry (torch)
+            from .kernels import KERNEL_NAMES
+
+            if self.kernel not in KERNEL_NAMES:
+                raise UserError(f"mechanism {self.name!r}: unknown kernel {self.kernel!r}; "
+                                f"valid kernels: {', '.join(KERNEL_NAMES)}")
         if self.window_unit not in WINDOW_UNITS:
             raise UserError(f"mechanism {self.name!r}: window_unit must be one of {', '.join(WINDOW_UNITS)}, "
                             f"got {self.window_unit!r}")
@@ -150,7 +154,8 @@ class MechanismConfig:
                 raise UserError(f"mechanism {self.name!r}: layers must be None, an int or a list of ints, got {layers!r}")
 
     def _validate_mix(self) -> None:
-        """The combination rules of :attr:`mix`, :attr:`gaussian` and :attr:`relation`."""
+        """The combination rules of [`mix`][structattn.attention.mechanisms.MechanismConfig.mix],
+        [`gaussian`][structattn.attention.gaussian] and `relation`."""
         if self.mix not in MIX_KINDS:
             raise UserError(f"mechanism {self.name!r}: mix must be one of {', '.join(MIX_KINDS)}, got {self.mix!r}")
         if self.mix == "gaussian":
@@ -191,13 +196,13 @@ class MechanismConfig:
         return self.mix == "gate" and not self.is_global
 
     def relation_options(self) -> dict[str, int]:
-        """The options the structure pipeline needs for :attr:`relation` (e.g. ``{"m": 3}``)."""
+        """The options the structure pipeline needs for `relation` (e.g. ``{"m": 3}``)."""
         if self.relation is None:
             return {}
         return {option: getattr(self, option) for option in RELATIONS[self.relation].options}
 
     def layer_indices(self, num_layers: int) -> list[int]:
-        """Resolve :attr:`layers` against a model with ``num_layers`` encoder layers (sorted, unique)."""
+        """Resolve `layers` against a model with ``num_layers`` encoder layers (sorted, unique)."""
         if self.is_global:
             return []
         if self.layers is None:
@@ -222,7 +227,8 @@ class MechanismConfig:
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> "MechanismConfig":
-        """Inverse of :meth:`to_dict`; unknown keys (from a newer version or set by the installer) are ignored.
+        """Inverse of [`to_dict`][structattn.attention.mechanisms.MechanismConfig.to_dict]; unknown keys (from a newer
+        version or set by the installer) are ignored.
 
         A dict saved before ``window_unit`` existed gets the unit its model was built for: ``"token"`` for
         ``hybrid`` (Xu et al.'s sub-word window), ``"word"`` otherwise (the committed WLA runs).
@@ -245,7 +251,8 @@ def option_names() -> tuple[str, ...]:
 
 
 def check_options(options: dict[str, Any]) -> None:
-    """Fail on option names that are not fields of :class:`MechanismConfig`."""
+    """Fail on option names that are not fields of
+    [`MechanismConfig`][structattn.attention.mechanisms.MechanismConfig]."""
     bad = sorted(set(options) - set(option_names()) - {"name"})
     if bad:
         raise UserError(f"unknown mechanism option(s) {', '.join(bad)}; valid options: {', '.join(option_names())}")
@@ -279,6 +286,8 @@ MECHANISMS: dict[str, MechanismConfig] = {
     "gauss_yang": MechanismConfig(name="gauss_yang", relation=None, m=None, layers=2, mix="gaussian",
                                   gaussian="yang"),
 }
+"""The named mechanisms (``structattn train --mechanism NAME``, `from_pretrained(..., mechanism=NAME)`): name ->
+[`MechanismConfig`][structattn.attention.mechanisms.MechanismConfig]; options given beside a name override its own."""
 
 
 def get_mechanism(name: str | MechanismConfig | dict, **options: Any) -> MechanismConfig:

@@ -29,16 +29,22 @@ ATen's vectorised exponential (``at::vec``, ``exp_u20``) and ATen's exported CPU
 build per capability, and each machine loads the one its CPU can run. float64 inputs run the same row code
 with ``std::exp`` and plain loops (``torch.autograd.gradcheck`` runs through it); bf16/fp16 inputs are upcast
 to float32 by the caller. If no compiler or no ``ninja`` is available, or ATen's brgemm does not run on this
-CPU (a product is tried after loading), :func:`load` returns None and callers use the two-SDPA kernel
+CPU (a product is tried after loading), `load` returns None and callers use the two-SDPA kernel
 instead; a build another process holds for longer than the lock time-out does the same.
 
-Build name: :func:`build_key` hashes everything that changes the binary (the source, torch's version and the
+Build name: `build_key` hashes everything that changes the binary (the source, torch's version and the
 include and library folders of the torch installation it is compiled against, Python's include folder and
 extension suffix, the compiler's resolved path and version line, the flags, the machine and the capability).
 Two environments sharing one ``~/.cache/torch_extensions`` therefore get two build folders and never rebuild
 each other's; the same environment finds its build again and only loads it.
 
-Visible builds: a line on stderr (:func:`announce_build`, with the expected time) precedes every compilation,
+Where: torch's extension cache (``~/.cache/torch_extensions/py311_cpu``, or ``$TORCH_EXTENSIONS_DIR``), unless
+``STRUCTATTN_KERNEL_DIR`` names another folder for the builds (the test suite sets a temporary one, so that
+nothing it builds lands in the user's cache). Even then a complete, up-to-date build in torch's cache (what
+``make install`` built) is loaded from there, read only. A complete build is imported directly (no compiler, no
+ninja run, nothing written), so the first call after the install only loads it.
+
+Visible builds: a line on stderr (`announce_build`, with the expected time) precedes every compilation,
 whether the library is missing or out of date; ``python -m structattn.attention.build_kernel`` (run by
 ``make install``) compiles it ahead of first use, which then only loads it. The first-use build stays the
 fallback.
@@ -93,7 +99,7 @@ _CAPABILITY_FLAGS = {
 
 def capability() -> str:
     """The instruction set the module is built for: ATen's CPU capability when it is one of
-    :data:`_CAPABILITY_FLAGS` (``ATEN_CPU_CAPABILITY=avx2`` lowers it, as for ATen's own kernels), else DEFAULT."""
+    `_CAPABILITY_FLAGS` (``ATEN_CPU_CAPABILITY=avx2`` lowers it, as for ATen's own kernels), else DEFAULT."""
     try:
         cap = torch.backends.cpu.get_cpu_capability()
     except (AttributeError, RuntimeError):  # an old or unusual build: the portable code
@@ -115,7 +121,7 @@ def build_key(*, source: str, torch_version: str, include_paths: list[str], libr
               python_include: str, extension_suffix: str, compiler: str, compiler_version: str,
               cflags: list[str], ldflags: list[str], machine: str, capability: str) -> str:
     """The module name for one combination of everything that changes the binary (a pure function of its
-    arguments: :func:`_installation` gathers them for this process)."""
+    arguments: `_installation` gathers them for this process)."""
     parts = [source, torch_version, *include_paths, "|", *library_paths, "|", python_include, extension_suffix,
              compiler, compiler_version, *cflags, "|", *ldflags, machine, capability]
     return "structattn_mixed_" + hashlib.sha256("\0".join(parts).encode()).hexdigest()[:16]
@@ -124,7 +130,7 @@ def build_key(*, source: str, torch_version: str, include_paths: list[str], libr
 @functools.cache
 def _compiler_identity() -> tuple[str, str]:
     """(resolved path, first line of ``--version``) of the C++ compiler torch runs (``$CXX`` or ``c++``);
-    ("", "") when there is none (the build then fails and :func:`load` falls back)."""
+    ("", "") when there is none (the build then fails and `load` falls back)."""
     from torch.utils import cpp_extension
 
     found = shutil.which(cpp_extension.get_cxx_compiler())
@@ -138,7 +144,7 @@ def _compiler_identity() -> tuple[str, str]:
 
 
 def _installation() -> dict:
-    """This process's arguments of :func:`build_key`."""
+    """This process's arguments of `build_key`."""
     from torch.utils import cpp_extension
 
     cap = capability()
@@ -154,7 +160,7 @@ def _installation() -> dict:
 
 
 def _build_name() -> str:
-    """The module name of this installation (:func:`build_key`)."""
+    """The module name of this installation (`build_key`)."""
     return build_key(**_installation())
 
 
@@ -178,7 +184,7 @@ def announce_build(build_dir: str) -> None:
 
 
 def _lock_timeout() -> float:
-    """Seconds to wait for another process's build: ``STRUCTATTN_NATIVE_LOCK_TIMEOUT`` or :data:`LOCK_TIMEOUT_S`."""
+    """Seconds to wait for another process's build: ``STRUCTATTN_NATIVE_LOCK_TIMEOUT`` or `LOCK_TIMEOUT_S`."""
     raw = os.environ.get("STRUCTATTN_NATIVE_LOCK_TIMEOUT")
     if raw is None:
         return LOCK_TIMEOUT_S
@@ -195,7 +201,7 @@ def build_lock(build_dir: str, timeout: float):
     The OS releases an flock when its owner dies, so a killed build never blocks later processes. While we
     hold it, torch's own ``lock`` file in ``build_dir`` can only be left over from a process that was killed
     (every builder of this module takes our lock first): it is removed, with a log line, because torch
-    would wait for it forever. Raises :class:`BuildLockTimeout` (naming the file) when another process
+    would wait for it forever. Raises `BuildLockTimeout` (naming the file) when another process
     holds the lock for longer than ``timeout`` seconds.
     """
     import fcntl  # POSIX only: elsewhere the ImportError makes load() fall back with its reason
@@ -236,15 +242,49 @@ def _ninja_on_path() -> None:
     os.environ["PATH"] = os.pathsep.join([os.environ.get("PATH", ""), ninja.BIN_DIR])
 
 
+def installed_folder(name: str) -> str:
+    """Where torch's own cache keeps the build ``name`` (``torch.utils.cpp_extension._get_build_directory``'s
+    folder, found without creating it)."""
+    from torch.utils import cpp_extension
+
+    root = os.environ.get("TORCH_EXTENSIONS_DIR")
+    if root is None:  # torch's default: <cache>/torch_extensions/py<version>_<accelerator>, as torch names it
+        if torch.version.hip is not None:
+            accelerator = "rocm" + torch.version.hip.replace(".", "")
+        elif torch.version.cuda is not None:
+            accelerator = "cu" + torch.version.cuda.replace(".", "")
+        else:
+            accelerator = "cpu"
+        python = f"py{sys.version_info.major}{sys.version_info.minor}{getattr(sys, 'abiflags', '')}"
+        root = os.path.join(cpp_extension.get_default_build_root(), f"{python}_{accelerator}")
+    return os.path.join(root, name)
+
+
+def build_folder(name: str) -> str:
+    """The folder ``load`` uses for the build ``name``: the installed one when it is complete and up to date (read
+    only), else ``$STRUCTATTN_KERNEL_DIR/<name>`` when that is set, else torch's cache folder (created)."""
+    from torch.utils import cpp_extension
+
+    installed = installed_folder(name)
+    own = os.environ.get("STRUCTATTN_KERNEL_DIR")
+    if not own or not needs_build(name, installed):
+        return installed if os.path.isdir(installed) else cpp_extension._get_build_directory(name, verbose=False)
+    folder = os.path.join(own, name)
+    os.makedirs(folder, exist_ok=True)
+    return folder
+
+
 def _compile(name: str, build_dir: str, verbose: bool):
-    """Build (when needed) and import the extension module from ``build_dir``."""
+    """Build (when needed) and import the extension module from ``build_dir``; a complete build is imported
+    directly, without torch's build step (which would lock, rewrite and re-run ninja in the folder)."""
     from torch.utils import cpp_extension
 
     _ninja_on_path()
 
     building = needs_build(name, build_dir)
-    if building:
-        announce_build(build_dir)
+    if not building:
+        return cpp_extension._import_module_from_library(name, build_dir, True)
+    announce_build(build_dir)
     started = time.perf_counter()
     module = cpp_extension.load_inline(
         name=name,
@@ -256,9 +296,8 @@ def _compile(name: str, build_dir: str, verbose: bool):
         build_directory=build_dir,
         verbose=verbose,
     )
-    if building:
-        print(f"structattn: built the fused CPU attention kernel in {time.perf_counter() - started:.0f} s",
-              file=sys.stderr, flush=True)
+    print(f"structattn: built the fused CPU attention kernel in {time.perf_counter() - started:.0f} s",
+          file=sys.stderr, flush=True)
     return module
 
 
@@ -270,12 +309,13 @@ def _fail(reason: str) -> None:
 
 
 def load(verbose: bool = False):
-    """The compiled extension module, or None when it cannot be built here (the reason: :func:`failure`).
+    """The compiled extension module, or None when it cannot be built here (the reason: `failure`).
 
-    Set ``STRUCTATTN_NO_NATIVE=1`` to never build it. Builds once per installation (:func:`build_key`) into
-    torch's extension cache (``TORCH_EXTENSIONS_DIR``), announcing it first (:func:`announce_build`). Processes
-    building or loading at the same time wait for each other through :func:`build_lock` for at most
-    ``STRUCTATTN_NATIVE_LOCK_TIMEOUT`` seconds (default :data:`LOCK_TIMEOUT_S`), then fall back.
+    Set ``STRUCTATTN_NO_NATIVE=1`` to never build it. Builds once per installation (`build_key`) into
+    torch's extension cache (``TORCH_EXTENSIONS_DIR``) or ``STRUCTATTN_KERNEL_DIR`` (`build_folder`),
+    announcing it first (`announce_build`). Processes
+    building or loading at the same time wait for each other through `build_lock` for at most
+    ``STRUCTATTN_NATIVE_LOCK_TIMEOUT`` seconds (default `LOCK_TIMEOUT_S`), then fall back.
     """
     global _module, _failed
     if _module is not None or _failed is not None:
@@ -289,12 +329,10 @@ def load(verbose: bool = False):
         if platform.machine() not in ("x86_64", "AMD64", "aarch64", "arm64"):
             _failed = f"unsupported machine {platform.machine()}"
             return None
-        from torch.utils import cpp_extension
-
         timeout = _lock_timeout()
         try:
             name = _build_name()
-            build_dir = cpp_extension._get_build_directory(name, verbose=False)
+            build_dir = build_folder(name)
             with build_lock(build_dir, timeout):
                 module = _compile(name, build_dir, verbose)
             module.probe()  # ATen's brgemm raises where it does not run on this CPU
@@ -307,5 +345,5 @@ def load(verbose: bool = False):
 
 
 def failure() -> str | None:
-    """Why :func:`load` returned None (None if it has not failed)."""
+    """Why `load` returned None (None if it has not failed)."""
     return _failed

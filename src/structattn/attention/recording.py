@@ -1,6 +1,6 @@
 """Recording: each mechanism layer call appends its gate (and, on request, its mixed probabilities) to the open
-:func:`record` blocks and to the ``output_gates`` record of the current model call; :func:`force_gate` fixes
-every gate to one value."""
+[`record`][structattn.attention.recording.record] blocks and to the ``output_gates`` record of the current model call;
+[`force_gate`][structattn.attention.recording.force_gate] fixes every gate to one value."""
 from __future__ import annotations
 
 import contextlib
@@ -24,8 +24,8 @@ def _output_gate_record(rt: Runtime) -> Optional[GateRecord]:
 
 def record_call(rt: Runtime, module: nn.Module, gate: torch.Tensor, probs: Optional[torch.Tensor]) -> None:
     """Recording: append this call's gate [b, n] (or [b, h, n]) and, where asked, its mixed probabilities
-    [b, h, n, m] to every open :func:`record` and to the ``output_gates`` record of the current call.
-    Nothing is recorded while autograd recomputes a checkpointed layer in the backward pass."""
+    [b, h, n, m] to every open [`record`][structattn.attention.recording.record] and to the ``output_gates`` record of
+    the current call. Nothing is recorded while autograd recomputes a checkpointed layer in the backward pass."""
     if not rt.recorders and _output_gate_record(rt) is None:
         return
     targets = list(rt.recorders)

@@ -1,5 +1,5 @@
 """Registration of ``"structattn"`` with transformers' attention interface
-(:func:`~structattn.attention.dispatch.structattn_attention`) and attention-mask interface (:func:`structattn_mask`:
+(`structattn_attention`) and attention-mask interface (`structattn_mask`:
 the stock mask of the model's base; without it the padding mask would be dropped). Importing this module registers
 both."""
 from __future__ import annotations

@@ -1,6 +1,7 @@
-"""The state structattn keeps on a model: :class:`Runtime` (one per model, shared by its attention modules: the
-mechanism, open recordings, resolved kernels, the token-window cache), :class:`Step` (what the mechanism layers
-of one forward call share) and :class:`GateRecord` (what a recording collects); :func:`runtime_of` finds it."""
+"""The state structattn keeps on a model: `Runtime` (one per model, shared by its attention modules: the
+mechanism, open recordings, resolved kernels, the token-window cache), `Step` (what the mechanism layers
+of one forward call share) and [`GateRecord`][structattn.attention.runtime.GateRecord] (what a recording collects);
+[`runtime_of`][structattn.attention.runtime.runtime_of] finds it."""
 from __future__ import annotations
 
 import dataclasses
@@ -20,7 +21,7 @@ WINDOW_CACHE_SIZE = 8
 
 @dataclasses.dataclass
 class GateRecord:
-    """What :func:`~structattn.attention.recording.record` (or ``output_gates=True``) collected, one entry per
+    """What [`record`][structattn.attention.recording.record] (or ``output_gates=True``) collected, one entry per
     mechanism layer call.
 
     gates: [b, n] (per-token gate) or [b, h, n] (per-head gate) tensors, detached.
@@ -112,7 +113,7 @@ class Runtime:
         return any(getattr(m, "gradient_checkpointing", False) for m in self.checkpoint_layers)
 
     def base_function(self, module: nn.Module, base: str) -> Callable:
-        """:func:`stock_function` for this module class, looked up once."""
+        """`stock_function` for this module class, looked up once."""
         key = (type(module), base)
         fn = self.base_functions.get(key)
         if fn is None:
@@ -130,8 +131,9 @@ class Runtime:
         return list(self.kernel_cache.values())
 
     def window(self, n: int, m: int, k: int, device: torch.device) -> torch.Tensor:
-        """The token window |i - j| <= k as bool [1, 1, n, m]; the :data:`WINDOW_CACHE_SIZE` most recently
-        used shapes are kept (a dict keeps insertion order: the first key is the least recently used)."""
+        """The token window |i - j| <= k as bool [1, 1, n, m]; the
+        [`WINDOW_CACHE_SIZE`][structattn.attention.runtime.WINDOW_CACHE_SIZE] most recently used shapes are kept (a dict
+        keeps insertion order: the first key is the least recently used)."""
         key = (n, m, k, str(device))
         mask = self.window_cache.pop(key, None)
         if mask is None:
@@ -144,7 +146,7 @@ class Runtime:
 
 def runtime_of(model: nn.Module) -> Optional[Runtime]:
     """The structattn state of a model (None when no mechanism is installed); for a wrapper around an encoder
-    (:class:`~structattn.sgnet.model.SGNetModel`) the state of its ``base_model``."""
+    ([`SGNetModel`][structattn.sgnet.model.SGNetModel]) the state of its ``base_model``."""
     rt = getattr(model, "_structattn_rt", None)
     if rt is None:
         inner = getattr(model, "base_model", None)

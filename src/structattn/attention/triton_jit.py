@@ -1,13 +1,13 @@
 """The Triton kernels of the ``triton`` mixed-attention kernel (imported only when ``triton`` is used).
 
-Notation (as in :mod:`structattn.attention.kernels`): b batch, h heads, n queries, m keys, d head size; a
-program handles one (batch, head) pair and one tile of BLOCK_M query rows or BLOCK_N key rows. With s = scale q k^T,
-for each query row i:
+Notation (as in [`structattn.attention.kernels`][structattn.attention.kernels]): b batch, h heads, n queries, m keys, d
+head size; a program handles one (batch, head) pair and one tile of BLOCK_M query rows or BLOCK_N key rows. With s =
+scale q k^T, for each query row i:
 
     P_glb = softmax of s_i over the base keys;  P_loc = softmax over the local keys (local AND base, or the base
     keys when that is empty);  P = (1 - g_i) P_glb + g_i P_loc;  out_i = (keep * P / (1 - p)) v
 
-Forward (:func:`mixed_forward`, FlashAttention-2 style): one sweep over key tiles keeps a running maximum and sum
+Forward (`mixed_forward`, FlashAttention-2 style): one sweep over key tiles keeps a running maximum and sum
 for the global distribution and another for the local one, and two accumulators (sum of exp * v); the exponential
 exp(s - running global max) is computed once and shared: the local exponentials are that times one exponential per
 row, exp(global max - local max), except in a tile where some row's local maximum lies more than GAP below its
@@ -16,9 +16,9 @@ itself. A key tile no query of the tile may attend is skipped; the local half of
 skipped. Saved for the backward: the global log-normaliser of every row, lse [b, h, n] (-inf for a row
 without any key), as SDPA and the CPU fused kernel save.
 
-Backward: :func:`backward_rows` (per query tile) sweeps the keys once to recompute the local log-normaliser and
+Backward: `backward_rows` (per query tile) sweeps the keys once to recompute the local log-normaliser and
 the two row sums delta_glb = sum_j P_glb dP, delta_loc = sum_j P_loc dP (dP = dropped dO v^T), which give the gate
-gradient delta_loc - delta_glb, then sweeps again for dq; :func:`backward_keys` (per key tile) sweeps the query
+gradient delta_loc - delta_glb, then sweeps again for dq; `backward_keys` (per key tile) sweeps the query
 tiles for dk and dv. Probabilities are recomputed from the saved statistics, never stored. dS = (1 - g) P_glb
 (dP - delta_glb) + g P_loc (dP - delta_loc).
 
@@ -284,7 +284,7 @@ def backward_keys(Q, K, V, BASE, LOC, DO, LSE, LSE_L, DLT_G, DLT_L, GEFF, DK, DV
                   ACC: tl.constexpr, GAP: tl.constexpr,
                   BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_D: tl.constexpr):
     """Grid (cdiv(m, BLOCK_N), b * h). Writes dk (strides sx*) and dv (strides sy*) from the row statistics that
-    :func:`backward_rows` wrote."""
+    `backward_rows` wrote."""
     pid_n, bh = tl.program_id(0), tl.program_id(1)
     b, h = (bh // H).to(tl.int64), (bh % H).to(tl.int64)
     offs_n = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)

@@ -1,12 +1,13 @@
-"""The ``triton`` kernel's launcher: Triton forward and backward kernels (:mod:`.triton_jit`) registered as a
+"""The ``triton`` kernel's launcher: Triton forward and backward kernels (`triton_jit`) registered as a
 versioned ``torch.library`` custom op with fake implementations (``torch.compile`` traces it) and autograd.
 
 Notation: b batch, h heads, n queries, m keys, d head size; G gate heads (1 or h). The semantics are those of
-every kernel in :mod:`structattn.attention.kernels` (its module docstring); the user-facing function is
-:func:`structattn.attention.kernels.triton_mixed_attention`, which validates inputs and calls
-:func:`mixed_attention` here.
+every kernel in [`structattn.attention.kernels`][structattn.attention.kernels] (its module docstring); the user-facing
+function is
+[`structattn.attention.kernels.triton_mixed_attention`][structattn.attention.kernels.triton_mixed_attention], which
+validates inputs and calls `mixed_attention` here.
 
-``triton`` is an optional dependency (``pip install "structattn[gpu]"``); the kernels (:mod:`.triton_jit`) are
+``triton`` is an optional dependency (``pip install "structattn[gpu]"``); the kernels (`triton_jit`) are
 defined when this kernel first runs. On CUDA they are compiled for the GPU. On CPU tensors they run only under
 Triton's interpreter, which Triton selects while it defines kernels, those of ``triton.language`` included:
 ``TRITON_INTERPRET=1`` must be in the environment before triton is first imported, which torch itself does
@@ -285,9 +286,10 @@ def mixed_attention(q: Tensor, k: Tensor, v: Tensor, local: Tensor, gate: Tensor
     local / base [b|1, 1|h, n|1, m] bool (base None = every key), gate [b, G, n] float32 (float64 for float64
     inputs) -> out [b, h, n, d] in q's dtype (a view of a [b, n, h, d] buffer). ``seed``: an int, or an int64
     scalar CPU tensor (what a compiled graph passes). Inputs are not validated here (see
-    :func:`structattn.attention.kernels.triton_mixed_attention`); block sizes are powers of two >= 16.
+    [`structattn.attention.kernels.triton_mixed_attention`][structattn.attention.kernels.triton_mixed_attention]); block
+    sizes are powers of two >= 16.
 
-    Eager calls on plain tensors launch the kernels through :class:`_TritonFunction`; traced calls (and tensor
+    Eager calls on plain tensors launch the kernels through `_TritonFunction`; traced calls (and tensor
     subclasses, dispatch modes) go through the custom op."""
     if eager_call(q, k, v, base, local, gate) and not isinstance(seed, Tensor):
         if needs_grad(q, k, v, gate):

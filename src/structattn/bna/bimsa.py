@@ -16,7 +16,7 @@ still purely directional at the attention output (the residual and LayerNorm of 
 
 Output order: ``[left (j <= i) ; right (j >= i)]``. This is the reverse of the paper's Eq. 14 order
 ``[h^F ; h^B]``: the paper's "forward" mask M^F (i <= j) looks to the RIGHT, unlike a forward LSTM, and the
-span features of :mod:`structattn.bna.fenceposts` read the first half as the left summary a_k and the
+span features of `structattn.bna.fenceposts` read the first half as the left summary a_k and the
 second half as the right summary c_k (V_ij = [a_j - a_i ; c_{i+1} - c_{j+1}]). With this order both
 differences cover exactly the words i + 1 .. j; with the paper's order they would not.
 

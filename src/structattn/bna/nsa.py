@@ -4,7 +4,7 @@ Notation: b batch, T = L + 2 positions, d = d_model (even), H heads of size e, n
 S the number of spans.
 
 From the layer input H, every span of 1 .. n words (fenceposts i < j <= i + n) gets the fencepost vector
-``V_ij = [a_j - a_i ; c_{i+1} - c_{j+1}]`` (:func:`structattn.bna.fenceposts.span_vectors`, Eq. 15), the
+``V_ij = [a_j - a_i ; c_{i+1} - c_{j+1}]`` (`structattn.bna.fenceposts.span_vectors`, Eq. 15), the
 spans ordered by length then start (Eq. 16's ``[H_1gram, ..., H_ngram]``). Queries come from the words
 (all T positions, START and STOP included), keys and values from the spans (Eq. 17); each word attends over
 the spans that lie inside its sentence.

@@ -6,10 +6,11 @@
     parser(["The", "cat", "sat", "."], is_split_into_words=True)    # -> Tree
     parser.evaluate(gold_trees)                                     # EVALB (COLLINS.prm) of the parses of their words
 
-The network (:class:`~structattn.bna.model.ChartParser`) and the spaCy pipeline that splits raw text into
+The network ([`ChartParser`][structattn.bna.model.ChartParser]) and the spaCy pipeline that splits raw text into
 sentences of treebank tokens and tags them are loaded once per object. ``structattn parse`` and the spaCy component
-(``nlp.add_pipe("structattn_parser")``) parse through :meth:`Parser.parse_sentences` too, so the three give the same
-trees for the same sentences and tags.
+(``nlp.add_pipe("structattn_parser")``) parse through
+[`Parser.parse_sentences`][structattn.bna.parser.Parser.parse_sentences] too, so the three give the same trees for the
+same sentences and tags.
 """
 from __future__ import annotations
 
@@ -108,7 +109,7 @@ class Parser:
         return [[next(trees) for _ in sentences] for sentences in split]
 
     def evaluate(self, gold: Sequence[Tree], tags: str = "gold"):
-        """EVALB (COLLINS.prm, :func:`structattn.tasks.evalb.evalb`) of this parser on ``gold`` trees: their words
+        """EVALB (COLLINS.prm, `structattn.tasks.evalb.evalb`) of this parser on ``gold`` trees: their words
         are parsed (``tags="gold"``: the network reads and outputs the gold tags; ``"spacy"``: spaCy's)."""
         from ..tasks.evalb import evalb
         from ..tasks.ptb import tree_to_spans

@@ -1,16 +1,17 @@
 """spaCy on the parser's side: PTB POS tags of given words, and raw text split into treebank-token sentences.
 
-The pipeline is :data:`structattn.settings.DEFAULT_SPACY_MODEL` unless named, loaded once per process through
-:class:`structattn.dependency.spacy_backend.SpacyParser` (the same loading rules as the dependency parses).
+The pipeline is [`structattn.settings.DEFAULT_SPACY_MODEL`][structattn.settings.DEFAULT_SPACY_MODEL] unless named,
+loaded once per process through `structattn.dependency.spacy_backend.SpacyParser` (the same loading rules as the
+dependency parses).
 
-* :func:`spacy_tags` - fine-grained PTB tags (``token.tag_``) of pre-split sentences: the words are
+* `spacy_tags` - fine-grained PTB tags (``token.tag_``) of pre-split sentences: the words are
   unescaped (``-LRB-`` -> ``(``), a ``Doc`` is built from them (spaCy's tokenizer never runs, so one tag per
   word) and only the tagging components run.
-* :func:`text_sentences` - raw texts -> sentences (the pipeline's sentence split and tokens): the tokens in
-  treebank form (:func:`treebank_words`) with their tags. Whitespace tokens are not words and are left out.
-* :func:`treebank_words` - one sentence's spaCy tokens as treebank tokens, the one rule shared by
+* `text_sentences` - raw texts -> sentences (the pipeline's sentence split and tokens): the tokens in
+  treebank form (`treebank_words`) with their tags. Whitespace tokens are not words and are left out.
+* `treebank_words` - one sentence's spaCy tokens as treebank tokens, the one rule shared by
   ``structattn parse`` and the spaCy component: brackets escaped (``(`` -> ``-LRB-``,
-  :func:`structattn.tasks.ptb.escape_word`), and a straight double quote ``"`` written as the treebank's
+  `structattn.tasks.ptb.escape_word`), and a straight double quote ``"`` written as the treebank's
   opening `````` or closing ``''`` (the treebank has no ``"``): by its tag when the tagger says `````` or ``''``,
   and, for a token without a tag (no tagger ran), opening and closing in turn within the sentence.
 """

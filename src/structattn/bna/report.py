@@ -7,8 +7,9 @@ every committed prediction file with the project's EVALB scorer against the test
 treebank (and refuses to go on when a recorded figure differs from that score), and writes
 ``results/PARSING.md`` plus ``fig_parsing_nsa_layers.png`` (Figure 3) and ``fig_parsing_ngram.png`` (Figure 4).
 
-Significance: a paired bootstrap over the 518 test sentences (:func:`~structattn.train.significance.paired_bootstrap_f1`)
-for each comparison of two runs with the same seed, Holm-adjusted over every comparison in the file.
+Significance: a paired bootstrap over the 518 test sentences
+([`paired_bootstrap_f1`][structattn.train.significance.paired_bootstrap_f1]) for each comparison of two runs with the
+same seed, Holm-adjusted over every comparison in the file.
 """
 from __future__ import annotations
 

@@ -10,7 +10,7 @@
 
 Sentences are the doc's own (``doc.sents``: put the component after the parser or a senter); a doc without
 sentence boundaries is parsed as one sentence. Tokens are written in treebank form as ``structattn parse``
-writes them (:func:`structattn.bna.ptb_text.treebank_words`: ``(`` -> ``-LRB-``, a straight ``"`` -> ``````
+writes them (`structattn.bna.ptb_text.treebank_words`: ``(`` -> ``-LRB-``, a straight ``"`` -> ``````
 or ``''`` by its tag, or in turn when the doc is not tagged); whitespace tokens are not words and are left out
 of the trees (a sentence of whitespace only gets ``""``). Preterminal tags are the doc's ``token.tag_`` when a
 tagger ran before the component, else ``XX`` (or spaCy's tags when the parser reads them, ``pos`` spacy or
@@ -18,7 +18,7 @@ gold: they are computed with the default pipeline then).
 
 A doc the parser cannot take (a sentence longer than its ``max_words`` or its encoder's sub-word limit):
 
-* ``nlp(text)`` raises :class:`~structattn.errors.UserError` naming the sentence;
+* ``nlp(text)`` raises [`UserError`][structattn.errors.UserError] naming the sentence;
 * ``nlp.pipe(texts)`` leaves that doc unparsed and goes on with the others: its ``doc._.parse_strings`` and
   every ``sent._.parse_string`` stay ``None``, ``doc._.parse_error`` holds the reason, a ``UserWarning`` says
   so, and the component's ``skipped_docs`` counts such docs (``nlp.get_pipe("structattn_parser").skipped_docs``).
@@ -45,7 +45,7 @@ if not Doc.has_extension("parse_error"):
 
 
 class ChartParserComponent:
-    """Runs a saved :class:`~structattn.bna.model.ChartParser` over every sentence of each doc."""
+    """Runs a saved [`ChartParser`][structattn.bna.model.ChartParser] over every sentence of each doc."""
 
     def __init__(self, nlp: Language, name: str, model: str, batch_size: int = 32):
         from .parser import Parser
@@ -65,6 +65,8 @@ class ChartParserComponent:
         return doc
 
     def pipe(self, stream: Iterable[Doc], batch_size: int = 128) -> Iterator[Doc]:
+        """``nlp.pipe``: the docs of ``stream`` in batches of ``batch_size``, parsed; a doc whose words the parser
+        refuses is passed on unparsed and counted in ``skipped_docs``."""
         for docs in minibatch(stream, size=batch_size):
             self._parse(docs, skip_bad_docs=True)
             yield from docs

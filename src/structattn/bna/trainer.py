@@ -1,9 +1,9 @@
-"""Train the BNA chart parser on a treebank (the parsing family of :mod:`structattn.train.engine`): dev EVALB,
-best model and test parses.
+"""Train the BNA chart parser on a treebank (the parsing family of
+[`structattn.train.engine`][structattn.train.engine]): dev EVALB, best model and test parses.
 
-``train_parser(config, data=...)`` runs one :class:`~structattn.bna.model.ParserConfig` in ``config.output_dir``:
+``train_parser(config, data=...)`` runs one `ParserConfig` in ``config.output_dir``:
 
-1. reads the trees (:class:`TreebankFiles`: the fixed train/dev/test split of the NLTK WSJ sample by default, or
+1. reads the trees (`TreebankFiles`: the fixed train/dev/test split of the NLTK WSJ sample by default, or
    the user's own train, dev and optional test files, read and cleaned by the same rules; ``max_train_trees`` /
    ``max_eval_trees`` keep the first N, and the numbers used are printed), and POS tags when ``config.pos`` asks
    for them (spaCy tags cached on disk);
@@ -27,7 +27,7 @@ best model and test parses.
 Only training runs in it; dev and test parses run in float32, as a saved parser parses later.
 
 The settings a resume must match (``settings.json``) include the files read (path and SHA-256 of each own file).
-Checkpoints of earlier versions are read once and rewritten (:mod:`structattn.train.legacy`).
+Checkpoints of earlier versions are read once and rewritten (`structattn.train.legacy`).
 """
 from __future__ import annotations
 
@@ -139,7 +139,7 @@ def _words(trees) -> list[list[str]]:
 
 def tags_for(trees, config, *, tagger=None) -> list[list[str]] | None:
     """The POS tags the parser sees for ``trees``: None (``pos="none"``), the trees' own tags (``"gold"``) or
-    spaCy's (``"spacy"``, cached on disk, see :func:`cached_spacy_tags`)."""
+    spaCy's (``"spacy"``, cached on disk, see `cached_spacy_tags`)."""
     if config.pos == "none":
         return None
     if config.pos == "gold":
@@ -196,7 +196,7 @@ def cached_spacy_tags(words: list[list[str]], *, tagger=None, model_name: str | 
 def epoch_batches(n: int, batch_size: int, seed: int, epoch: int,
                   lengths: Sequence[int] | None = None) -> list[list[int]]:
     """Tree indices of each batch of epoch ``epoch``: a permutation that depends only on (seed, epoch)
-    (:func:`~.engine.seeded_batches`).
+    (`seeded_batches`).
 
     With ``lengths`` (words per tree) the batches hold trees of similar length: the same trees per epoch with far
     less padding, which matters because the span chart of a batch costs (longest sentence)^2.
@@ -230,7 +230,8 @@ def chart_passes(batch: Sequence[int], lengths: Sequence[int], max_cells: int) -
 # ---------------------------------------------------------------------------------------------- optimiser
 def make_optimizer(model, config) -> torch.optim.Optimizer:
     """Adam over the model's two parameter groups (``ChartParser.parameter_groups``: the pretrained encoder at
-    ``encoder_learning_rate``, the rest at ``learning_rate``); the engine ramps both by :func:`warmup_factor`."""
+    ``encoder_learning_rate``, the rest at ``learning_rate``); the engine ramps both by
+    [`warmup_factor`][structattn.train.engine.warmup_factor]."""
     return torch.optim.Adam(model.parameter_groups(config.learning_rate, config.encoder_learning_rate))
 
 
@@ -312,7 +313,7 @@ class ParserFamily(Family):
 
     def predict(self, inputs, model=None) -> list:
         """Parse the words of ``inputs`` (trees) with ``model`` (default: the one training); the output trees
-        carry the input trees' tags (see :meth:`_parse`)."""
+        carry the input trees' tags (see `_parse`)."""
         return self._parse(model or self.model, inputs, tags_for(inputs, self.config))
 
     def _parse(self, model, trees, tags) -> list:

@@ -7,8 +7,8 @@ Every attention module here takes ``(h [b, T, d], lengths [b] long)`` and return
 Masks are bool, True = may attend, shaped ``[b, 1, T_q, T_k]`` (broadcast over heads). A padded query row
 attends to itself only, so no row is ever all False (softmax over nothing would be NaN).
 
-:data:`LAYER_KINDS` maps a layer name ("sa", "bimsa", "nsa") to a factory of :class:`TransformerBlock`;
-:func:`build_layer` looks it up and fails with a :class:`~structattn.errors.UserError` naming the valid kinds.
+`LAYER_KINDS` maps a layer name ("sa", "bimsa", "nsa") to a factory of `TransformerBlock`;
+`build_layer` looks it up and fails with a [`UserError`][structattn.errors.UserError] naming the valid kinds.
 """
 from __future__ import annotations
 
@@ -106,7 +106,7 @@ def _nsa(d_model: int, heads: int, d_head: int, attn_dropout: float, ngram: int)
 AttentionFactory = Callable[[int, int, int, float, int], nn.Module]
 
 #: layer name -> attention factory ``(d_model, heads, d_head, attn_dropout, ngram) -> module``;
-#: :func:`build_layer` wraps the module in a :class:`TransformerBlock`.
+#: `build_layer` wraps the module in a `TransformerBlock`.
 LAYER_KINDS: dict[str, AttentionFactory] = {"sa": _sa, "bimsa": _bimsa, "nsa": _nsa}
 
 

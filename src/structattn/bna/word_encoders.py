@@ -3,14 +3,14 @@
 Notation: b sentences, L words of the longest, T = L + 2 positions (rows past a sentence's ``L_b + 1`` are
 padding, zeros), d the encoder's output size.
 
-* :class:`PretrainedWordEncoder` - a Hugging Face encoder; a word's vector is its first, last or mean
+* `PretrainedWordEncoder` - a Hugging Face encoder; a word's vector is its first, last or mean
   sub-word state; START / STOP are the states of the first and last tokens the tokenizer emits
   (``[CLS]`` / ``[SEP]`` for BERT-style tokenizers).
-* :class:`CharWordEncoder` - no pretraining: a word embedding plus a character BiLSTM, learned position
+* `CharWordEncoder` - no pretraining: a word embedding plus a character BiLSTM, learned position
   embeddings and learned START / STOP vectors (Kitaev & Klein 2018's character model).
 
 Both take words as the parser receives them (treebank tokens such as ``-LRB-``); the pretrained encoder
-unescapes them (:func:`structattn.tasks.ptb.unescape_word`) because its tokenizer was trained on raw text.
+unescapes them (`structattn.tasks.ptb.unescape_word`) because its tokenizer was trained on raw text.
 """
 from __future__ import annotations
 
@@ -22,10 +22,10 @@ from torch import nn
 from torch.nn.utils.rnn import pack_padded_sequence
 
 from ..errors import UserError
+from .config import POOLINGS
 
 Tensor = torch.Tensor
 
-POOLINGS = ("first", "last", "mean")
 
 # Reserved entries of the CharWordEncoder vocabularies (their order is part of a saved model).
 PAD, UNK = "<pad>", "<unk>"
@@ -42,14 +42,15 @@ class PretrainedWordEncoder(nn.Module):
     """Word vectors from a Hugging Face encoder.
 
     Args:
-        name_or_path: model name or folder; "" = :func:`structattn.settings.default_encoder` (offline MiniLM).
+        name_or_path: model name or folder; "" =
+            [`structattn.settings.default_encoder`][structattn.settings.default_encoder] (offline MiniLM).
         pooling: which sub-word state gives a word's vector: "first", "last" or "mean".
         fine_tune: False = the encoder is frozen: run under ``torch.no_grad`` and kept in eval mode.
-        model, tokenizer: already built parts (used by :meth:`ChartParser.from_pretrained`); when given,
+        model, tokenizer: already built parts (used by `ChartParser.from_pretrained`); when given,
             ``name_or_path`` only names the encoder.
 
     ``forward(words)`` -> ``[b, T, d]`` with ``d = model.config.hidden_size``. A sentence whose sub-words
-    (special tokens included) exceed :attr:`max_subwords` raises :class:`UserError` naming it.
+    (special tokens included) exceed `max_subwords` raises [`UserError`][structattn.errors.UserError] naming it.
     """
 
     def __init__(self, name_or_path: str = "", pooling: str = "first", fine_tune: bool = True, *,
@@ -129,7 +130,8 @@ class PretrainedWordEncoder(nn.Module):
         return enc
 
     def check(self, words: Sequence[Sequence[str]], names: Sequence[str] | None = None) -> list[int]:
-        """Sub-word counts per sentence; :class:`UserError` for the first one over :attr:`max_subwords`."""
+        """Sub-word counts per sentence; [`UserError`][structattn.errors.UserError] for the first one over
+        `max_subwords`."""
         return self._counts_within_limit(self._tokenize(words, names), words, names)
 
     def _counts_within_limit(self, enc, words: Sequence[Sequence[str]], names: Sequence[str] | None) -> list[int]:
@@ -156,7 +158,7 @@ class PretrainedWordEncoder(nn.Module):
         return self._encode(words, names)
 
     def _frozen_forward(self, words: Sequence[Sequence[str]], names: Sequence[str] | None) -> Tensor:
-        """Frozen path of :meth:`forward`: cached per-sentence rows [L_b + 2, d], padded to [b, T, d]."""
+        """Frozen path of `forward`: cached per-sentence rows [L_b + 2, d], padded to [b, T, d]."""
         cache = self.__dict__.setdefault("_frozen_rows", {})  # not a buffer: never saved with the weights
         rows = []
         for k, sent in enumerate(words):
@@ -248,7 +250,7 @@ class CharWordEncoder(nn.Module):
     rows 0 / L_b + 1 are learned START / STOP vectors (plus their positions).
 
     Args:
-        chars, words: the vocabularies of :func:`build_vocabularies` (saved with the model).
+        chars, words: the vocabularies of `build_vocabularies` (saved with the model).
         d_out: output size; char_dim: character embedding size; word_dim: word embedding size;
         char_dropout: dropout on the word vectors; max_words: longest sentence (position embeddings: max_words + 2).
 

@@ -1,4 +1,5 @@
-"""``structattn answer``: a trained reader answers questions about passages (:class:`structattn.sgnet.reader.Reader`).
+"""``structattn answer``: a trained reader answers questions about passages
+([`structattn.sgnet.reader.Reader`][structattn.sgnet.reader.Reader]).
 
 Where the questions come from (one source per call):
 
@@ -11,7 +12,7 @@ Where the questions come from (one source per call):
 What it prints: for one question on standard output, the answer with its character offsets in the passage
 (``context[start:end]``) and its score (start + end logit), or "no answer" with the margin that decided it;
 ``--top-k N`` lists the N best spans. Several questions, ``--json``, or ``--output FILE`` give JSON lines, one per
-question (:meth:`~structattn.sgnet.reader.Reading.to_dict`). A passage longer than the model's window is read in
+question ([`to_dict`][structattn.sgnet.reader.Reading.to_dict]). A passage longer than the model's window is read in
 windows as ``structattn predict`` does; nothing is cut silently.
 
     structattn answer --model runs/squad2/best --question "Who built it?" --context "Rome built it."
@@ -24,7 +25,11 @@ import json
 import sys
 from pathlib import Path
 
+from . import trained_model
 from ..errors import UserError
+from ..io import STDIN, decode_lines
+from ..paths import check_input_file, check_output_file
+from ..textcheck import check_json_text, check_text
 
 
 def add_parser(sub) -> None:
@@ -32,7 +37,7 @@ def add_parser(sub) -> None:
                        description="Answer a question about a passage (or many) with a trained span-QA reader: "
                                    "the answer's text, its character offsets in the passage and its score, or "
                                    "'no answer'.")
-    p.add_argument("--model", required=True, metavar="NAME|DIR",
+    p.add_argument("--model", required=True, metavar="NAME|DIR", type=trained_model("reader"),
                    help="a shipped reader's name (structattn models), a span-QA run's best/ folder or a packed one")
     p.add_argument("--question", default=None, help="the question (without --context/--context-file: the "
                                                      "passage is read from standard input as plain text)")
@@ -50,25 +55,35 @@ def add_parser(sub) -> None:
     p.set_defaults(func=run)
 
 
-def _read_text(path: str, what: str) -> str:
+def _decode(data: bytes, where: str) -> str:
+    """UTF-8 bytes -> the text exactly as given (offsets index it); bytes that are not UTF-8 (a binary file) and
+    control characters are refused in one line naming where they are (`structattn.io.decode_lines`)."""
+    decode_lines(data, where)
+    return data.decode("utf-8-sig")
+
+
+def _read_text(path: str, flag: str) -> str:
+    """The UTF-8 text of the file ``path`` given to ``flag`` (a folder, a missing or unreadable file refused)."""
+    check_input_file(path, flag)
     try:
-        return Path(path).read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise UserError(f"{what} {path} does not exist") from None
-    except (UnicodeDecodeError, IsADirectoryError, PermissionError) as exc:
-        raise UserError(f"cannot read {what} {path} as UTF-8 text: {exc}") from None
+        return _decode(Path(path).read_bytes(), path)
+    except OSError as exc:
+        raise UserError(f"{flag}: cannot read {path}: {exc.strerror}") from None
 
 
 def _stdin(what: str) -> str:
     if sys.stdin is None or sys.stdin.isatty():
         raise UserError(f"no input: {what} is read from standard input, which is a terminal; pipe it in, or give "
                         "--question with --context/--context-file, or --input FILE")
-    return sys.stdin.read()
+    stream = getattr(sys.stdin, "buffer", None)  # bytes, so that bad bytes are reported, not replaced
+    data = stream.read() if stream is not None else sys.stdin.read().encode("utf-8", "surrogateescape")
+    return _decode(data, STDIN)
 
 
 def json_lines(text: str, source: str) -> list[tuple[str, str, str]]:
     """``(id, question, context)`` of every non-empty line of ``text`` (JSON objects with ``question`` and
     ``context``, ``id`` optional: ``q<line index>``)."""
+    check_json_text(text, source)
     out = []
     for n, line in enumerate(text.splitlines(), 1):
         if not line.strip():
@@ -96,7 +111,8 @@ def _questions(args):
     if args.input is not None:
         if args.question is not None:
             raise UserError("--input holds its own questions; drop --question (or drop --input)")
-        text = _read_text(args.input, "input file")
+        text = _read_text(args.input, "--input")
+        check_json_text(text, args.input)
         try:
             whole = json.loads(text)
         except json.JSONDecodeError:
@@ -112,10 +128,12 @@ def _questions(args):
             raise UserError("give the question with --question (or question and context as JSON lines on "
                             "standard input)")
         return make_questions(json_lines(_stdin("the questions"), "standard input")), "standard input"
+    check_text(args.question, "--question")
     if args.context is not None:
         context = args.context
+        check_text(context, "--context")
     elif args.context_file is not None:
-        context = _read_text(args.context_file, "context file")
+        context = _read_text(args.context_file, "--context-file")
     else:
         context = _stdin("the passage")
     return make_questions([("q0", args.question, context)]), "the question"
@@ -142,7 +160,8 @@ def run(args) -> int:
     if args.top_k < 1:
         raise UserError(f"--top-k {args.top_k}: give a positive number of spans")
     threshold = None if args.na_threshold is None else parse_na_threshold(args.na_threshold)
-    questions, source = _questions(args)  # bad input is refused before the model loads
+    check_output_file(args.output, "--output")
+    questions, source = _questions(args)  # bad input and output paths are refused before the model loads
     reader = Reader.from_pretrained(args.model, na_threshold=threshold)
     readings = reader.read_questions(questions, top_k=args.top_k, source=source)
     if args.output is None and len(readings) == 1 and not args.json:

@@ -7,7 +7,7 @@ from ..errors import UserError
 
 
 def add_parser(sub) -> None:
-    from ..cli_grammar import add_retired_positional
+    from ..cli_grammar import add_retired_positional, require_in_usage
 
     p = sub.add_parser("evaluate", help="evaluate a saved model folder (e.g. runs/x/best) on a split",
                        description="Score a model folder saved by `structattn train` on a labelled split of its "
@@ -17,6 +17,7 @@ def add_parser(sub) -> None:
     p.add_argument("--split", default="dev", help="split to score: train | dev | test (default dev)")
     p.add_argument("--task", default=None, help="task to score on (default: the task the model was trained on)")
     p.add_argument("--limit", type=int, default=0, help="score only the first N examples (default 0 = all)")
+    require_in_usage(p, "--model")
     p.set_defaults(func=run)
 
 

@@ -1,10 +1,10 @@
 """``structattn models``: the trained models this install ships, by the name that ``--model`` accepts.
 
-One row per shipped model (:mod:`structattn.models.trained`): its name, kind (parser, translator, reader), what it
-was trained on, its test score (from its card), its size on disk and, for a parser on a frozen pretrained encoder, the
-pip package that supplies that encoder (not counted in the size). Only models whose weights are present are
-listed; names known to the library but not built in this install are named on stderr with the command that
-builds them. ``--json`` prints one JSON list instead (the cards' fields, the folder and the size in bytes).
+One row per shipped model ([`structattn.models.trained`][structattn.models.trained]): its name, kind (parser,
+translator, reader), what it was trained on, its test score (from its card), its size on disk and, for a parser on a
+frozen pretrained encoder, the pip package that supplies that encoder (not counted in the size). Only models whose
+weights are present are listed; names known to the library but not built in this install are named on stderr with the
+command that builds them. ``--json`` prints one JSON list instead (the cards' fields, the folder and the size in bytes).
 
 ``structattn models NAME`` prints that model's card (``CARD.md`` in its folder): the data and its domain, what
 the model is good and bad at, its scores, size and the exact command that trained it (``--json``: ``card.json``).

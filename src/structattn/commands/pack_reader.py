@@ -1,6 +1,6 @@
 """``structattn pack-reader``: the shipped form of a trained reader, and its cost in F1.
 
-Writes OUT_DIR from a span-QA run's ``best/`` (:func:`structattn.sgnet.reader_packing.pack_reader`: int8 matrices
+Writes OUT_DIR from a span-QA run's ``best/`` (`structattn.sgnet.reader_packing.pack_reader`: int8 matrices
 with a float scale per row; ``--encoder-package`` leaves out the tensors that package ships unchanged), then,
 with ``--measure TASK:SPLIT`` (repeatable) or ``--measure-data FILE``, scores the float32 run and the packed form
 on the same questions with the project's scorer and prints one JSON object per measurement (also stored in
@@ -37,7 +37,7 @@ def add_parser(sub) -> None:
 
 
 def _measurements(args) -> list[dict]:
-    """The keyword arguments of one :func:`packing_cost` call per measurement asked for."""
+    """The keyword arguments of one `packing_cost` call per measurement asked for."""
     out = []
     for item in args.measure:
         task, sep, split = item.partition(":")

@@ -1,9 +1,9 @@
 """``structattn parse``: constituency trees from a saved chart parser, one bracketed tree per line.
 
 ``--model`` is a saved parser folder or the name of a shipped parser (``structattn models``; see
-:mod:`structattn.models.trained`).
+[`structattn.models.trained`][structattn.models.trained]).
 
-Input (``--input FILE``, default stdin) is UTF-8 (:func:`structattn.io.read_input_lines`): bytes that are not
+Input (``--input FILE``, default stdin) is UTF-8 (`structattn.io.read_input_lines`): bytes that are not
 UTF-8 are an error naming ``FILE:LINE`` or ``<stdin>:LINE`` and saying to re-save the text as UTF-8; a byte-order
 mark at the start is dropped.
 
@@ -21,7 +21,7 @@ Tags (``--tags``): ``spacy`` (default) writes the pipeline's PTB tags on the pre
 reads tags (``pos`` spacy or gold) always gets the pipeline's tags as its input: raw text has no gold tags.
 
 A sentence longer than the parser's ``max_words`` or the encoder's sub-word limit is an error naming
-``FILE:LINE``. ``--input`` and ``--output`` are checked before the model loads (:mod:`structattn.paths`); nothing
+``FILE:LINE``. ``--input`` and ``--output`` are checked before the model loads (`structattn.paths`); nothing
 is written unless every sentence parses (``--output`` is written at the end, atomically).
 """
 from __future__ import annotations
@@ -36,6 +36,7 @@ TAG_CHOICES = ("spacy", "none")
 
 def add_parser(sub) -> None:
     from ..cli_grammar import add_line_io_flags, add_retired_flags
+    from . import trained_model
     from ..settings import DEFAULT_SPACY_MODEL
 
     p = sub.add_parser("parse", help="parse raw or pre-tokenised text into bracketed constituency trees",
@@ -43,7 +44,7 @@ def add_parser(sub) -> None:
                                    "pre-tokenised sentences, one output line per input line, with a trained "
                                    "parser (`structattn models` lists the shipped ones).")
     add_line_io_flags(p, "parser", "a saved parser folder (structattn train-parsing's best/)",
-                      "one text (with --pretokenized: one sentence)", "the trees")
+                      "one text (with --pretokenized: one sentence)", "the trees", model_type=trained_model("parser"))
     p.add_argument("--pretokenized", action="store_true",
                    help="one sentence per line, tokens separated by spaces (no spaCy tokenisation)")
     p.add_argument("--batch-size", type=int, default=32, help="sentences per forward pass (default 32)")
@@ -58,8 +59,8 @@ def add_parser(sub) -> None:
 def read_sentences(lines: list[str], source: str, pretokenized: bool, parser,
                    need_tags: bool) -> tuple[list[list[str]], list[list[str]] | None, list[str], list[int]]:
     """Input lines -> (sentences of treebank tokens, their spaCy tags or None, a name per sentence, the index of
-    each sentence's input line), split and tagged by ``parser`` (:class:`structattn.Parser`). A blank line gives no
-    sentence. ``need_tags``: run spaCy's tagger on pre-tokenised input."""
+    each sentence's input line), split and tagged by ``parser`` ([`structattn.Parser`][structattn.bna.parser.Parser]). A
+    blank line gives no sentence. ``need_tags``: run spaCy's tagger on pre-tokenised input."""
     numbers = [n for n, line in enumerate(lines, start=1) if line.strip()]
     if pretokenized:
         words = [lines[n - 1].split() for n in numbers]

@@ -10,7 +10,7 @@ the one saved with the model, except on a task whose questions are all answerabl
 scores} beside it; any other ``--output`` (or stdout): JSON lines {qid, prediction (option index), scores}.
 
     structattn predict --model runs/squad/best --task squad2 --split test --output test_pred.json
-    structattn predict --model runs/squad/best --data my_questions.json --output pred.json   # any SQuAD-format file
+    structattn predict --model runs/squad/best --input my_questions.json --output pred.json   # any SQuAD-format file
 
 The model folder was positional before ``--model`` (``structattn predict runs/squad/best ...``); that spelling
 still works for one release, with a deprecation line. Every path is checked before the model loads.
@@ -25,18 +25,19 @@ from ..errors import UserError
 
 
 def add_parser(sub) -> None:
-    from ..cli_grammar import add_retired_positional
+    from ..cli_grammar import add_retired_flags, add_retired_positional, require_in_usage
     from .evaluate import add_model_folder_option
 
     p = sub.add_parser("predict", help="predict a split (or a file of questions) with a saved model",
                        description="Predictions of a model folder saved by `structattn train` on a split of its "
-                                   "task (or a SQuAD-format --data file), in the file formats the task's scorers "
+                                   "task (or a SQuAD-format --input file), in the file formats the task's scorers "
                                    "read (`structattn score`).")
     add_model_folder_option(p)
     add_retired_positional(p, "model_dir", "--model")
     p.add_argument("--task", default=None, help="task to predict (default: the task the model was trained on)")
     p.add_argument("--split", default="test", help="split to predict: train | dev | test (default test)")
-    p.add_argument("--data", default=None, help="span QA: a SQuAD-format JSON file to answer instead of a split")
+    p.add_argument("--input", default=None, metavar="FILE",
+                   help="span QA: a SQuAD-format JSON file to answer instead of a split")
     p.add_argument("--limit", type=int, default=0, help="predict only the first N examples (default 0 = all)")
     p.add_argument("--na-threshold", default=None, metavar="T",
                    help="span QA: answer '' when the null score exceeds the best span's by more than T; 'never' "
@@ -46,6 +47,8 @@ def add_parser(sub) -> None:
                                                  "JSON (required), with .na_prob.json and .nbest.json beside it; "
                                                  "multiple choice: a .json file gets {qid: option letter}, with "
                                                  ".scores.json beside it")
+    add_retired_flags(p, "--data")
+    require_in_usage(p, "--model")
     p.set_defaults(func=run)
 
 
@@ -56,11 +59,11 @@ def run(args) -> int:
 
     folder = model_folder(args)
     check_output_file(args.output, "--output")
-    check_input_file(args.data, "--data")
+    check_input_file(args.input, "--input")
     trainer = load_trained(folder, args.task)
     family = task_family(trainer.cfg.task)
-    if args.data is not None and family != "span_qa":
-        raise UserError("--data takes a SQuAD-format file and works for span-QA models (--task squad2/squad11); "
+    if args.input is not None and family != "span_qa":
+        raise UserError("--input takes a SQuAD-format file and works for span-QA models (--task squad2/squad11); "
                         "for other tasks predict a --split")
     if family == "span_qa":
         return _predict_span_qa(trainer, args)
@@ -110,9 +113,9 @@ def _predict_span_qa(trainer, args) -> int:
         raise UserError("span QA writes three files: give --output PRED.json (PRED.na_prob.json and "
                         "PRED.nbest.json are written beside it)")
     threshold = _na_threshold(args, trainer)
-    if args.data is not None:
-        dataset = load_squad(args.data)
-        data, feats = trainer.features_of(read_squad(dataset), dataset, args.limit, source=str(args.data))
+    if args.input is not None:
+        dataset = load_squad(args.input)
+        data, feats = trainer.features_of(read_squad(dataset), dataset, args.limit, source=str(args.input))
     else:
         data, feats = trainer.features(args.split, args.limit)
     preds, na_scores, nbest, _ = trainer.answers(data, feats, threshold=threshold)
@@ -129,7 +132,7 @@ def _predict_span_qa(trainer, args) -> int:
 
 def _na_threshold(args, trainer) -> float:
     """The no-answer threshold of a span-QA prediction: ``--na-threshold``, else the model's on this task
-    (:func:`~structattn.sgnet.reading.answering_threshold`, set by ``load_trained``)."""
+    (`answering_threshold`, set by ``load_trained``)."""
     if args.na_threshold is not None:
         return parse_na_threshold(args.na_threshold)
     if not trainer.task.no_answer:

@@ -42,7 +42,7 @@ def add_parser(sub) -> None:
 
 def read_words_file(path: str) -> tuple[list[list[str]], int]:
     """Word lists of a words file and the number of blank lines skipped (bad bytes and control characters are
-    errors naming the line: :func:`structattn.io.decode_lines`)."""
+    errors naming the line: `structattn.io.decode_lines`)."""
     from ..io import decode_lines
     from ..paths import check_input_file
 

@@ -1,8 +1,8 @@
 """``structattn probe --model DIR``: probing tasks (from UD English EWT) on a trained translation encoder.
 
-Builds the tasks of :mod:`structattn.tasks.probing` (SeLn, WC, TrDep, ToCo, BShif, Tense, SubjNum, ObjNum,
+Builds the tasks of `structattn.tasks.probing` (SeLn, WC, TrDep, ToCo, BShif, Tense, SubjNum, ObjNum,
 CoIn), encodes their sentences with the frozen encoder (mean of the last layer) and trains the MLP probe of
-:mod:`structattn.translation.probing` per task. ``--untrained`` probes the same architecture with fresh random
+`structattn.translation.probing` per task. ``--untrained`` probes the same architecture with fresh random
 weights instead (the control row of Conneau et al. 2018). Prints one line per task and writes the JSON
 (``--output``; ``--out`` is its retired spelling).
 """
@@ -14,14 +14,16 @@ import sys
 
 def add_parser(sub) -> None:
     from ..cli_grammar import add_retired_flags
+    from . import trained_model
     from ..tasks.probing import TASKS
 
     p = sub.add_parser("probe", help="probing tasks on a trained translation encoder",
                        description="Accuracy of an MLP probe on the mean encoder vector, per probing task built "
                                    "from UD English EWT (tasks: " + ", ".join(TASKS) + ").")
-    p.add_argument("--model", required=True, help="translation model folder (final/ of a train-translation run)")
+    p.add_argument("--model", required=True, type=trained_model("translator"), metavar="NAME|DIR",
+                   help="translation model's name or folder (final/ of a train-translation run)")
     p.add_argument("--tasks", nargs="+", default=list(TASKS), help="tasks to run (default: all): " + ", ".join(TASKS))
-    p.add_argument("--seed", type=int, default=0, help="probe initialisation and data-construction seed (default 0)")
+    p.add_argument("--seed", type=int, default=42, help="probe initialisation and data-construction seed (default 42)")
     p.add_argument("--untrained", action="store_true",
                    help="probe the model's architecture with fresh random weights (seeded by --seed) instead of "
                         "its trained ones: the untrained-encoder control")

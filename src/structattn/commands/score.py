@@ -19,22 +19,22 @@ Every scorer reads the reference side from ``--gold`` (or a registered split) an
 ``--predictions``; the earlier spellings (``evalb GOLD PRED``, ``--data``, ``--references``, ``--hypotheses``) still
 work for one release, with a deprecation line.
 
-``score evalb`` is EVALB with COLLINS.prm (see :mod:`structattn.tasks.evalb` for the rules): ``--gold`` is a tree
-file, a folder (its ``*.mrg`` files in sorted order) or a quoted glob (matches in sorted order), the gold
-files read one after another; ``--predictions`` is one file with one tree per gold tree, in any whitespace layout,
-or ``-`` for standard input (``structattn parse ... | structattn score evalb --gold GOLD --predictions -``; the
+``score evalb`` is EVALB with COLLINS.prm (see [`structattn.tasks.evalb`][structattn.tasks.evalb] for the rules):
+``--gold`` is a tree file, a folder (its ``*.mrg`` files in sorted order) or a quoted glob (matches in sorted order),
+the gold files read one after another; ``--predictions`` is one file with one tree per gold tree, in any whitespace
+layout, or ``-`` for standard input (``structattn parse ... | structattn score evalb --gold GOLD --predictions -``; the
 gold side cannot be ``-``). Gold
 trees may be as found in the treebank (traces, function tags, outer bracket).
 
-``score squad`` is the official SQuAD ``evaluate-v2.0.py`` (see :mod:`structattn.tasks.squad_eval`): ``--gold`` is
-a SQuAD 1.1 or 2.0 JSON file (or ``--task`` and ``--split`` name one), PRED (``--predictions``) maps every
-question id to its answer text (``""`` = no answer), NA (optional) maps every id to a no-answer probability or
-score and adds the best-threshold sweep. It prints the JSON the
+``score squad`` is the official SQuAD ``evaluate-v2.0.py`` (see
+[`structattn.tasks.squad_eval`][structattn.tasks.squad_eval]): ``--gold`` is a SQuAD 1.1 or 2.0 JSON file (or ``--task``
+and ``--split`` name one), PRED (``--predictions``) maps every question id to its answer text (``""`` = no answer), NA
+(optional) maps every id to a no-answer probability or score and adds the best-threshold sweep. It prints the JSON the
 official script prints (same keys, same order, percentages); ``--output`` also writes it to a file. A question
 without a prediction is an error (the official script crashes); predictions for ids not in the gold file are ignored, as
 there, and counted on stderr.
 
-``score race`` is accuracy as the RACE papers count it (Lai et al. 2017; see :func:`structattn.tasks.race.score_race`):
+``score race`` is accuracy as the RACE papers count it (Lai et al. 2017; see `structattn.tasks.race.score_race`):
 PRED is a JSON object mapping every question id of the split (``middle1.txt:0``: passage id, question number
 from 0) to the letter of the chosen option (``"A"`` .. ``"D"``); the score is correct / all questions of the split,
 in percent, overall (RACE: middle and high pooled) and per level (``accuracy_middle`` = RACE-M, ``accuracy_high`` =
@@ -48,9 +48,10 @@ in percent, overall and per question kind (``accuracy_one``: the answer is in on
 ``accuracy_multiple``: it needs several). Every question needs a prediction; a missing one, an id that is not a
 question of the split, or a value that is not an option letter is an error.
 
-``score bleu`` is sacreBLEU's corpus BLEU (detokenised, case-sensitive, 13a; see :mod:`structattn.tasks.bleu`) of
-a hypothesis file (one line per reference line) against a Multi30k split's German references or a reference file;
-it prints the score and sacreBLEU's signature (``--json``: one JSON object).
+``score bleu`` is sacreBLEU's corpus BLEU (detokenised, case-sensitive, 13a; see
+[`structattn.tasks.bleu`][structattn.tasks.bleu]) of a hypothesis file (one line per reference line) against a Multi30k
+split's German references or a reference file; it prints the score and sacreBLEU's signature (``--json``: one JSON
+object).
 """
 from __future__ import annotations
 
@@ -92,7 +93,7 @@ OPTION_SCORERS = {
 
 
 def _add_option_scorer(scorers, name: str) -> None:
-    """``score race`` / ``score mctest``: accuracy of predicted option letters (:data:`OPTION_SCORERS`)."""
+    """``score race`` / ``score mctest``: accuracy of predicted option letters (`OPTION_SCORERS`)."""
     help_text, description, example_id, tasks, task_help = OPTION_SCORERS[name]
     p = scorers.add_parser(name, help=help_text, description=description)
     p.add_argument("--predictions", required=True, metavar="PRED.json",

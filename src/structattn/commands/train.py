@@ -18,8 +18,8 @@ def train_field_choices() -> dict:
         return names
 
     return {"task": task_names, "mechanism": lambda: sorted(registry("attention.mechanisms", "MECHANISMS")()),
-            "pool": registry("sgnet.model", "POOLS"), "long_inputs": registry("structure.align", "LONG_INPUTS"),
-            "model_parts": registry("sgnet.loading", "MODEL_PARTS"), "precision": PRECISIONS,
+            "pool": registry("sgnet.names", "POOLS"), "long_inputs": registry("structure.align", "LONG_INPUTS"),
+            "model_parts": registry("sgnet.names", "MODEL_PARTS"), "precision": PRECISIONS,
             "sgnet": registry("sweep", "SGNET_AGGREGATIONS", ("none",)), "sgnet_init": ("fresh", "copy")}
 
 

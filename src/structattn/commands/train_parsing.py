@@ -1,6 +1,6 @@
 """``structattn train-parsing``: train one BNA chart parser configuration (flags or --config JSON).
 
-Every :class:`~structattn.bna.model.ParserConfig` field is a flag (``--d-model 256``, ``--layers bimsa,nsa``,
+Every `ParserConfig` field is a flag (``--d-model 256``, ``--layers bimsa,nsa``,
 ``--fine-tune-encoder false``) over ``--preset laptop`` (the default: the shipped bna-minilm's CPU settings) or
 ``--preset full`` (ParserConfig's own, larger defaults); ``--config FILE.json`` is read next and the flags given
 override it. Rerunning with the same settings in the same ``--output-dir`` resumes; the summary JSON is printed at
@@ -8,7 +8,7 @@ the end.
 
 Data: the fixed split of the NLTK WSJ sample, or ``--train FILE --dev FILE [--test FILE]``: any bracketed
 treebank (one tree per line, or the PTB's multi-line layout), read and cleaned by the rules of
-:mod:`structattn.tasks.ptb` with the same errors (``FILE:LINE: what is wrong; what to do``). Without ``--test``
+`structattn.tasks.ptb` with the same errors (``FILE:LINE: what is wrong; what to do``). Without ``--test``
 there is no test parse.
 """
 from __future__ import annotations
@@ -22,14 +22,14 @@ from ..config_io import add_dataclass_arguments, dataclass_from_args
 #: ParserConfig fields whose flag is spelled as in the other commands (the field's own spelling stays accepted
 #: for one release): the encoder is ``--model`` as in ``train``, example limits and clipping as in the others.
 PARSER_FLAG_NAMES = {"encoder": "model", "max_train_trees": "max_train_examples",
-                     "max_eval_trees": "max_eval_examples", "clip_grad": "clip_norm"}
+                     "max_eval_trees": "max_eval_examples", "clip_grad": "clip_norm",
+                     "attn_dropout": "attention_dropout", "variant": "mechanism"}
 
 
 def add_parser_config_arguments(parser: argparse.ArgumentParser) -> None:
     """``--preset laptop|full``, ``--config FILE`` and one flag per ParserConfig field (all default to None = not
-    given), named by :data:`PARSER_FLAG_NAMES` where the field's own name differs from the command line's."""
-    from ..bna.word_encoders import POOLINGS
-    from ..bna.model import PARSER_PRESETS, POS_MODES, VARIANTS, ParserConfig
+    given), named by `PARSER_FLAG_NAMES` where the field's own name differs from the command line's."""
+    from ..bna.config import PARSER_PRESETS, POOLINGS, POS_MODES, VARIANTS, ParserConfig
     from ..train.config import PRECISIONS
 
     add_dataclass_arguments(parser, ParserConfig, PARSER_PRESETS, flag_names=PARSER_FLAG_NAMES,
@@ -42,7 +42,7 @@ def add_parser_config_arguments(parser: argparse.ArgumentParser) -> None:
 
 def parser_config_from_args(args: argparse.Namespace):
     """A ParserConfig: ``--preset``'s values (default laptop), then ``--config`` (if given), then every flag given."""
-    from ..bna.model import PARSER_PRESETS, ParserConfig
+    from ..bna.config import PARSER_PRESETS, ParserConfig
 
     return dataclass_from_args(args, ParserConfig, PARSER_PRESETS)
 

@@ -1,6 +1,6 @@
 """``structattn train-translation``: train one translation run (Multi30k En->De by default; flags or --config JSON).
 
-Every :class:`~structattn.translation.trainer.NMTConfig` field is a flag (``--variant hybrid_gate``,
+Every `NMTConfig` field is a flag (``--variant hybrid_gate``,
 ``--seed 2``, ``--k 2``) over ``--preset laptop`` (the default: 800 updates) or ``--preset full`` (NMTConfig's own
 defaults, 8,000 updates); ``--config FILE.json`` is read next and the flags given override it. Rerunning with the
 same settings in the same ``--output-dir`` resumes; the summary JSON is printed at the end.
@@ -41,11 +41,10 @@ NMT_FIELD_HELP = {
 
 def add_parser(sub) -> None:
     from ..config_io import add_dataclass_arguments
-    from ..translation.data import TRAINING_BATCHES
+    from ..translation.config import BATCHINGS, LR_DECAY_NAMES, NMT_PRESETS, NMTConfig
     from ..translation.model import INITIALISATIONS, RESIDUALS, SIZES, VARIANTS
     from ..tasks.multi30k import TEST_SPLITS
     from ..train.config import PRECISIONS
-    from ..translation.trainer import LR_DECAYS, NMT_PRESETS, NMTConfig
 
     p = sub.add_parser("train-translation", aliases=["train-nmt"],
                        help="train a translation model with structure-aware encoder attention",
@@ -53,12 +52,13 @@ def add_parser(sub) -> None:
                                    "the best dev-BLEU model, pick the final model (best or checkpoint average), "
                                    "translate the test sets into OUTPUT_DIR/hypotheses and write summary.json. "
                                    "Rerunning in the same --output-dir resumes.")
-    add_dataclass_arguments(p, NMTConfig, NMT_PRESETS, flag_names={"warmup": "warmup_steps"},
+    add_dataclass_arguments(p, NMTConfig, NMT_PRESETS, flag_names={"warmup": "warmup_steps", "max_updates": "max_steps",
+                                                               "variant": "mechanism"},
                             descriptions=NMT_FIELD_HELP,
                             choices={"variant": list(VARIANTS), "size": list(SIZES), "gate": ("token", "head", "none"),
                                      "precision": PRECISIONS, "test_splits": TEST_SPLITS, "init": list(INITIALISATIONS),
-                                     "residual": RESIDUALS, "batching": list(TRAINING_BATCHES),
-                                     "lr_decay": list(LR_DECAYS)})
+                                     "residual": RESIDUALS, "batching": BATCHINGS,
+                                     "lr_decay": LR_DECAY_NAMES})
     p.add_argument("--no-progress", action="store_true", help="no progress bar (one line per evaluation stays)")
     p.set_defaults(func=run)
 
@@ -66,12 +66,13 @@ def add_parser(sub) -> None:
 def run(args) -> int:
     from ..config_io import dataclass_from_args
     from ..paths import check_input_file, check_output_folder
-    from ..translation.trainer import NMT_PRESETS, NMTConfig, train_translation
+    from ..translation.config import NMT_PRESETS, NMTConfig
 
     config = dataclass_from_args(args, NMTConfig, NMT_PRESETS)
     check_output_folder(config.output_dir)  # before any model or data loads
     for field in ("train_source", "train_target", "dev_source", "dev_target", "test_source", "test_target"):
         check_input_file(getattr(config, field), "--" + field.replace("_", "-"))
+    from ..translation.trainer import train_translation
     from .train_parsing import print_summary
 
     print_summary(train_translation(config, show_progress=not args.no_progress, command=getattr(args, "argv", None)))

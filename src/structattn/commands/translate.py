@@ -4,9 +4,9 @@ The training preprocessing is applied (NFC, the model's BPE) and the output is d
 line gives an empty output line; a line over the model's position limit is cut (the count is printed on
 stderr); empty input gives empty output. The model is loaded before the input is read, so a bad ``--model``
 fails at once (exit 2) even when the input would be empty or never end. Input that is not UTF-8 is an error
-naming ``FILE:LINE`` or ``<stdin>:LINE`` (:func:`structattn.io.read_input_lines`), and so is a control character
+naming ``FILE:LINE`` or ``<stdin>:LINE`` (`structattn.io.read_input_lines`), and so is a control character
 (NUL and other C0 controls but tab). ``--input`` and ``--output`` are checked before the model loads
-(:mod:`structattn.paths`). See :mod:`structattn.translation.translator`.
+(`structattn.paths`). See [`structattn.translation.translator`][structattn.translation.translator].
 """
 from __future__ import annotations
 
@@ -16,13 +16,14 @@ from pathlib import Path
 
 def add_parser(sub) -> None:
     from ..cli_grammar import add_line_io_flags
+    from . import trained_model
 
     p = sub.add_parser("translate", help="translate text with a trained translation model",
                        description="Translate one sentence per line (stdin or --input) with a model folder saved by "
                                    "`structattn train-translation` (its final/ or best/ folder) or a shipped "
                                    "model's name (`structattn models`).")
     add_line_io_flags(p, "translator", "a model folder (config.json, model.safetensors, tokenizer)", "one sentence",
-                      "the translation")
+                      "the translation", model_type=trained_model("translator"))
     p.add_argument("--beam", type=int, default=5, help="beam size (default 5; 1 = greedy)")
     p.add_argument("--length-penalty", type=float, default=1.0,
                    help="exponent of the length normalisation of beam scores (default 1.0)")

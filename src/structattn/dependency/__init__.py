@@ -1,5 +1,5 @@
-"""Dependency parses, the input of every structure mechanism: the :class:`Parse` record and its backends (spaCy,
-CoNLL-U, PTB dependencies), with a disk cache.
+"""Dependency parses, the input of every structure mechanism: the [`Parse`][structattn.dependency.record.Parse] record
+and its backends (spaCy, CoNLL-U, PTB dependencies), with a disk cache.
 
 The spaCy backend is imported lazily (``from structattn.dependency.spacy_backend import SpacyParser``)
 so that reading gold trees does not import spaCy.

@@ -16,8 +16,8 @@ items in one input are parsed once. The payload is the JSON list of the item's s
 
 Concurrency: every write is one SQLite transaction (``INSERT OR REPLACE``), and SQLite's write-ahead log lets
 readers go on while one process writes and makes writers wait for each other (for up to
-:data:`BUSY_TIMEOUT_S`), so two processes adding entries at once both keep theirs (tested with two writer
-processes); opening a new database from two processes at once is waited out too (:func:`_open_waiting`).
+`BUSY_TIMEOUT_S`), so two processes adding entries at once both keep theirs (tested with two writer
+processes); opening a new database from two processes at once is waited out too (`_open_waiting`).
 WAL needs a local file system (not NFS). New entries are written every ``flush_items`` parsed items,
 so an interrupted run resumes where it stopped.
 
@@ -31,9 +31,9 @@ id that is the item's index, or that index and a dot and more, is stored relativ
 (``relative`` = 1) and rebuilt for the position the item has now; any other id is stored as it is.
 
 Earlier formats: format 2's bucket files (``<directory>/v2/``) are read once into the database, with the same
-keys (:mod:`~structattn.dependency.cache_migration`), and their folder renamed ``v2.migrated``; anything else under
+keys (`cache_migration`), and their folder renamed ``v2.migrated``; anything else under
 ``<directory>`` (the per-input shard folders of format 1, a migrated folder) is never read, listed by
-:func:`cache_info` and removed by :func:`prune`.
+`cache_info` and removed by `prune`.
 """
 from __future__ import annotations
 
@@ -81,7 +81,7 @@ CREATE INDEX IF NOT EXISTS entries_by_namespace ON entries (namespace);
 
 @dataclass
 class CacheStats:
-    """What the last :meth:`ParseCache.get_or_parse` did, counted in items."""
+    """What the last `ParseCache.get_or_parse` did, counted in items."""
 
     directory: Path | None = None  # the database file
     items: int = 0
@@ -139,7 +139,7 @@ def _open_waiting(path: Path) -> sqlite3.Connection:
 
     Where waiting could deadlock, SQLite answers "database is locked" at once instead of waiting: two
     processes opening a new database at the same moment both switch it to WAL and one of them gets it. The
-    set-up is idempotent, so it is tried again, with growing randomised pauses, for up to :data:`BUSY_TIMEOUT_S`.
+    set-up is idempotent, so it is tried again, with growing randomised pauses, for up to `BUSY_TIMEOUT_S`.
     """
     deadline, pause = time.monotonic() + BUSY_TIMEOUT_S, 0.005
     while True:
@@ -240,7 +240,8 @@ class ParseCache:
     def get_or_parse(self, items: Sequence, parse_fn: ParseFn, fingerprint: str, kind: str,
                      options: dict | None = None,
                      progress: Callable[[int], None] | None = None) -> list[list[Parse]]:
-        """Passages for ``items`` (``len(items)`` lists of :class:`Parse`), from disk where possible.
+        """Passages for ``items`` (``len(items)`` lists of [`Parse`][structattn.dependency.record.Parse]), from disk
+        where possible.
 
         Args:
             items: texts (``kind="texts"``) or word lists (``kind="words"``), or anything JSON-able.
@@ -341,7 +342,7 @@ class ParseCache:
 
 # ---------------------------------------------------------------------- loading
 def _load(conn: sqlite3.Connection, ns: Namespace, keys: set[str]) -> tuple[dict[str, list], set[str]]:
-    """Decoded entries (rows, see :func:`_passage`) of the ``keys`` found, and the keys whose payload is not
+    """Decoded entries (rows, see `_passage`) of the ``keys`` found, and the keys whose payload is not
     JSON (damaged)."""
     payloads: dict[str, bytes] = {}
     if len(keys) > _SCAN_KEYS:  # many keys: one pass over the namespace beats many lookups
@@ -384,8 +385,8 @@ def _rows(passage: Sequence[Parse], index: int) -> list[list]:
 
 
 def _passage(rows: list[list], index: int) -> list[Parse]:
-    """One item's :class:`Parse` records at position ``index`` (relative sentence ids rebuilt) from its
-    rows; ValueError or TypeError when a row is malformed."""
+    """One item's [`Parse`][structattn.dependency.record.Parse] records at position ``index`` (relative sentence ids
+    rebuilt) from its rows; ValueError or TypeError when a row is malformed."""
     prefix = str(index)
     intern = sys.intern  # labels come from a small set: one string object per label, not one per word
     passage = []
@@ -546,8 +547,8 @@ def prune(directory: str | Path | None = None, *, remove_all: bool = False, days
 # ---------------------------------------------------------------------- convenience
 def parse_cached(items: Sequence, parser, cache: ParseCache | None = None, kind: str | None = None,
                  progress: Callable[[int], None] | None = None) -> list[list[Parse]]:
-    """Parse ``items`` with ``parser`` (e.g. :class:`~structattn.dependency.spacy_backend.SpacyParser`)
-    through ``cache`` (default: a :class:`ParseCache` in the default folder).
+    """Parse ``items`` with ``parser`` (e.g. `SpacyParser`)
+    through ``cache`` (default: a `ParseCache` in the default folder).
 
     ``kind`` is ``"texts"`` (strings) or ``"words"`` (lists of words); by default it is inferred
     from the first item. The parser needs ``fingerprint()``, ``iter_texts`` and ``iter_words``

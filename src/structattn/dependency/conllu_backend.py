@@ -1,14 +1,14 @@
 """Gold dependency trees from CoNLL-U files (read with the ``conllu`` library, streaming).
 
 Only the basic tree is read. Multiword-token lines (ids like ``3-4``) and empty nodes
-(ids like ``5.1``) are skipped: the words of a :class:`Parse` are the integer-id tokens
+(ids like ``5.1``) are skipped: the words of a [`Parse`][structattn.dependency.record.Parse] are the integer-id tokens
 and heads refer to those ids. ``sent_id`` comes from the ``# sent_id = ...`` comment, else it is
 the running sentence number (from 1) in the file.
 
 Every tree is validated; a missing head (``_``), a head out of range, two roots or a cycle raise
-:class:`ParseError` naming the file, the sentence id and the line where the sentence (or the
-offending token) starts. A malformed file is a :class:`ParseError` naming the file and line too:
-bytes that are not UTF-8, a word line without exactly 10 columns, a block of comments without
+[`ParseError`][structattn.dependency.record.ParseError] naming the file, the sentence id and the line where the sentence
+(or the offending token) starts. A malformed file is a [`ParseError`][structattn.dependency.record.ParseError] naming
+the file and line too: bytes that are not UTF-8, a word line without exactly 10 columns, a block of comments without
 words, and a file without any sentence. A UTF-8 byte order mark at the start is accepted.
 """
 from __future__ import annotations
@@ -96,8 +96,9 @@ class _LineTracker:
 
 
 def iter_conllu(handle, source: str = "<string>") -> Iterator[Parse]:
-    """Stream validated :class:`Parse` records from an open handle (text, or binary holding UTF-8);
-    ``source`` names it in errors. A handle without any sentence is a :class:`ParseError`."""
+    """Stream validated [`Parse`][structattn.dependency.record.Parse] records from an open handle (text, or binary
+    holding UTF-8); ``source`` names it in errors. A handle without any sentence is a
+    [`ParseError`][structattn.dependency.record.ParseError]."""
     tracker = _LineTracker(handle, source)
     sentences = iter(conllu.parse_incr(tracker))
     number = 0
@@ -149,7 +150,8 @@ def _to_parse(tokenlist, number: int, source: str, start: int, comments: int) ->
 
 
 def read_conllu(path: str | Path) -> list[Parse]:
-    """All sentences of a CoNLL-U file as validated :class:`Parse` records (streamed while reading)."""
+    """All sentences of a CoNLL-U file as validated [`Parse`][structattn.dependency.record.Parse] records (streamed
+    while reading)."""
     path = Path(path)
     try:
         handle = open(path, "rb")  # bytes: each line is decoded on its own, so errors name the exact line
@@ -162,5 +164,5 @@ def read_conllu(path: str | Path) -> list[Parse]:
 
 
 def parse_conllu_string(text: str, source: str = "<string>") -> list[Parse]:
-    """Like :func:`read_conllu` for CoNLL-U held in a string."""
+    """Like `read_conllu` for CoNLL-U held in a string."""
     return list(iter_conllu(io.StringIO(text), source=source))

@@ -2,7 +2,7 @@
 
 Two kinds of dataset:
 
-- every benchmark task in :data:`structattn.tasks.TASKS` (``sst2``, ``cola``, ``mrpc``, ``conll2003``,
+- every benchmark task in `structattn.tasks.TASKS` (``sst2``, ``cola``, ``mrpc``, ``conll2003``,
   ``fce``, ...): its words come from the task's own reader, so ``structattn preprocess`` fills the
   parse cache with exactly the items that ``structattn train`` parses later (the same word lists,
   one segment at a time);

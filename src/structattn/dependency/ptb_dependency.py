@@ -2,7 +2,7 @@
 
 Format: one word per line, ``word<TAB>PTB tag<TAB>head`` with 1-based heads and 0 for the root,
 a blank line between sentences. The files carry no dependency labels, so ``deprels`` are ``""``.
-UPOS is mapped from the PTB tag with :data:`PTB_TO_UPOS` (the usual PTB->UD correspondence;
+UPOS is mapped from the PTB tag with `PTB_TO_UPOS` (the usual PTB->UD correspondence;
 tags it does not list become ``X``). Sentence ids are ``"<file name>#<sentence number from 1>"``.
 """
 from __future__ import annotations
@@ -31,7 +31,7 @@ PTB_TO_UPOS = {
 
 
 def ptb_to_upos(tag: str) -> str:
-    """UPOS for a PTB tag (``X`` for a tag not in :data:`PTB_TO_UPOS`)."""
+    """UPOS for a PTB tag (``X`` for a tag not in `PTB_TO_UPOS`)."""
     return PTB_TO_UPOS.get(tag, "X")
 
 

@@ -1,6 +1,6 @@
 """The parse record shared by every backend, and the checks of what a backend is given to parse.
 
-A :class:`Parse` is one sentence: its words and a dependency tree over them.
+A [`Parse`][structattn.dependency.record.Parse] is one sentence: its words and a dependency tree over them.
 Heads are 1-based with 0 for the root (CoNLL-U convention). A passage is a
 ``list[Parse]``.
 """
@@ -45,12 +45,14 @@ class Parse:
         return len(self.words)
 
     def validate(self) -> "Parse":
-        """Check that the record is a single rooted tree; raise :class:`ParseError` naming the problem."""
+        """Check that the record is a single rooted tree; raise [`ParseError`][structattn.dependency.record.ParseError]
+        naming the problem."""
         validate_tree(self.words, self.heads, self.sent_id,
                       deprels=self.deprels, upos=self.upos)
         return self
 
     def to_dict(self) -> dict:
+        """JSON-ready: ``sent_id``, ``words``, ``heads``, ``deprels``, ``upos`` (what `from_dict` reads)."""
         return {"sent_id": self.sent_id, "words": list(self.words), "heads": list(self.heads),
                 "deprels": list(self.deprels), "upos": list(self.upos)}
 
@@ -63,12 +65,13 @@ class Parse:
 
     @classmethod
     def from_dict(cls, d: dict) -> "Parse":
+        """The Parse that ``to_dict`` wrote."""
         return cls(words=d["words"], heads=d["heads"], deprels=d["deprels"],
                    upos=d["upos"], sent_id=d.get("sent_id", ""))
 
 
 def validate_tree(words, heads, sent_id="", deprels=None, upos=None) -> None:
-    """Raise :class:`ParseError` unless ``heads`` encodes one tree over ``words``.
+    """Raise [`ParseError`][structattn.dependency.record.ParseError] unless ``heads`` encodes one tree over ``words``.
 
     Checks: at least one word, no empty word, equal lengths, heads in 0..n,
     exactly one root, no self-loop and no cycle.
@@ -116,7 +119,8 @@ def validate_tree(words, heads, sent_id="", deprels=None, upos=None) -> None:
 
 
 def check_word_lists(word_lists: Sequence[Sequence[str]]) -> None:
-    """Raise :class:`ParseError` naming the first empty list or empty/whitespace/non-string word."""
+    """Raise [`ParseError`][structattn.dependency.record.ParseError] naming the first empty list or
+    empty/whitespace/non-string word."""
     for i, words in enumerate(word_lists):
         try:  # fast path, C-level loops; a non-string word makes str.isspace raise TypeError
             if words and not isinstance(words, str) and "" not in words and not any(map(str.isspace, words)):
@@ -133,7 +137,8 @@ def check_word_lists(word_lists: Sequence[Sequence[str]]) -> None:
 
 
 def check_texts(texts: Sequence[str]) -> None:
-    """Raise :class:`ParseError` naming the first text that is not a string or is empty/whitespace."""
+    """Raise [`ParseError`][structattn.dependency.record.ParseError] naming the first text that is not a string or is
+    empty/whitespace."""
     for i, text in enumerate(texts):
         if not isinstance(text, str):
             raise ParseError(f"item {i}: expected a string, got {type(text).__name__}")

@@ -2,19 +2,19 @@
 
 Two entry points, both returning one passage (``list[Parse]``) per input item:
 
-* :meth:`SpacyParser.parse_texts` - raw strings; spaCy tokenises and sentence-splits them.
-* :meth:`SpacyParser.parse_words` - pre-split words; they are parsed exactly as given
+* `SpacyParser.parse_texts` - raw strings; spaCy tokenises and sentence-splits them.
+* `SpacyParser.parse_words` - pre-split words; they are parsed exactly as given
   (a ``Doc`` is built from them, the tokenizer never runs), only the sentence split comes
   from the parser.
 
-Heads in every :class:`Parse` are 1-based within its sentence, 0 for the root; spaCy's
+Heads in every [`Parse`][structattn.dependency.record.Parse] are 1-based within its sentence, 0 for the root; spaCy's
 ``ROOT`` label is written ``root`` (the UD spelling); the other labels are the pipeline's own
 (ClearNLP-style for the English pipelines). UPOS comes from the tagger + attribute ruler.
 
 Sentence ids: ``"<item index>"`` when the item is one sentence, else
 ``"<item index>.<sentence number>"`` with sentences numbered from 1.
 
-Input repair (one documented rule, the same in the cache key through :meth:`fingerprint`):
+Input repair (one documented rule, the same in the cache key through `fingerprint`):
 
 * words: every control character (Unicode category Cc, tab and newline included) inside a word
   is replaced by U+FFFD, so the word count and positions never change; the returned
@@ -23,7 +23,7 @@ Input repair (one documented rule, the same in the cache key through :meth:`fing
   (``\\t``, ``\\n``...) separates tokens as usual and whitespace tokens are dropped from the parse.
 
 Empty or whitespace-only texts, empty word lists, and empty or whitespace-only words raise
-:class:`ParseError` naming the item (and word) index.
+[`ParseError`][structattn.dependency.record.ParseError] naming the item (and word) index.
 """
 from __future__ import annotations
 
@@ -115,7 +115,7 @@ def _resolve_model(model: str) -> dict:
 
 
 def _fingerprint_ends(model: str, split_sentences: bool, max_chunk_chars: int) -> tuple[str, str]:
-    """The parts of :meth:`SpacyParser.fingerprint` known without spaCy: what comes before the pipeline's name and
+    """The parts of `SpacyParser.fingerprint` known without spaCy: what comes before the pipeline's name and
     versions, and what comes after them."""
     return (f"backend=spacy;model={model};",
             f";split_sentences={split_sentences};max_chunk_chars={max_chunk_chars};repair=cc-to-fffd;root=root")
@@ -126,8 +126,9 @@ def cached_fingerprint(model: str, split_sentences: bool = True,
     """The fingerprint of ``model``'s parses in the default parse cache, for a machine without spaCy.
 
     Looks through the fingerprints of the parse cache (``settings.cache_dir()/parses``) for a spaCy fingerprint of
-    this pipeline name and these options. Returns None when there is none; raises :class:`UserError` when parses of
-    several versions are cached (which one to read cannot be told without spaCy).
+    this pipeline name and these options. Returns None when there is none; raises
+    [`UserError`][structattn.errors.UserError] when parses of several versions are cached (which one to read cannot be
+    told without spaCy).
     """
     from .cache import cached_fingerprints
 
@@ -149,9 +150,9 @@ class SpacyParser:
         batch_size: items per ``nlp.pipe`` batch (does not change the output).
         n_process: worker processes for ``nlp.pipe`` (does not change the output; on 2 cores 1 is fastest).
         split_sentences: keep the parser's sentence split (True) or force one tree per item (False).
-        max_chunk_chars: texts longer than this are parsed in pieces (see :func:`split_long_text`).
+        max_chunk_chars: texts longer than this are parsed in pieces (see `split_long_text`).
 
-    The pipeline is loaded on first use, so :meth:`fingerprint` (a cache key) is cheap.
+    The pipeline is loaded on first use, so `fingerprint` (a cache key) is cheap.
     """
 
     backend = "spacy"
@@ -214,7 +215,7 @@ class SpacyParser:
         """Everything that decides the output: backend, pipeline name and version, spaCy version, options.
 
         Reads package metadata only (no spaCy import), so a fully cached run never loads spaCy; where spaCy or the
-        pipeline is missing, the fingerprint the parse cache recorded for this pipeline (:func:`cached_fingerprint`)."""
+        pipeline is missing, the fingerprint the parse cache recorded for this pipeline (`cached_fingerprint`)."""
         if self._cached_fingerprint is not None:
             return self._cached_fingerprint
         head, tail = _fingerprint_ends(self.model, self.split_sentences, self.max_chunk_chars)
@@ -234,7 +235,7 @@ class SpacyParser:
 
     def iter_texts(self, texts: Sequence[str], indices: Iterable[int] | None = None,
                    progress: Callable[[int], None] | None = None) -> Iterator[list[Parse]]:
-        """Stream :meth:`parse_texts`; ``indices`` (default 0, 1, ...) name the items in sentence ids.
+        """Stream `parse_texts`; ``indices`` (default 0, 1, ...) name the items in sentence ids.
 
         Inputs are checked before the first parse, so a bad item fails fast."""
         texts = list(texts)
@@ -244,7 +245,7 @@ class SpacyParser:
 
     def iter_words(self, word_lists: Sequence[Sequence[str]], indices: Iterable[int] | None = None,
                    progress: Callable[[int], None] | None = None) -> Iterator[list[Parse]]:
-        """Stream :meth:`parse_words`; ``indices`` (default 0, 1, ...) name the items in sentence ids."""
+        """Stream `parse_words`; ``indices`` (default 0, 1, ...) name the items in sentence ids."""
         word_lists = list(word_lists)
         check_word_lists(word_lists)
         indices = list(range(len(word_lists))) if indices is None else list(indices)
@@ -306,7 +307,7 @@ class SpacyParser:
 
 
 def _passage(index: int, sentences: list[tuple]) -> list[Parse]:
-    """Turn the per-sentence lists of one item into validated :class:`Parse` records."""
+    """Turn the per-sentence lists of one item into validated [`Parse`][structattn.dependency.record.Parse] records."""
     sentences = [s for s in sentences if s is not None]
     if not sentences:  # cannot happen for checked input; keep the error informative anyway
         raise ParseError(f"item {index}: the parser returned no words")

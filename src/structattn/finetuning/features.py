@@ -2,10 +2,10 @@
 
 examples (words, labels) -> parses (spaCy, cached) -> word structures (compact
 per-sentence relation blocks) -> encoded windows -> feature dicts that
-:class:`~structattn.structure.StructureCollator` batches.
+`StructureCollator` batches.
 
 An example longer than ``max_length`` is truncated or split into overlapping word-aligned
-windows (``long_inputs``, see :func:`encoding_mode`); every feature records its
+windows (``long_inputs``, see `encoding_mode`); every feature records its
 ``example_index`` so predictions can be put back together per example, and how many
 examples were cut or split is logged per split.
 """
@@ -46,7 +46,7 @@ def contiguous_chunks(keys: Sequence, parts: int) -> list[tuple[int, int]]:
 
 T = TypeVar("T")
 
-#: The job of :func:`forked_map`'s workers: set before the fork (the fork copies it; it is never pickled).
+#: The job of `forked_map`'s workers: set before the fork (the fork copies it; it is never pickled).
 _FORK_JOB: dict = {}
 
 
@@ -55,7 +55,7 @@ def _run_forked_job(bounds: tuple[int, int]):
 
 
 def forks_pay(items: int, workers: int) -> bool:
-    """Whether :func:`forked_map` is worth it (and possible): several workers, two items each, and fork."""
+    """Whether `forked_map` is worth it (and possible): several workers, two items each, and fork."""
     import multiprocessing as mp
 
     return workers > 1 and items >= 2 * workers and "fork" in mp.get_all_start_methods()
@@ -63,7 +63,7 @@ def forks_pay(items: int, workers: int) -> bool:
 
 def forked_map(build: Callable[[tuple[int, int]], T], bounds: Sequence[tuple[int, int]], workers: int) -> list[T]:
     """``[build(b) for b in bounds]`` in ``workers`` forked processes (results in ``bounds``' order): how the
-    feature builders spread contiguous chunks (:func:`contiguous_chunks`) over the cores. ``build`` may close over
+    feature builders spread contiguous chunks (`contiguous_chunks`) over the cores. ``build`` may close over
     anything (a tokenizer, the questions): the fork copies it, only its results are pickled."""
     import multiprocessing as mp
 
@@ -171,7 +171,7 @@ def build_features(task: TaskSpec, examples: Sequence[Example], tokenizer, struc
     and ``parent_targets`` (``[T]`` token index of the parent word's first sub-word, -100 where
     undefined) when ``structure.need_parents``.
 
-    ``long_inputs`` and ``training`` decide how long examples are encoded (:func:`encoding_mode`);
+    ``long_inputs`` and ``training`` decide how long examples are encoded (`encoding_mode`);
     how many were cut or split is logged under ``split`` and printed when ``show_progress``.
     """
     mode = encoding_mode(task, long_inputs, training)

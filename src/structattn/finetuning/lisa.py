@@ -76,7 +76,8 @@ class LisaSupervision:
         """Record losses during one forward pass. ``parent_targets`` ``[b, T]``, ``attention_mask`` ``[b, T]``.
 
         ``count_hits``: also count how often the supervised head's strongest key is the parent
-        (summed over layers and passes until :meth:`parent_accuracy` is read)."""
+        (summed over layers and passes until
+        [`parent_accuracy`][structattn.finetuning.lisa.LisaSupervision.parent_accuracy] is read)."""
         self._targets = parent_targets.to(attention_mask.device)
         self._pad = attention_mask.bool()
         self._losses = []

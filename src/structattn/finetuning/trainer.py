@@ -1,8 +1,8 @@
-"""The fine-tuning trainer of sentence and token tasks (and, in :mod:`structattn.sgnet`'s subclasses, with the SG-Net
+"""The fine-tuning trainer of sentence and token tasks (and, in `structattn.sgnet`'s subclasses, with the SG-Net
 layer, QA and multiple choice).
 
-The family part of :mod:`structattn.train.engine`: the task's features, batches, loss (the model's own, plus
-LISA's), dev metric and summary; the engine trains (one or many processes, ``accelerate launch``), evaluates,
+The family part of [`structattn.train.engine`][structattn.train.engine]: the task's features, batches, loss (the model's
+own, plus LISA's), dev metric and summary; the engine trains (one or many processes, ``accelerate launch``), evaluates,
 checkpoints into ``<output_dir>/checkpoint/`` (no pickle) and resumes. The data order of epoch e is a
 permutation seeded by (seed, e), so a resumed run sees exactly the batches the interrupted run would have seen.
 AdamW (no decay on biases and norms), linear warm-up over ``warmup_ratio`` of the updates then linear decay,
@@ -34,7 +34,7 @@ log = logging.getLogger(__name__)
 
 
 class EpochPermutationSampler(Sampler[int]):
-    """Shuffles with a permutation that depends only on (seed, epoch) (:func:`~.engine.seeded_order`)."""
+    """Shuffles with a permutation that depends only on (seed, epoch) (`seeded_order`)."""
 
     def __init__(self, n: int, seed: int):
         self.n, self.seed, self.epoch = n, seed, 0
@@ -53,7 +53,7 @@ class EpochPermutationSampler(Sampler[int]):
 
 class LengthGroupedSampler(EpochPermutationSampler):
     """A (seed, epoch) permutation in which each run of ``batch_size`` indices has similar lengths
-    (:func:`~.engine.seeded_order` with lengths): less padding per batch, the same examples per epoch.
+    (`seeded_order` with lengths): less padding per batch, the same examples per epoch.
 
     lengths: [n] token count of every feature.
     """
@@ -121,7 +121,7 @@ class Trainer(Family):
 
     def _load_model(self):
         """The model to train and its tokenizer: a transformers task model (with SG-Net's layer:
-        :class:`structattn.sgnet.sentence.SGNetSentenceTrainer`)."""
+        `structattn.sgnet.sentence.SGNetSentenceTrainer`)."""
         return load_model_and_tokenizer(self.cfg, self.task)
 
     # ------------------------------------------------------------------ data
@@ -174,12 +174,13 @@ class Trainer(Family):
 
     # ------------------------------------------------------------------ evaluation
     def prediction_batches(self, feats, batch_size: int, drop: tuple[str, ...] = ("labels",)):
-        """:func:`prediction_batches` of this trainer's model, collator and device."""
+        """[`prediction_batches`][structattn.finetuning.trainer.prediction_batches] of this trainer's model, collator
+        and device."""
         return prediction_batches(self.accelerator.unwrap_model(self.model), feats, self.collator(), batch_size,
                                   self.accelerator.device, drop)
 
     def predict(self, inputs) -> list:
-        """Logits per feature (:meth:`predict_logits`)."""
+        """Logits per feature ([`predict_logits`][structattn.finetuning.trainer.Trainer.predict_logits])."""
         return self.predict_logits(inputs)
 
     @torch.no_grad()

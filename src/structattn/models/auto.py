@@ -1,11 +1,11 @@
 """Saved structure-aware models and transformers' Auto classes: load with the mechanism, or refuse; never stock.
 
 A model with a mechanism (``structattn.from_pretrained``, ``apply_mechanism``) saves as ``model_type: structattn``
-(:mod:`structattn.models.saved_type`). So a folder saved from it
+([`structattn.models.saved_type`][structattn.models.saved_type]). So a folder saved from it
 
 * loads through ``AutoConfig`` / ``AutoModel*`` once ``structattn`` is imported, as ``structattn.from_pretrained``
-  loads it (same mechanism, same gates, same outputs): :func:`register` maps the ``structattn`` type to
-  :class:`StructattnConfig` and each Auto class of :data:`structattn.models.encoder.TASKS` to a loader;
+  loads it (same mechanism, same gates, same outputs): [`register`][structattn.models.auto.register] maps the
+  ``structattn`` type to `StructattnConfig` and each Auto class of `structattn.models.encoder.TASKS` to a loader;
 * fails loudly in a process that has not imported ``structattn`` (transformers does not know the type), instead
   of loading the stock model and dropping the gates and the structure mask without a word.
 
@@ -13,9 +13,9 @@ Folders that the Auto classes cannot rebuild (an SG-Net model: a syntax-guided l
 translation model with DeepNet residual weights, which need forward hooks) are refused in one line that names the
 loader that can.
 
-:func:`register` runs when transformers' Auto modules are imported after ``structattn`` (an import hook,
-:func:`install_import_hook`), or at once when they were imported first; importing ``structattn`` itself imports
-neither torch nor transformers.
+[`register`][structattn.models.auto.register] runs when transformers' Auto modules are imported after ``structattn``
+(an import hook, [`install_import_hook`][structattn.models.auto.install_import_hook]), or at once when they were
+imported first; importing ``structattn`` itself imports neither torch nor transformers.
 """
 from __future__ import annotations
 
@@ -36,7 +36,8 @@ def _config_class():
 
     class StructattnConfig(PretrainedConfig):
         """What ``AutoConfig`` finds for ``model_type: structattn``: it builds the encoder's own config class,
-        marked (:func:`base_config_from_dict`), so the config in memory is a ``BertConfig`` (...) as before."""
+        marked ([`base_config_from_dict`][structattn.models.saved_type.base_config_from_dict]), so the config in memory
+        is a ``BertConfig`` (...) as before."""
 
         model_type = MODEL_TYPE
 

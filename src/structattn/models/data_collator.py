@@ -1,4 +1,5 @@
-"""Batches for ``transformers.Trainer`` (and any DataLoader) from :class:`~structattn.StructureProcessor` output.
+"""Batches for ``transformers.Trainer`` (and any DataLoader) from
+[`StructureProcessor`][structattn.models.processor.StructureProcessor] output.
 
     collator = structattn.StructureDataCollator(processor)
     trainer = Trainer(model, TrainingArguments("out"), train_dataset=ds, data_collator=collator)
@@ -24,7 +25,8 @@ class StructureDataCollator:
     """Collate processor features into ``[B, T]`` long tensors and ``structure_mask`` ``[B, T, T]`` bool.
 
     Args:
-        processor: the :class:`~structattn.StructureProcessor` (or a tokenizer: only its pad id is read).
+        processor: the [`StructureProcessor`][structattn.models.processor.StructureProcessor] (or a tokenizer: only
+            its pad id is read).
         pad_to_multiple_of: round T up to a multiple of this.
         label_pad: the value of padded per-token labels (-100: ignored by the loss).
         length: pad to exactly this T (``padding="max_length"``) instead of the longest example.

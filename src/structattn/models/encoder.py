@@ -8,11 +8,11 @@
     model = structattn.from_pretrained("run/", task="sequence-classification")   # same mechanism and gates
 
 The returned object is the usual Hugging Face model class for the task (``BertForSequenceClassification``
-...). Its config saves as ``model_type: structattn`` (:mod:`structattn.models.saved_type`, :mod:`structattn.models.auto`): once ``structattn`` is
-imported, ``AutoModel*.from_pretrained("run/")`` loads the folder as this function does; without it, transformers
-refuses the folder instead of loading the stock model. The model's ``forward`` lists ``structure_mask`` among its
-parameters, so ``transformers.Trainer`` keeps that column with its default arguments
-(:class:`structattn.StructureDataCollator` builds it).
+...). Its config saves as ``model_type: structattn`` ([`saved_type`][structattn.models.saved_type],
+[`auto`][structattn.models.auto]): once ``structattn`` is imported, ``AutoModel*.from_pretrained("run/")`` loads the
+folder as this function does; without it, transformers refuses the folder instead of loading the stock model. The
+model's ``forward`` lists ``structure_mask`` among its parameters, so ``transformers.Trainer`` keeps that column with
+its default arguments ([`StructureDataCollator`][structattn.models.data_collator.StructureDataCollator] builds it).
 """
 from __future__ import annotations
 
@@ -148,12 +148,13 @@ def from_pretrained(name_or_path: str, task: str = "base", mechanism: str | Mech
         task: ``base`` | ``sequence-classification`` | ``token-classification`` | ``question-answering`` |
             ``multiple-choice`` | ``masked-lm`` | ``translation`` (an encoder-decoder model such as MarianMT or
             BART: the mechanism goes into the encoder's self-attention only).
-        mechanism: a name of :data:`structattn.attention.MECHANISMS` (``sla``, ``wla``, ``hybrid``, ``sdoi``,
+        mechanism: a name of `structattn.attention.MECHANISMS` (``sla``, ``wla``, ``hybrid``, ``sdoi``,
             ``global``, ``local``, ``hybrid_concat``, ``gauss_luong``, ``gauss_sperber``, ``gauss_yang``) or a
-            :class:`MechanismConfig`. None: the mechanism saved in the checkpoint, or ``sla``.
-        options: mechanism options (fields of :class:`MechanismConfig`: ``m``, ``k``, ``window_unit``, ``layers``,
-            ``gate``, ``gate_bias``, ``gate_has_bias``, ``gate_init_std``, ``kernel``, ``base``, ``relation``,
-            ``mix``, ``gaussian``, ``gaussian_window``); every other
+            [`MechanismConfig`][structattn.attention.mechanisms.MechanismConfig]. None: the mechanism saved in the
+            checkpoint, or ``sla``.
+        options: mechanism options (fields of [`MechanismConfig`][structattn.attention.mechanisms.MechanismConfig]:
+            ``m``, ``k``, ``window_unit``, ``layers``, ``gate``, ``gate_bias``, ``gate_has_bias``, ``gate_init_std``,
+            ``kernel``, ``base``, ``relation``, ``mix``, ``gaussian``, ``gaussian_window``); every other
             keyword goes to transformers' ``from_pretrained`` (``num_labels``, ``dtype``, ``revision`` ...).
 
     Returns:
@@ -204,9 +205,9 @@ def from_pretrained(name_or_path: str, task: str = "base", mechanism: str | Mech
 @quiet_loading()
 def load_as_saved(name_or_path: str, task: str = "base", **options: Any) -> nn.Module:
     """The model of ``task`` as the checkpoint was saved: with its mechanism and gates when it has one
-    (:func:`from_pretrained`), else the stock model, even from a folder that the Auto classes refuse (``base``: the
-    encoder part of an SG-Net model; ``translation``: a DeepNet model, whose residual weights its loader adds).
-    ``options`` go to transformers' ``from_pretrained``."""
+    ([`from_pretrained`][structattn.models.encoder.from_pretrained]), else the stock model, even from a folder that the
+    Auto classes refuse (``base``: the encoder part of an SG-Net model; ``translation``: a DeepNet model, whose
+    residual weights its loader adds). ``options`` go to transformers' ``from_pretrained``."""
     from transformers import AutoConfig
 
     try:
@@ -255,14 +256,15 @@ def model_from_config(config, task: str = "base", **kwargs: Any) -> nn.Module:
 def apply_mechanism(model: nn.Module, mechanism: str | MechanismConfig | dict = "sla", **options: Any) -> nn.Module:
     """Add structure-aware attention to a model you already have (in place; returns it).
 
-    Same mechanisms and options as :func:`from_pretrained`. Calling it again replaces the mechanism.
+    Same mechanisms and options as [`from_pretrained`][structattn.models.encoder.from_pretrained]. Calling it again
+    replaces the mechanism.
     """
     return _install_marked(model, mechanism, **options)
 
 
 def remove_mechanism(model: nn.Module) -> nn.Module:
-    """Undo :func:`apply_mechanism`: the model runs its stock attention again (gates are deleted) and saves as its
-    stock type."""
+    """Undo [`apply_mechanism`][structattn.models.encoder.apply_mechanism]: the model runs its stock attention again
+    (gates are deleted) and saves as its stock type."""
     uninstall(model)
     unmark(model.config)
     return model

@@ -1,10 +1,10 @@
 """Pretrained weights stored by reference to the pip package that ships them, never copied into a saved model.
 
 A reference is ``{"package", "version", "weights", "sha256"}``: the package's name and version, its weights file
-(inside :func:`~structattn.settings.packaged_encoder_folder`) and that file's SHA-256. Loading checks the hash
-before it takes a single tensor, so a model never silently runs on other weights than it was saved with. The
-shipped BNA parser stores its whole frozen encoder this way (:mod:`structattn.bna.model`); a packed reader
-stores its tensors that are, bit for bit, the package's (:mod:`structattn.models.packing`).
+(inside [`packaged_encoder_folder`][structattn.settings.packaged_encoder_folder]) and that file's SHA-256. Loading
+checks the hash before it takes a single tensor, so a model never silently runs on other weights than it was saved with.
+The shipped BNA parser stores its whole frozen encoder this way ([`structattn.bna.model`][structattn.bna.model]); a
+packed reader stores its tensors that are, bit for bit, the package's (`structattn.models.packing`).
 """
 from __future__ import annotations
 
@@ -24,7 +24,7 @@ def file_sha256(path: str | Path) -> str:
 
 def package_reference(package: str) -> tuple[dict[str, Any], Path]:
     """The reference to ``package``'s installed model weights and the path of that weights file
-    (:class:`UserError` saying what to install when the package is missing)."""
+    ([`UserError`][structattn.errors.UserError] saying what to install when the package is missing)."""
     from importlib.metadata import version
 
     from ..settings import packaged_encoder_folder
@@ -36,8 +36,8 @@ def package_reference(package: str) -> tuple[dict[str, Any], Path]:
 
 def referenced_folder(reference: dict[str, Any], source: str | Path, what: str) -> Path:
     """The installed model folder of ``reference``, after checking that its weights file has the recorded SHA-256;
-    :class:`UserError` saying which version to install otherwise. ``source`` (the file that holds the reference)
-    and ``what`` (e.g. "the parser's frozen encoder") name the need in the message."""
+    [`UserError`][structattn.errors.UserError] saying which version to install otherwise. ``source`` (the file that
+    holds the reference) and ``what`` (e.g. "the parser's frozen encoder") name the need in the message."""
     from ..settings import packaged_encoder_folder
 
     package, wanted = reference["package"], reference.get("version", "")

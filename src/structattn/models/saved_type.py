@@ -2,9 +2,9 @@
 
 A model with a mechanism carries a *marked* config: an instance of a subclass of its own config class
 (``BertConfig`` ...) that behaves exactly like it in memory and writes ``"model_type": "structattn"`` to
-``config.json``, the base type kept as :data:`BASE_TYPE_KEY`. transformers' Auto classes then never load such a
-folder as the stock model: :mod:`structattn.models.auto` teaches them the type once ``structattn`` is imported, and
-without that transformers refuses the folder.
+``config.json``, the base type kept as `BASE_TYPE_KEY`. transformers' Auto classes then never load such a
+folder as the stock model: [`structattn.models.auto`][structattn.models.auto] teaches them the type once ``structattn``
+is imported, and without that transformers refuses the folder.
 """
 from __future__ import annotations
 
@@ -18,7 +18,8 @@ BASE_TYPE_KEY = "structattn_base_model_type"
 #: config keys of models the Auto classes cannot rebuild -> the loader that can
 REFUSED_KEYS = {
     "structattn_sgnet": "an SG-Net model (a syntax-guided layer on top of the encoder): load it with "
-                        "structattn.Reader.from_pretrained(folder) or structattn.sgnet.model.SGNetModel.from_pretrained",
+                        "structattn.Reader.from_pretrained(folder) or "
+                        "structattn.sgnet.model.SGNetModel.from_pretrained",
     "residual_scale": "a translation model with DeepNet residual weights: load it with "
                       "structattn.Translator.from_pretrained(folder)",
 }
@@ -68,7 +69,8 @@ def mark(config):
 
 
 def unmark(config):
-    """Undo :func:`mark` (in place, returned): the config saves as its base type again."""
+    """Undo [`mark`][structattn.models.saved_type.mark] (in place, returned): the config saves as its base type
+    again."""
     for base, marked in MARKED.items():
         if type(config) is marked:
             config.__class__ = base

@@ -1,17 +1,19 @@
 """Trained models that load by a short name: ``structattn parse --model bna-minilm``.
 
-Each name is one entry of :data:`TRAINED`: what kind of model it is, what it does and the command that builds it.
+Each name is one entry of `TRAINED`: what kind of model it is, what it does and the command that builds it.
 Its files are package data, ``structattn/trained/<name>/`` (so an editable or a wheel install has them): the
 model folder as its loader reads it (``config.json``, ``model.safetensors``, ...), ``card.json`` (data, split,
 exact command, commit, test score, size, time to train) and ``CARD.md`` (the same for people). A name is
 *shipped* when its folder holds the weights; a known name whose folder is empty is built with its ``build``
 command (``make models`` and its parts). A parser with a frozen pretrained encoder stores that encoder by
-reference to its pip package (:meth:`structattn.bna.model.ChartParser.save_pretrained`), never a copy. A reader
-is a span-QA run's folder in the packed form of :mod:`structattn.models.packing` (``structattn pack-reader``).
+reference to its pip package
+([`structattn.bna.model.ChartParser.save_pretrained`][structattn.bna.model.ChartParser.save_pretrained]), never a copy.
+A reader is a span-QA run's folder in the packed form of `structattn.models.packing` (``structattn pack-reader``).
 
-:func:`resolve` turns what a user gave as ``--model`` (or the spaCy component's ``model=``) into a folder: an
-existing path is used as it is; else a shipped name gives its folder; a known but unshipped name, a name of
-another kind and an unknown name are :class:`UserError` saying what to do (the valid names listed).
+[`resolve`][structattn.models.trained.resolve] turns what a user gave as ``--model`` (or the spaCy component's
+``model=``) into a folder: an existing path is used as it is; else a shipped name gives its folder; a known but
+unshipped name, a name of another kind and an unknown name are [`UserError`][structattn.errors.UserError] saying what to
+do (the valid names listed).
 """
 from __future__ import annotations
 
@@ -30,7 +32,7 @@ KINDS = ("parser", "translator", "reader")
 
 @dataclass(frozen=True)
 class TrainedModel:
-    """One named model: ``kind`` (one of :data:`KINDS`), what it does, the command that builds it, and for its card
+    """One named model: ``kind`` (one of `KINDS`), what it does, the command that builds it, and for its card
     the domain of its training data, what it is good at and what it is bad at (measured examples)."""
 
     name: str
@@ -43,6 +45,7 @@ class TrainedModel:
 
     @property
     def folder(self) -> Path:
+        """The installed model's folder (inside the package's ``trained/``)."""
         return TRAINED_DIR / self.name
 
     @property
@@ -115,7 +118,7 @@ TRAINED: dict[str, TrainedModel] = {m.name: m for m in (
 
 
 def shipped_models(kind: str | None = None) -> list[TrainedModel]:
-    """The models whose weights are in this install (of ``kind`` when given), in :data:`TRAINED` order."""
+    """The models whose weights are in this install (of ``kind`` when given), in `TRAINED` order."""
     return [m for m in TRAINED.values() if m.shipped and kind in (None, m.kind)]
 
 
@@ -125,7 +128,7 @@ def _names(kind: str) -> str:
 
 
 def resolve(model: str | Path, kind: str) -> Path:
-    """The folder that ``model`` (a path or a trained model's name) stands for; ``kind`` is one of :data:`KINDS`
+    """The folder that ``model`` (a path or a trained model's name) stands for; ``kind`` is one of `KINDS`
     (module docstring). A path that does not exist is returned as it is when it looks like a path
     (holds a separator or starts with ``.`` or ``~``), so the loader's own "no such folder" error applies."""
     if kind not in KINDS:

@@ -5,14 +5,15 @@
 - ``model``: the encoder, the layer and the task heads; ``loading``: building it from a pretrained encoder;
 - ``span_qa``: span decoding (best span, null score, no-answer threshold);
 - ``reading_features`` / ``multiple_choice_features``: passages, questions and options into features;
-- ``reading`` / ``multiple_choice`` / ``sentence``: the trainers (on :class:`structattn.finetuning.trainer.Trainer`);
+- ``reading`` / ``multiple_choice`` / ``sentence``: the trainers (on
+  [`structattn.finetuning.trainer.Trainer`][structattn.finetuning.trainer.Trainer]);
 - ``reader`` / ``reader_packing``: a trained reader by name, and its packed form; ``report``: the results tables.
 """
 
 
 def __getattr__(name):
     """``structattn.sgnet`` was the SG-Net model module before 0.2.0: its names still resolve, with a
-    :class:`~structattn._moved.ModuleMovedWarning` naming :mod:`structattn.sgnet.model`."""
+    `ModuleMovedWarning` naming [`structattn.sgnet.model`][structattn.sgnet.model]."""
     import importlib
     import inspect
     import warnings

@@ -11,13 +11,14 @@ its dependency ancestors, special tokens only themselves):
     h' = LN(x + drop(W_2 act(W_1 x)))                        act = the encoder's activation (GELU for BERT)
 
 Two paths compute the attention: the fast one calls SDPA (``torch.nn.functional.scaled_dot_product_attention``),
-the plain one (:func:`reference_masked_attention`) writes the softmax out; they are tested against each other.
+the plain one ([`reference_masked_attention`][structattn.sgnet.layer.reference_masked_attention]) writes the softmax
+out; they are tested against each other.
 
-The layer is sized from the encoder's config (:class:`LayerSizes`) and starts either ``fresh`` (BERT's
-initialisation: normal(0, initializer_range) weights, zero biases, unit LayerNorms; the official code) or as a
-``copy`` of the encoder's last layer (:func:`copy_last_layer`).
+The layer is sized from the encoder's config ([`LayerSizes`][structattn.sgnet.layer.LayerSizes]) and starts either
+``fresh`` (BERT's initialisation: normal(0, initializer_range) weights, zero biases, unit LayerNorms; the official code)
+or as a ``copy`` of the encoder's last layer ([`copy_last_layer`][structattn.sgnet.layer.copy_last_layer]).
 
-Aggregations (Table 3 of the paper), registry :data:`AGGREGATIONS`; each maps (h [b, T, d] encoder output,
+Aggregations (Table 3 of the paper), registry `AGGREGATIONS`; each maps (h [b, T, d] encoder output,
 h' [b, T, d] extra-layer output, real [b, T] bool non-padding) to h̄ [b, T, d]:
 
     dual         h̄ = α h + (1 - α) h'  with α fixed (0.5 in the paper), or, α = None (the official code),
@@ -30,9 +31,10 @@ h' [b, T, d] extra-layer output, real [b, T] bool non-padding) to h̄ [b, T, d]:
                  ũ_t = sum_j softmax_j(S_tj) h'_j,  h̃ = sum_t softmax_t(max_j S_tj) h_t,
                  h̄ = Linear_{4d -> d}([h; ũ; h * ũ; h * h̃])
 
-:class:`SyntaxGuidedBlock` is the whole SG part (the extra layer plus one aggregation). Positions outside
-``sg_tokens`` ([b, T] bool; the special tokens that see only themselves, and padding: the paper's footnote 9)
-take h̄ = h exactly. The ``vanilla`` row has no syntax-guided output, so it ignores ``sg_tokens`` and its mask.
+[`SyntaxGuidedBlock`][structattn.sgnet.layer.SyntaxGuidedBlock] is the whole SG part (the extra layer plus one
+aggregation). Positions outside ``sg_tokens`` ([b, T] bool; the special tokens that see only themselves, and padding:
+the paper's footnote 9) take h̄ = h exactly. The ``vanilla`` row has no syntax-guided output, so it ignores
+``sg_tokens`` and its mask.
 """
 from __future__ import annotations
 
@@ -62,7 +64,8 @@ def masked_attention(q: Tensor, k: Tensor, v: Tensor, mask: Tensor, dropout_p: f
 
 
 def reference_masked_attention(q: Tensor, k: Tensor, v: Tensor, mask: Tensor, dropout_p: float = 0.0) -> Tensor:
-    """Plain twin of :func:`masked_attention`: the masked softmax written out (autograd gives its gradients).
+    """Plain twin of [`masked_attention`][structattn.sgnet.layer.masked_attention]: the masked softmax written out
+    (autograd gives its gradients).
 
     q, k, v [b, H, T, e], mask [b, 1, T, T] bool -> [b, H, T, e]. ``dropout_p`` > 0 drops attention weights
     (kept ones scaled by 1 / (1 - p)), as SDPA does.
@@ -75,7 +78,8 @@ def reference_masked_attention(q: Tensor, k: Tensor, v: Tensor, mask: Tensor, dr
 
 
 def check_mask(mask: Tensor, b: int, T: int, name: str = "mask") -> Tensor:
-    """``mask`` as bool [b, T, T]; :class:`UserError` for another shape or a row without any True entry.
+    """``mask`` as bool [b, T, T]; [`UserError`][structattn.errors.UserError] for another shape or a row without any
+    True entry.
 
     A row with no key would make the softmax NaN (SDPA) or arbitrary; SG-Net's rules never build one.
     """
@@ -165,7 +169,8 @@ class SyntaxGuidedLayer(nn.Module):
     bool -> [b, T, d].
 
     Weights: ``query``, ``key``, ``value`` (d -> d), ``attention_output`` (d -> d), ``attention_norm``,
-    ``intermediate`` (d -> f), ``output`` (f -> d), ``output_norm``. Starts with :func:`bert_init`.
+    ``intermediate`` (d -> f), ``output`` (f -> d), ``output_norm``. Starts with
+    [`bert_init`][structattn.sgnet.layer.bert_init].
     """
 
     def __init__(self, sizes: LayerSizes):
@@ -230,8 +235,8 @@ def copy_last_layer(layer: SyntaxGuidedLayer, encoder: nn.Module) -> None:
     encoder: a transformers base model (``BertModel`` ...) of the BERT family (BERT, RoBERTa, ELECTRA,
     XLM-R: ``attention.self.query/key/value``, ``attention.output.dense/LayerNorm``, ``intermediate.dense``,
     ``output.dense/LayerNorm``) or DistilBERT (``attention.q_lin`` ..., ``sa_layer_norm``, ``ffn.lin1/lin2``,
-    ``output_layer_norm``). Any other encoder: :class:`UserError`. Gates of an installed structattn
-    mechanism are not copied (the layer has none).
+    ``output_layer_norm``). Any other encoder: [`UserError`][structattn.errors.UserError]. Gates of an installed
+    structattn mechanism are not copied (the layer has none).
     """
     kind = getattr(getattr(encoder, "config", None), "model_type", type(encoder).__name__)
     for list_path, names in COPY_NAMINGS.values():
@@ -345,7 +350,7 @@ AGGREGATIONS: dict[str, AggregationFactory] = {
     "biattention": BiAttentionAggregation,
 }
 
-INITS = ("fresh", "copy")
+from .names import INITS  # noqa: E402  (re-exported)
 
 
 # --------------------------------------------------------------------------------------------- the SG part
@@ -355,12 +360,13 @@ class SyntaxGuidedBlock(nn.Module):
     """The SG part of SG-Net: the extra layer on the encoder output and one aggregation.
 
     Args:
-        sizes: the encoder's layer sizes (:meth:`LayerSizes.from_config`).
-        aggregation: a key of :data:`AGGREGATIONS`; ``vanilla`` makes the extra layer unmasked.
+        sizes: the encoder's layer sizes ([`LayerSizes.from_config`][structattn.sgnet.layer.LayerSizes.from_config]).
+        aggregation: a key of `AGGREGATIONS`; ``vanilla`` makes the extra layer unmasked.
         alpha: the ``dual`` weight α (None = learned, the official code); unused by the other aggregations.
 
-    Submodules: ``layer`` (:class:`SyntaxGuidedLayer`) and ``aggregation``. Call :meth:`init_from` to start
-    ``layer`` as a copy of an encoder's last layer.
+    Submodules: ``layer`` ([`SyntaxGuidedLayer`][structattn.sgnet.layer.SyntaxGuidedLayer]) and ``aggregation``. Call
+    [`init_from`][structattn.sgnet.layer.SyntaxGuidedBlock.init_from] to start ``layer`` as a copy of an encoder's last
+    layer.
     """
 
     def __init__(self, sizes: LayerSizes, aggregation: str = "dual", alpha: float | None = 0.5):

@@ -1,4 +1,4 @@
-"""What the trainers need to run SG-Net: the model from a :class:`~.config.TrainConfig`, the SG layer's
+"""What the trainers need to run SG-Net: the model from a `TrainConfig`, the SG layer's
 structure (relation ``sdoi``) and a collator that adds its mask.
 
 The SG layer's mask rules (the paper, footnotes 4 and 9): a word sees itself and its dependency ancestors in its
@@ -8,9 +8,9 @@ choice) pool it from the aggregated output; under the paper's rule that token wo
 the SG layer could never reach the head. For those heads the special tokens' rows see every real token instead
 (``special_rows="all"``, what the official code's uniform rows amount to) and every real token's SG output is
 aggregated. Even so, one SG layer cannot bring *syntax* to [CLS] (its row is an unmasked re-reading of the encoder
-output); ``pool="mean"`` or, for multiple choice, ``pool="option"`` (:class:`~structattn.sgnet.model.SGNetConfig`)
-makes those heads read the mean of the aggregated tokens (all of them, or the option's) instead, and then the
-paper's rules hold for every head.
+output); ``pool="mean"`` or, for multiple choice, ``pool="option"``
+([`SGNetConfig`][structattn.sgnet.model.SGNetConfig]) makes those heads read the mean of the aggregated tokens (all of
+them, or the option's) instead, and then the paper's rules hold for every head.
 """
 from __future__ import annotations
 
@@ -22,15 +22,15 @@ import torch
 from ..structure.expand import PAD, ExpansionRules, token_mask
 from ..finetuning.features import StructureSpec
 
-#: task kinds (:data:`structattn.tasks.base.KINDS`) whose SG-Net head has another name
+#: task kinds (`structattn.tasks.base.KINDS`) whose SG-Net head has another name
 KIND_HEADS = {"regression": "classification"}
 
 #: What ``--model-parts`` keeps of a saved SG-Net folder given as ``--model``: all of it, or its encoder only.
-MODEL_PARTS = ("all", "encoder")
+from .names import MODEL_PARTS  # noqa: E402  (re-exported)
 
 
 def sg_head(head: str) -> str:
-    """The SG-Net head (:data:`~structattn.sgnet.model.SGNET_HEADS`) of a head name or task kind."""
+    """The SG-Net head (`SGNET_HEADS`) of a head name or task kind."""
     return KIND_HEADS.get(head, head)
 
 
@@ -44,7 +44,7 @@ def sg_rules(head: str, pool: str = "first") -> ExpansionRules:
 
 
 def sg_structure_spec(head: str, pool: str = "first") -> StructureSpec:
-    """The SG layer's structure: relation ``sdoi`` with :func:`sg_rules`."""
+    """The SG layer's structure: relation ``sdoi`` with `sg_rules`."""
     return StructureSpec(relation="sdoi", options={}, rules=sg_rules(head, pool))
 
 
@@ -63,7 +63,7 @@ def sg_tensors(features: Sequence[dict], T: int, rules: ExpansionRules) -> tuple
 
 
 class SGMaskCollator:
-    """Wraps a collator and adds ``sg_mask`` / ``sg_tokens`` (:func:`sg_tensors`) for the features' T.
+    """Wraps a collator and adds ``sg_mask`` / ``sg_tokens`` (`sg_tensors`) for the features' T.
 
     ``options=True``: features are questions holding ``options`` (multiple choice); the tensors get the base
     batch's ``[B, C, T(, T)]`` shape.
@@ -86,7 +86,7 @@ class SGMaskCollator:
 
 
 def is_sgnet_folder(path: str) -> bool:
-    """Whether ``path`` is a folder saved by :meth:`SGNetModel.save_pretrained` (its config names SG-Net)."""
+    """Whether ``path`` is a folder saved by `SGNetModel.save_pretrained` (its config names SG-Net)."""
     import json
     from pathlib import Path
 
@@ -102,7 +102,7 @@ def is_sgnet_folder(path: str) -> bool:
 
 
 def load_sgnet_and_tokenizer(cfg, head: str, num_labels: int, model_path: str | None = None):
-    """An :class:`~structattn.sgnet.model.SGNetModel` for ``head`` and its fast tokenizer.
+    """An [`SGNetModel`][structattn.sgnet.model.SGNetModel] for ``head`` and its fast tokenizer.
 
     A folder saved by SG-Net with this head is loaded as it was saved (the run's own ``best/``). A folder saved
     by SG-Net with another head (a SQuAD model given to a multiple-choice run: intermediate-task transfer) gives

@@ -14,11 +14,13 @@ Example::
                 start_positions=s, end_positions=e)                          # out.loss, out.start_logits
     model.save_pretrained("run/"); model = SGNetModel.from_pretrained("run/")
 
-One class per head, as transformers' task classes: :class:`SGNetForSpanQA`, :class:`SGNetForMultipleChoice`,
-:class:`SGNetForSequenceClassification` (regression with one label) and :class:`SGNetForTagging`, each an
-:class:`SGNetModel` (the encoder, the SG part, pooling, saving) that declares its output modules and computes its
-logits and loss. ``SGNetModel(encoder, config)``, ``from_encoder`` and ``from_pretrained`` build the class of
-``config.head`` (:data:`SGNET_HEADS`); ``isinstance(model, SGNetModel)`` holds for every head.
+One class per head, as transformers' task classes: [`SGNetForSpanQA`][structattn.sgnet.model.SGNetForSpanQA],
+[`SGNetForMultipleChoice`][structattn.sgnet.model.SGNetForMultipleChoice],
+[`SGNetForSequenceClassification`][structattn.sgnet.model.SGNetForSequenceClassification] (regression with one label)
+and [`SGNetForTagging`][structattn.sgnet.model.SGNetForTagging], each an
+[`SGNetModel`][structattn.sgnet.model.SGNetModel] (the encoder, the SG part, pooling, saving) that declares its output
+modules and computes its logits and loss. ``SGNetModel(encoder, config)``, ``from_encoder`` and ``from_pretrained``
+build the class of ``config.head`` (`SGNET_HEADS`); ``isinstance(model, SGNetModel)`` holds for every head.
 
 Heads carry transformers' names, so a stock task class loads the baseline: ``qa_outputs`` (d -> 2, as
 ``BertForQuestionAnswering``), ``classifier`` after a dropout (multiple choice d -> 1, classification
@@ -26,16 +28,16 @@ d -> num_labels, both on a pooler dense + tanh of the first token; tagging d -> 
 pooler is the encoder's own when it has one (BERT, RoBERTa, XLM-R, ALBERT: saved as ``bert.pooler.dense`` ...,
 applied to h̄ instead of h); otherwise (ELECTRA, DistilBERT) the model owns ``pooler.dense``.
 
-Saved folder (:meth:`SGNetModel.save_pretrained`): ``config.json`` is the encoder's config (with the
-``structattn`` mechanism entry when one is installed, ``num_labels`` set for the classification and tagging
-heads) plus ``structattn_sgnet`` = :class:`SGNetConfig`; ``model.safetensors`` holds the encoder under its
-base-model prefix (``bert.`` ...), the head under transformers' names and the SG part under ``sgnet.``.
-A model with an SG part (or a mechanism) saves as ``model_type: structattn`` (:mod:`structattn.models.saved_type`):
-transformers' ``AutoModel*`` refuse an SG part in one line (load it with this class or ``structattn.Reader``); for the
-baseline (aggregation ``none``) ``AutoModelFor*`` loads the whole model (for the pooled heads when the encoder has its
-own pooler), with its mechanism when it has one. ``save_pretrained(folder, packed=True)``
-writes the smaller form of :mod:`structattn.models.packing` (int8 matrices with row scales); ``from_pretrained``
-reads both forms, the packed one dequantised to float32.
+Saved folder ([`SGNetModel.save_pretrained`][structattn.sgnet.model.SGNetModel.save_pretrained]): ``config.json`` is the
+encoder's config (with the ``structattn`` mechanism entry when one is installed, ``num_labels`` set for the
+classification and tagging heads) plus ``structattn_sgnet`` = [`SGNetConfig`][structattn.sgnet.model.SGNetConfig];
+``model.safetensors`` holds the encoder under its base-model prefix (``bert.`` ...), the head under transformers' names
+and the SG part under ``sgnet.``. A model with an SG part (or a mechanism) saves as ``model_type: structattn``
+(`structattn.models.saved_type`): transformers' ``AutoModel*`` refuse an SG part in one line (load it with this class
+or ``structattn.Reader``); for the baseline (aggregation ``none``) ``AutoModelFor*`` loads the whole model (for the
+pooled heads when the encoder has its own pooler), with its mechanism when it has one.
+``save_pretrained(folder, packed=True)`` writes the smaller form of `structattn.models.packing` (int8 matrices with row
+scales); ``from_pretrained`` reads both forms, the packed one dequantised to float32.
 
 Positions outside ``sg_tokens`` keep h̄ = h (the paper's footnote 9). The pooled heads read position 0
 ([CLS]): when ``sg_tokens`` excludes it, the SG part cannot reach their logits (a warning says so once).
@@ -63,7 +65,7 @@ from ..verbosity import quiet_loading
 Tensor = torch.Tensor
 
 AGGREGATION_NAMES = ("none",) + tuple(AGGREGATIONS)
-POOLS = ("first", "mean", "option")
+from .names import POOLS  # noqa: E402  (re-exported)
 # HEADS, the head names, is derived from SGNET_HEADS (the head classes) at the end of the module
 CONFIG_KEY = "structattn_sgnet"
 
@@ -74,7 +76,7 @@ class SGNetConfig(JsonConfig):
 
     Fields:
         aggregation: ``none`` (baseline: head on the encoder output), ``dual``, ``sg_only``, ``vanilla``,
-            ``concat``, ``biattention`` (:mod:`structattn.sgnet.layer`).
+            ``concat``, ``biattention`` ([`structattn.sgnet.layer`][structattn.sgnet.layer]).
         alpha: the ``dual`` weight α of the encoder output (the paper: 0.5); None = learned weights
             (the official code: γ softmax(w)).
         init: the extra layer starts ``fresh`` (BERT's initialisation) or as a ``copy`` of the encoder's
@@ -105,7 +107,7 @@ class SGNetConfig(JsonConfig):
         self.validate()
 
     def validate(self) -> None:
-        """:class:`UserError` naming the bad field and the valid values."""
+        """[`UserError`][structattn.errors.UserError] naming the bad field and the valid values."""
         choices = {"aggregation": AGGREGATION_NAMES, "init": INITS, "head": HEADS, "pool": POOLS}
         for name, valid in choices.items():
             if getattr(self, name) not in valid:
@@ -161,28 +163,31 @@ class Pooler(nn.Module):
 
 class SGNetModel(nn.Module):
     """SG-Net around a transformers base model (module docstring): the encoder, the SG part and what every head
-    shares (input checks, the pooled vector, saving and loading). Each head is a subclass (:data:`SGNET_HEADS`)
-    that declares its output modules and computes its logits and loss in :meth:`_head`.
+    shares (input checks, the pooled vector, saving and loading). Each head is a subclass (`SGNET_HEADS`)
+    that declares its output modules and computes its logits and loss in `_head`.
 
-    ``SGNetModel(encoder, config)`` builds the head class of ``config.head`` (:meth:`head_class`), as do
-    :meth:`from_encoder` and :meth:`from_pretrained`; every head is an ``SGNetModel``. A head class called by its
-    own name takes only its own head's config.
+    ``SGNetModel(encoder, config)`` builds the head class of ``config.head``
+    ([`head_class`][structattn.sgnet.model.SGNetModel.head_class]), as do
+    [`from_encoder`][structattn.sgnet.model.SGNetModel.from_encoder] and
+    [`from_pretrained`][structattn.sgnet.model.SGNetModel.from_pretrained]; every head is an ``SGNetModel``. A head
+    class called by its own name takes only its own head's config.
 
     Args:
         encoder: a transformers base model (``AutoModel``), possibly with a structattn mechanism installed.
-        config: :class:`SGNetConfig`. With ``init="copy"`` the extra layer copies ``encoder``'s last layer.
+        config: [`SGNetConfig`][structattn.sgnet.model.SGNetConfig]. With ``init="copy"`` the extra layer copies
+            ``encoder``'s last layer.
 
     The encoder is registered under its ``base_model_prefix`` (``model.bert`` ...) and reachable as
-    :attr:`base_model`; the SG part is ``model.sgnet`` (None for aggregation ``none``). The heads that do not
-    pool (span_qa, tagging) remove the encoder's pooler (``encoder.pooler = None``), as transformers' task
-    classes build theirs without one.
+    [`base_model`][structattn.sgnet.model.SGNetModel.base_model]; the SG part is ``model.sgnet`` (None for aggregation
+    ``none``). The heads that do not pool (span_qa, tagging) remove the encoder's pooler (``encoder.pooler = None``), as
+    transformers' task classes build theirs without one.
     """
 
-    #: the :attr:`SGNetConfig.head` this class computes
+    #: the `SGNetConfig.head` this class computes
     head_name: ClassVar[str] = ""
-    #: whether the head reads the pooled vector (:meth:`pool`): it keeps the encoder's pooler or owns one
+    #: whether the head reads the pooled vector (`pool`): it keeps the encoder's pooler or owns one
     pooled: ClassVar[bool] = False
-    #: the :attr:`SGNetConfig.pool` values the head takes
+    #: the `SGNetConfig.pool` values the head takes
     pools: ClassVar[tuple[str, ...]] = ("first", "mean")
 
     def __new__(cls, *args: Any, **kwargs: Any) -> "SGNetModel":
@@ -227,7 +232,7 @@ class SGNetModel(nn.Module):
 
     @staticmethod
     def head_class(head: str) -> type["SGNetModel"]:
-        """The class of a head name (:data:`SGNET_HEADS`)."""
+        """The class of a head name (`SGNET_HEADS`)."""
         if head not in SGNET_HEADS:
             raise UserError(f"SG-Net: unknown head {head!r}; valid: {', '.join(SGNET_HEADS)}")
         return SGNET_HEADS[head]
@@ -256,7 +261,8 @@ class SGNetModel(nn.Module):
         """SG-Net on a pretrained encoder (a Hugging Face name or folder).
 
         mechanism: None = the encoder's stock attention; else a structattn mechanism (name, dict or
-        ``MechanismConfig``) loaded through :func:`structattn.models.encoder.from_pretrained` with ``options``
+        ``MechanismConfig``) loaded through
+        [`structattn.models.encoder.from_pretrained`][structattn.models.encoder.from_pretrained] with ``options``
         (mechanism options and transformers' ``from_pretrained`` keywords).
         """
         config.validate()
@@ -373,7 +379,7 @@ class SGNetModel(nn.Module):
     def pool(self, hbar: Tensor, tokens: Tensor | None) -> Tensor:
         """h̄ [b, T, d], tokens [b, T] (None = all) -> [b, d]: tanh(dense(x)), x = h̄ at position 0
         (``pool="first"``) or the mean of h̄ over ``tokens`` (``"mean"``: the real tokens; ``"option"``: the
-        option's, :meth:`_pool_tokens`); the encoder's pooler when it has one."""
+        option's, `_pool_tokens`); the encoder's pooler when it has one."""
         if self.config.pool in ("mean", "option"):
             real = (torch.ones(hbar.shape[:2], device=hbar.device) if tokens is None
                     else (tokens != 0).to(hbar.dtype)).unsqueeze(-1)
@@ -388,7 +394,7 @@ class SGNetModel(nn.Module):
     def _head(self, hbar: Tensor, pool_tokens: Tensor | None, b: int, choices: int | None, labels: Tensor | None,
               start_positions: Tensor | None, end_positions: Tensor | None):
         """The head's output (a transformers ``ModelOutput``, loss set when its labels are given) from h̄
-        [b(*C), T, d]; pool_tokens [b(*C), T] from :meth:`_pool_tokens`."""
+        [b(*C), T, d]; pool_tokens [b(*C), T] from `_pool_tokens`."""
         raise NotImplementedError(f"{type(self).__name__} has no head: build SGNetModel(encoder, config)")
 
     # ------------------------------------------------------------------ saving
@@ -413,9 +419,10 @@ class SGNetModel(nn.Module):
     def save_pretrained(self, folder: str | Path, *, packed: bool = False, **packing: Any) -> None:
         """Write ``config.json`` and ``model.safetensors`` into ``folder`` (module docstring).
 
-        ``packed=True``: the smaller form of :mod:`structattn.models.packing` (int8 matrices with row scales,
-        tensors of a pip package by reference); ``packing`` goes to :func:`~.packing.pack_state_dict`
-        (``quantize``, ``min_elements``, ``encoder_package``). :meth:`from_pretrained` reads both forms."""
+        ``packed=True``: the smaller form of `structattn.models.packing` (int8 matrices with row scales,
+        tensors of a pip package by reference); ``packing`` goes to `pack_state_dict`
+        (``quantize``, ``min_elements``, ``encoder_package``).
+        [`from_pretrained`][structattn.sgnet.model.SGNetModel.from_pretrained] reads both forms."""
         from safetensors.torch import save_file, save_model
 
         from ..io import atomic_write_text
@@ -440,8 +447,8 @@ class SGNetModel(nn.Module):
     @classmethod
     @quiet_loading()
     def from_pretrained(cls, folder: str | Path, device: str | torch.device = "cpu") -> "SGNetModel":
-        """Load a folder written by :meth:`save_pretrained` (offline) as its head's class; the model is in eval
-        mode."""
+        """Load a folder written by [`save_pretrained`][structattn.sgnet.model.SGNetModel.save_pretrained] (offline) as
+        its head's class; the model is in eval mode."""
         from safetensors.torch import load_model
         from transformers import AutoConfig, AutoModel
 
@@ -620,7 +627,7 @@ class SGNetForTagging(SGNetModel):
         cfg.num_labels = self.config.num_labels
 
 
-#: head name (:attr:`SGNetConfig.head`) -> its class; ``SGNetModel(encoder, config)`` builds ``config.head``'s
+#: head name (`SGNetConfig.head`) -> its class; ``SGNetModel(encoder, config)`` builds ``config.head``'s
 SGNET_HEADS: dict[str, type[SGNetModel]] = {
     cls.head_name: cls for cls in (SGNetForSpanQA, SGNetForMultipleChoice, SGNetForSequenceClassification,
                                    SGNetForTagging)}

@@ -1,11 +1,11 @@
 """Fine-tuning for multiple choice (RACE, MCTest): the fine-tuning trainer
-(:class:`structattn.finetuning.trainer.Trainer`) with one input per option, one score per option and a softmax over
-the options.
+([`Trainer`][structattn.finetuning.trainer.Trainer]) with one input per option, one score per option and a softmax
+over the options.
 
-- data: :func:`~.multiple_choice_features.build_mc_features` (passage, then the question with the option; the passage cut from
+- data: `build_mc_features` (passage, then the question with the option; the passage cut from
   its end where the input is too long); ``--max-train-examples`` / ``--max-eval-examples`` count questions;
-- the model: :class:`~structattn.sgnet.model.SGNetModel` with the ``multiple_choice`` head (``--sgnet none`` is the
-  baseline: BERT's multiple-choice model);
+- the model: [`SGNetModel`][structattn.sgnet.model.SGNetModel] with the ``multiple_choice`` head (``--sgnet none`` is
+  the baseline: BERT's multiple-choice model);
 - evaluation: accuracy overall and per group (RACE middle/high, MCTest mc160/mc500; MCTest one/multiple).
 """
 from __future__ import annotations
@@ -27,7 +27,7 @@ class MCEvalSet:
 
 
 class MultipleChoiceTrainer(Trainer):
-    """Trains and evaluates the multiple-choice model of one :class:`~structattn.train.config.TrainConfig`."""
+    """Trains and evaluates the multiple-choice model of one [`TrainConfig`][structattn.train.config.TrainConfig]."""
 
     def _get_task(self, name: str):
         from ..tasks.multiple_choice import get_mc_task
@@ -80,7 +80,7 @@ class MultipleChoiceTrainer(Trainer):
 
     # ------------------------------------------------------------------ evaluation
     def predict(self, inputs) -> np.ndarray:
-        """The options' scores (:meth:`option_scores`)."""
+        """The options' scores (`option_scores`)."""
         return self.option_scores(inputs)
 
     @torch.no_grad()

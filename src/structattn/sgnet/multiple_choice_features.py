@@ -4,30 +4,30 @@ One input per option, as SG-Net and BERT's multiple-choice set-up::
 
     [CLS] passage [SEP] question-with-option [SEP]
 
-* Segment 0 = the passage's words; segment 1 = the question with the option (:func:`question_option_words`):
+* Segment 0 = the passage's words; segment 1 = the question with the option (`question_option_words`):
   when the question holds a blank (a run of ``_``, RACE's cloze questions such as ``He went there
   because_.``) the option's words take the place of the **first** blank (any later blank stays as a
   ``_`` word); otherwise the question's words are followed by the option's words. Words come from
-  :func:`structattn.tasks.text_words.words_with_offsets` (text pieces around a blank are split
+  `structattn.tasks.text_words.words_with_offsets` (text pieces around a blank are split
   separately, so ``because_.`` gives ``because`` + option + ``.``).
-* Structure (optional, from a :class:`~structattn.finetuning.features.StructureSpec`): each passage is parsed
+* Structure (optional, from a `StructureSpec`): each passage is parsed
   once however many questions and options share it, each question-option segment once (the parse
   cache also skips anything parsed before); the word relation is computed per sentence, and an
-  option's :class:`WordStructure` is the passage's blocks (segment 0, shared, not copied) followed
-  by its own (segment 1): :func:`join_structures`.
+  option's [`WordStructure`][structattn.structure.example.WordStructure] is the passage's blocks (segment 0, shared, not
+  copied) followed by its own (segment 1): `join_structures`.
 * Long inputs: the question and the option are always kept whole; the passage loses whole words
   from its **end** until the input fits in ``max_length`` tokens. Global word indices are those of the
   whole passage (segment 1 starts after the passage's last word), so the structure mask is cut to the
   kept words through ``token_word`` without touching the structure. How many inputs were cut and how
   many passage words they lost is logged (and printed when ``show_progress``); per question the
   feature keeps ``passage_words_dropped``. A question with an option that does not fit beside at
-  least one passage word raises :class:`UserError` (before anything is parsed).
+  least one passage word raises [`UserError`][structattn.errors.UserError] (before anything is parsed).
 * Encoding: the cut is planned from per-word sub-word counts, then inputs are tokenised in batched calls
-  (:func:`encode_pairs`; the same tokens, token types and ``token_word`` as
-  :func:`structattn.structure.encode_words` gives an input that fits, in far fewer tokenizer calls), with a word
-  that has no sub-word replaced by the unknown token as there.
+  (`encode_pairs`; the same tokens, token types and ``token_word`` as
+  [`structattn.structure.encode_words`][structattn.structure.align.encode_words] gives an input that fits, in far fewer
+  tokenizer calls), with a word that has no sub-word replaced by the unknown token as there.
 
-:class:`MultipleChoiceCollator` pads every option of every question of a batch to one length T and
+`MultipleChoiceCollator` pads every option of every question of a batch to one length T and
 returns ``[B, C, T]`` inputs, an optional ``[B, C, T, T]`` ``structure_mask`` and ``labels`` ``[B]``.
 """
 from __future__ import annotations
@@ -75,7 +75,7 @@ def question_option_pieces(question: str, option: str) -> tuple[str, str, str]:
 def question_option_span(question: str, option: str,
                          words: Callable[[str], list[str]] = words_of) -> tuple[list[str], int, int]:
     """(segment 1's words, first, stop): the option's words are ``words[first:stop]``
-    (:func:`question_option_words`); ``words`` splits a text into words."""
+    (`question_option_words`); ``words`` splits a text into words."""
     before, option, after = question_option_pieces(question, option)
     head, middle = words(before), words(option)
     return head + middle + words(after), len(head), len(head) + len(middle)
@@ -185,7 +185,7 @@ def encode_option(tokenizer, passage_words: list[str], second_words: list[str], 
     """Encode one ``passage + question-with-option`` input, cutting the passage's end to fit ``max_length``.
 
     Returns:
-        (feature, dropped): the feature (as :func:`encode_pairs`; segment 1's words numbered from N_a, the
+        (feature, dropped): the feature (as `encode_pairs`; segment 1's words numbered from N_a, the
         whole passage's word count) and how many passage words were left out.
     """
     if not passage_words or not second_words:
@@ -246,20 +246,20 @@ def build_mc_features(questions: Sequence["MCQuestion"], tokenizer, structure: "
                       show_progress: bool = True) -> list[dict]:
     """Features for ``questions``, one dict per question.
 
-    Each dict: ``options`` (C feature dicts as :class:`StructureCollator` takes them: ``input_ids``,
+    Each dict: ``options`` (C feature dicts as `StructureCollator` takes them: ``input_ids``,
     ``attention_mask``, ``token_type_ids`` (None for models without them), ``token_word`` ``[T_c]`` (numpy
-    arrays, see :func:`encode_pairs`: small dtypes, RACE's train split holds 350k inputs), ``structure``
-    (:class:`WordStructure`, or None without a word relation), ``option_words`` (global indices ``(first, stop)`` of
-    the option's words in ``token_word``: what ``pool="option"`` reads), and ``sg_structure`` when asked),
-    ``label`` (option index or None), ``example_index`` (position in ``questions``), ``qid`` and
-    ``passage_words_dropped`` (per option, passage words cut to fit ``max_length``).
+    arrays, see `encode_pairs`: small dtypes, RACE's train split holds 350k inputs), ``structure``
+    ([`WordStructure`][structattn.structure.example.WordStructure], or None without a word relation), ``option_words``
+    (global indices ``(first, stop)`` of the option's words in ``token_word``: what ``pool="option"`` reads), and
+    ``sg_structure`` when asked), ``label`` (option index or None), ``example_index`` (position in ``questions``),
+    ``qid`` and ``passage_words_dropped`` (per option, passage words cut to fit ``max_length``).
 
     Args:
         structure: the word relation to build (``StructureSpec.for_mechanism``; SG-Net's SDOI:
             ``StructureSpec("sdoi", {}, ExpansionRules.for_relation("sdoi"))``); None = no structure.
         sg_structure: a second relation built from the same inputs and parses, as ``sg_structure`` (SG-Net's
             layer beside a mechanism's ``structure``); None = none.
-        parser_name: spaCy pipeline for the parses (cached on disk, see :mod:`structattn.dependency.cache`).
+        parser_name: spaCy pipeline for the parses (cached on disk, see `structattn.dependency.cache`).
         split: names the split in the log line about long inputs.
     """
     from tqdm.auto import tqdm
@@ -354,7 +354,7 @@ def passage_chunks(questions: Sequence["MCQuestion"], parts: int) -> list[tuple[
 
 def build_mc_features_parallel(questions: Sequence["MCQuestion"], tokenizer, structure: "StructureSpec | None" = None,
                                *, workers: int, show_progress: bool = True, **options) -> list[dict]:
-    """:func:`build_mc_features` in ``workers`` forked processes over contiguous chunks of whole passages: the same
+    """`build_mc_features` in ``workers`` forked processes over contiguous chunks of whole passages: the same
     features in the same order as one process builds (tested), ``example_index`` counted over all ``questions``.
 
     RACE-M train (25,421 questions, 101,684 inputs) takes 2-3 minutes in one process (tokenising and aligning words
@@ -398,7 +398,7 @@ def _report(message: str, features: Sequence[dict], show_progress: bool) -> None
 
 
 class MultipleChoiceCollator:
-    """Batch question features (from :func:`build_mc_features`) into ``[B, C, T]`` tensors.
+    """Batch question features (from `build_mc_features`) into ``[B, C, T]`` tensors.
 
     Every option of every question is padded to one T (the longest option input of the batch, rounded up
     to ``pad_to_multiple_of``). Output: ``input_ids``, ``attention_mask`` and (when the tokenizer has

@@ -7,12 +7,12 @@
     reading.answers           # the top_k best spans, best first, whatever the no-answer decision
 
 It is the pipeline of ``structattn predict`` on questions given in memory, with the same pieces: the model and
-tokenizer saved by ``structattn train --task squad2`` (or ``squad11``; :meth:`SGNetModel.from_pretrained`, which
-also reads the packed form of :mod:`structattn.models.packing`), the run's windows (``max_length`` tokens sharing
+tokenizer saved by ``structattn train --task squad2`` (or ``squad11``; `SGNetModel.from_pretrained`, which
+also reads the packed form of `structattn.models.packing`), the run's windows (``max_length`` tokens sharing
 at most ``stride`` sub-words: a passage longer than a window is read in several, never cut), its parser for the
-SG-Net layer's mask (:func:`~.reading_features.build_qa_features`), and BERT's span decoding
-(:func:`~structattn.sgnet.span_qa.predict_answers`). ``start`` / ``end`` are character offsets into the context
-exactly as given (``context[start:end] == text``). The answer is "no answer" when the null score exceeds the
+SG-Net layer's mask (`build_qa_features`), and BERT's span decoding
+([`predict_answers`][structattn.sgnet.span_qa.predict_answers]). ``start`` / ``end`` are character offsets into the
+context exactly as given (``context[start:end] == text``). The answer is "no answer" when the null score exceeds the
 best span's by more than the threshold saved with the run (``span_qa.json``, tuned on its dev split; a run on
 SQuAD 1.1 saved none and always answers); ``na_threshold`` overrides it.
 """
@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Iterable, Sequence
 
 from ..errors import UserError
+from ..textcheck import CONTROL, describe
 
 
 @dataclass(frozen=True)
@@ -59,6 +60,7 @@ class Reading:
 
     @property
     def has_answer(self) -> bool:
+        """False when ``na_score`` (null minus best span score) exceeds ``threshold``: "no answer"."""
         return not self.na_score > self.threshold
 
     @property
@@ -68,7 +70,8 @@ class Reading:
 
     def to_dict(self) -> dict:
         """JSON-ready: ``id``, ``answer`` (text, "" for no answer), ``start`` / ``end`` (null for no answer),
-        ``score``, ``no_answer``, ``na_score``, ``threshold`` (null for inf), ``windows``, ``answers`` (top_k)."""
+        ``score``, ``no_answer``, ``na_score`` (null score minus the best span's score: the margin compared with
+        ``threshold``, not the null score itself), ``threshold`` (null for inf), ``windows``, ``answers`` (top_k)."""
         best = self.answer
         return {"id": self.qid, "answer": best.text if best else "", "start": best.start if best else None,
                 "end": best.end if best else None, "score": best.score if best else None,
@@ -82,6 +85,11 @@ def _text(value, what: str, qid: str) -> str:
         raise UserError(f"question {qid!r}: the {what} must be a string, not {type(value).__name__}")
     if not value.strip():
         raise UserError(f"question {qid!r}: the {what} is empty; give it text")
+    found = CONTROL.search(value)
+    if found:  # the parser would make a word of it that the tokenizer drops: refused, as every reader of text does
+        raise UserError(f"question {qid!r}: the {what} holds the control character {describe(found.group())} at "
+                        f"character {found.start()}; text may hold tab and line ends but no other control "
+                        "characters: remove it")
     return value
 
 
@@ -103,7 +111,7 @@ def make_questions(items: Iterable[tuple[str, str, str]]):
 
 class Reader:
     """A span-QA model with what it needs to read: tokenizer, structure specs, windows, threshold (module
-    docstring). Build it with :meth:`from_pretrained`."""
+    docstring). Build it with [`from_pretrained`][structattn.sgnet.reader.Reader.from_pretrained]."""
 
     def __init__(self, model, tokenizer, cfg, threshold: float, *, device: str = "cpu", source: str = ""):
         from ..finetuning.trainer import structure_spec_for
@@ -113,6 +121,17 @@ class Reader:
         self.threshold, self.device, self.source = float(threshold), device, source
         self.structure_spec = structure_spec_for(model, cfg)  # the encoder mechanism's relation (None: global)
         self.sg_structure = span_qa_sg_spec(cfg.sgnet)
+        self._parser = None  # the run's spaCy parser, made on first use and kept: its pipeline loads once
+
+    @property
+    def parser(self):
+        """The run's dependency parser (``cfg.parser``), one per Reader: spaCy loads the pipeline (most of a short
+        call's time) once, on the first passage the parse cache does not hold."""
+        if self._parser is None:
+            from ..dependency.spacy_backend import SpacyParser
+
+            self._parser = SpacyParser(model=self.cfg.parser)
+        return self._parser
 
     @classmethod
     def from_pretrained(cls, name_or_dir: str | Path, *, device: str = "cpu",
@@ -157,11 +176,11 @@ class Reader:
         return self.read_questions(make_questions((f"q{i}", q, c) for i, (q, c) in enumerate(pairs)), top_k)
 
     def read_questions(self, questions: Sequence, top_k: int = 1, source: str = "questions") -> list[Reading]:
-        """The answers to ``SquadQuestion`` records (:func:`make_questions`, or ``read_squad`` of a SQuAD file;
-        gold answers are ignored), in order."""
+        """The answers to ``SquadQuestion`` records ([`make_questions`][structattn.sgnet.reader.make_questions], or
+        ``read_squad`` of a SQuAD file; gold answers are ignored), in order."""
         from .span_qa import predict_answers
         from .reading import span_logits, span_qa_collator
-        from .reading_features import build_qa_features
+        from .reading_features import build_qa_features, parse_questions
 
         if isinstance(top_k, bool) or not isinstance(top_k, int) or top_k < 1:
             raise UserError(f"top_k={top_k!r} must be a positive integer (answers kept per question)")
@@ -170,8 +189,10 @@ class Reader:
         if twice:
             raise UserError(f"{source}: {len(twice)} question id(s) given twice, e.g. {twice[:3]}; ids must be unique")
         structure = self.structure_spec if self.structure_spec.relation is not None else None
+        needs_parse = any(s is not None and s.needs_parse for s in (structure, self.sg_structure))
+        parses = parse_questions(questions, parser=self.parser, show_progress=False) if needs_parse else None
         built = build_qa_features(questions, self.tokenizer, structure, sg_structure=self.sg_structure,
-                                  max_length=self.cfg.max_length, stride=self.cfg.stride, parser_name=self.cfg.parser,
+                                  max_length=self.cfg.max_length, stride=self.cfg.stride, parses=parses,
                                   split=source, show_progress=False)
         if built.counts.lost_tokens:  # the longer segment slides over windows; the other is repeated, maybe cut
             warnings.warn(f"{built.counts.lost_tokens} sub-word token(s) of {source} are in no window of "

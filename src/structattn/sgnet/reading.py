@@ -1,17 +1,17 @@
 """Fine-tuning for span QA with no-answer (SQuAD 2.0, SQuAD 1.1): the fine-tuning trainer
-(:class:`structattn.finetuning.trainer.Trainer`) with QA data,
+([`Trainer`][structattn.finetuning.trainer.Trainer]) with QA data,
 start/end logits, answer decoding and a tuned no-answer threshold.
 
 Everything that makes a run resumable, the evaluation schedule and early stopping are the base trainer's.
 What differs:
 
-- data: questions of a :class:`~structattn.tasks.squad.QATask` split become windows of ``max_length`` tokens
-  sharing at most ``stride`` sub-words (:func:`~.reading_features.build_qa_features`); ``--max-train-examples`` /
+- data: questions of a `QATask` split become windows of ``max_length`` tokens
+  sharing at most ``stride`` sub-words (`build_qa_features`); ``--max-train-examples`` /
   ``--max-eval-examples`` count questions (the first N in file order), and the scorer sees exactly those;
-- the model: :class:`~structattn.sgnet.model.SGNetModel` with the ``span_qa`` head (``--sgnet none`` is the baseline,
-  the head directly on the encoder output: BERT's question-answering model);
-- evaluation: answers decoded from every window (:func:`~structattn.sgnet.span_qa.predict_answers`); on a split
-  with unanswerable questions the no-answer threshold is tuned on that split the way the official scorer's
+- the model: [`SGNetModel`][structattn.sgnet.model.SGNetModel] with the ``span_qa`` head (``--sgnet none`` is the
+  baseline, the head directly on the encoder output: BERT's question-answering model);
+- evaluation: answers decoded from every window ([`predict_answers`][structattn.sgnet.span_qa.predict_answers]); on a
+  split with unanswerable questions the no-answer threshold is tuned on that split the way the official scorer's
   best-F1 sweep does, and ``f1`` / ``exact`` are the scores at that threshold (so on the dev split ``f1`` is the
   official ``best_f1``); the threshold of the best checkpoint is saved with it (``best/span_qa.json``) and used
   unchanged on any other data (``structattn predict``).
@@ -40,7 +40,7 @@ class QAEvalSet:
     Attributes:
         questions: the split's ``SquadQuestion`` records (after any limit).
         dataset: the SQuAD JSON object holding exactly those questions (what the scorer reads).
-        contexts: per question the passage, its words and character spans (:class:`QAContext`).
+        contexts: per question the passage, its words and character spans (`QAContext`).
         source: where the questions came from (a task split name or a file).
     """
 
@@ -70,7 +70,7 @@ def has_unanswerable(dataset: dict) -> bool:
 
 
 class SpanQATrainer(Trainer):
-    """Trains and evaluates the span-QA model of one :class:`~structattn.train.config.TrainConfig`."""
+    """Trains and evaluates the span-QA model of one [`TrainConfig`][structattn.train.config.TrainConfig]."""
 
     threshold: float = 0.0  # the no-answer threshold of the last evaluation (answer "" when na_score > it)
     fixed_threshold: float | None = None  # set: evaluations use it instead of tuning (a saved model's threshold)
@@ -121,7 +121,7 @@ class SpanQATrainer(Trainer):
 
     # ------------------------------------------------------------------ evaluation
     def predict(self, inputs) -> tuple[list[np.ndarray], list[np.ndarray]]:
-        """Start and end logits per window (:meth:`span_logits`)."""
+        """Start and end logits per window (`span_logits`)."""
         return self.span_logits(inputs)
 
     def span_logits(self, feats) -> tuple[list[np.ndarray], list[np.ndarray]]:
@@ -147,11 +147,11 @@ class SpanQATrainer(Trainer):
 
     def evaluate(self, examples: QAEvalSet, feats, with_gates: bool = False) -> dict:
         """The official scores on ``examples`` at the threshold tuned on them (module docstring), or at
-        :attr:`fixed_threshold` when set, with the threshold-free ``best_*`` figures of the official script."""
+        `fixed_threshold` when set, with the threshold-free ``best_*`` figures of the official script."""
         return self.scored_answers(examples, feats)[0]
 
     def scored_answers(self, examples: QAEvalSet, feats) -> tuple[dict, dict[str, str]]:
-        """:meth:`evaluate`'s scores and the answers they score (question id -> text, "" = no answer)."""
+        """`evaluate`'s scores and the answers they score (question id -> text, "" = no answer)."""
         from .span_qa import na_probabilities
         from ..tasks.squad_eval import evaluate as squad_evaluate
 
@@ -181,7 +181,7 @@ def span_qa_sg_spec(sgnet: str):
 
 def span_qa_collator(tokenizer, structure, sg_spec):
     """The span-QA batches of a model whose encoder mechanism reads ``structure`` and whose SG layer reads
-    ``sg_spec`` (:func:`span_qa_sg_spec`)."""
+    ``sg_spec`` (`span_qa_sg_spec`)."""
     from .reading_features import SpanQACollator
 
     rules = structure.rules if structure.relation is not None else None
@@ -216,15 +216,15 @@ def saved_threshold(model_dir: str | Path) -> float:
 
 def answering_threshold(model_dir: str | Path, task) -> float:
     """The no-answer threshold a saved model answers ``task``'s questions with: the one saved with it
-    (:func:`saved_threshold`), or +inf (never "no answer") on a task whose questions are all answerable (squad11),
+    (`saved_threshold`), or +inf (never "no answer") on a task whose questions are all answerable (squad11),
     whatever the model was tuned on."""
     threshold = saved_threshold(model_dir)
     return threshold if task.no_answer else math.inf
 
 
 def load_span_qa(model_dir: str | Path, task: str | None = None) -> SpanQATrainer:
-    """A :class:`SpanQATrainer` wrapping a saved span-QA model, answering at its saved threshold
-    (:func:`answering_threshold`)."""
+    """A `SpanQATrainer` wrapping a saved span-QA model, answering at its saved threshold
+    (`answering_threshold`)."""
     from ..train.config import saved_run_config
 
     trainer = SpanQATrainer(saved_run_config(model_dir, task))

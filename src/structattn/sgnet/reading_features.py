@@ -1,19 +1,19 @@
 """Span-QA features: SQuAD questions -> windows ``[CLS] question [SEP] passage [SEP]`` with answer positions.
 
 Segment 0 is the question's words, segment 1 the passage's (words from
-:func:`~structattn.tasks.text_words.words_with_offsets`, so every passage word keeps its character span). A
+`words_with_offsets`, so every passage word keeps its character span). A
 question whose input does not fit in ``max_length`` tokens is split by
-:func:`~structattn.structure.encode_words` (``long_inputs="windows"``): the passage slides in windows over whole
-words that share at most ``stride`` sub-words, and the question is repeated in every window.
+[`encode_words`][structattn.structure.align.encode_words] (``long_inputs="windows"``): the passage slides in windows
+over whole words that share at most ``stride`` sub-words, and the question is repeated in every window.
 
 Parses: every question is parsed, and every *paragraph* once however many questions share it (through the
 on-disk parse cache); the word structures of a question pair its question parse with its paragraph's parse
-(:func:`~structattn.structure.build_word_structures`).
+([`build_word_structures`][structattn.structure.example.build_word_structures]).
 
 Labels (BERT's run_squad): ``start_positions`` / ``end_positions`` are the token positions of the answer's first
 word's first sub-word and last word's last sub-word when the whole answer lies in the window's passage part,
 else 0 (the leading [CLS]); unanswerable questions get 0 in every window. The answer is the first gold answer
-that aligns to whole words (:func:`~structattn.tasks.squad.answer_word_span`); a first answer that does not
+that aligns to whole words (`answer_word_span`); a first answer that does not
 align is counted, and the next gold answer that does is used instead (counted too). An answerable question with
 no alignable gold answer is counted; training leaves its windows out (a 0 label would teach "no answer"), the
 other splits keep them, labelled 0, so every question gets a prediction.
@@ -51,7 +51,8 @@ class QAParses:
     """Dependency parses of a split: per question its question's sentences, per paragraph its passage's.
 
     Attributes:
-        questions: one list of :class:`Parse` (sentences) per question, in the questions' order.
+        questions: one list of [`Parse`][structattn.dependency.record.Parse] (sentences) per question, in the questions'
+            order.
         paragraphs: paragraph index (``SquadQuestion.paragraph``) -> that passage's sentences.
     """
 
@@ -105,8 +106,8 @@ class QAFeatures:
             ``example_index`` (index into the questions), ``structure`` (WordStructure or None), ``sg_structure``
             (only when an SG spec was given), ``start_positions`` / ``end_positions`` (ints).
         contexts: per question the passage text, its words and their character spans, and the passage's
-            first global word index (:class:`~structattn.sgnet.span_qa.QAContext`, what
-            :func:`~structattn.sgnet.span_qa.predict_answers` takes).
+            first global word index ([`QAContext`][structattn.sgnet.span_qa.QAContext], what
+            [`predict_answers`][structattn.sgnet.span_qa.predict_answers] takes).
         answers: per question the passage word span ``(first, last)`` its labels mark, or None (unanswerable
             or unlabelled).
         counts: the split's counts (also logged).
@@ -122,7 +123,7 @@ class QAFeatures:
 # ---------------------------------------------------------------------------------------------------- words
 def _paragraph_words(questions: Sequence) -> dict[int, tuple[list[str], list[tuple[int, int]]]]:
     """Paragraph index -> (words, character spans) of its passage, tokenised once per paragraph (through the
-    word cache of :func:`~structattn.tasks.text_words.words_with_offsets_many`)."""
+    word cache of `words_with_offsets_many`)."""
     context_of: dict[int, str] = {}
     first_question: dict[int, str] = {}  # named in the error for an empty passage
     for q in questions:
@@ -151,14 +152,15 @@ def _questions_words(questions: Sequence) -> list[list[str]]:
 
 # ---------------------------------------------------------------------------------------------------- parsing
 def parse_questions(questions: Sequence, parser_name: str = DEFAULT_SPACY_MODEL, *,
-                    show_progress: bool = True) -> QAParses:
-    """Parse every question, and every paragraph once, through the on-disk parse cache."""
+                    show_progress: bool = True, parser=None) -> QAParses:
+    """Parse every question, and every paragraph once, through the on-disk parse cache, with ``parser`` (a
+    ``SpacyParser`` kept by the caller, which loads its pipeline once) or a new parser for ``parser_name``."""
     from tqdm.auto import tqdm
 
     from ..dependency.cache import parse_cached
     from ..dependency.spacy_backend import SpacyParser
 
-    parser = SpacyParser(model=parser_name)
+    parser = parser if parser is not None else SpacyParser(model=parser_name)
     paragraphs = _paragraph_words(questions)
 
     def parse(items, desc):
@@ -283,9 +285,9 @@ def build_qa_features(questions: Sequence, tokenizer, structure: StructureSpec |
         parser_name: spaCy pipeline for the parses (used when a spec needs a parse and ``parses`` is None).
         training: leave out the windows of answerable questions without an alignable answer.
         split: name used in the counts.
-        parses: parses from :func:`parse_questions` for these questions (reuse them across splits' specs).
+        parses: parses from `parse_questions` for these questions (reuse them across splits' specs).
     Returns:
-        :class:`QAFeatures`; its counts are logged, and printed beside the progress bars when ``show_progress``.
+        `QAFeatures`; its counts are logged, and printed beside the progress bars when ``show_progress``.
     """
     specs = [s for s in (structure, sg_structure) if s is not None]
     q_words = _questions_words(questions)
@@ -350,7 +352,7 @@ def _chunks(questions: Sequence, parts: int) -> list[tuple[int, int]]:
 
 def build_qa_features_parallel(questions: Sequence, tokenizer, structure: StructureSpec | None = None, *,
                                workers: int, show_progress: bool = True, **options) -> QAFeatures:
-    """:func:`build_qa_features` in ``workers`` forked processes, over contiguous chunks of whole paragraphs;
+    """`build_qa_features` in ``workers`` forked processes, over contiguous chunks of whole paragraphs;
     the same features, contexts, answers and counts as one process builds (tested), in the same order.
 
     SQuAD 1.1 train (88k questions) takes 4-7 minutes in one process; a GPU machine's cores cut that to seconds.
@@ -369,7 +371,7 @@ def build_qa_features_parallel(questions: Sequence, tokenizer, structure: Struct
 
 
 def _merge(parts: list[QAFeatures], show_progress: bool) -> QAFeatures:
-    """One :class:`QAFeatures` of consecutive chunks' (example indices shifted, counts added)."""
+    """One `QAFeatures` of consecutive chunks' (example indices shifted, counts added)."""
     from dataclasses import fields as dc_fields
 
     counts = QACounts(parts[0].counts.split, parts[0].counts.max_length)
@@ -411,7 +413,7 @@ def _report(counts: QACounts, show_progress: bool) -> None:
 
 # ---------------------------------------------------------------------------------------------------- batching
 class SpanQACollator:
-    """Batch span-QA features: the :class:`StructureCollator` tensors plus SG-Net's mask and the labels.
+    """Batch span-QA features: the `StructureCollator` tensors plus SG-Net's mask and the labels.
 
     Output: ``input_ids`` / ``attention_mask`` / ``token_type_ids`` ``[B, T]``; ``structure_mask`` ``[B, T, T]``
     bool when ``rules`` is given (from each feature's ``structure``); with ``sg_rules``, ``sg_mask`` ``[B, T, T]``

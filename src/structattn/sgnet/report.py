@@ -11,7 +11,7 @@ exact match by question length) there. This repository's report, with its reader
 
 Significance: for each variant against the baseline of the same seed (in a group of runs without a baseline: against
 the "+ vanilla attention only" row, the control with the SG layer's parameter count), a paired bootstrap over the test
-questions (:func:`~structattn.train.significance.paired_bootstrap_mean`) on per-question F1 (SQuAD) or
+questions ([`paired_bootstrap_mean`][structattn.train.significance.paired_bootstrap_mean]) on per-question F1 (SQuAD) or
 correctness (multiple choice), Holm-adjusted over every comparison in the file; and Welch's t over seeds where
 both sides have at least 2.
 """
@@ -125,7 +125,7 @@ def _fmt_p(p: float) -> str:
 
 
 def comparisons(by_variant: dict, per_item: str) -> list[dict]:
-    """Every (variant, seed) with a run of the :func:`reference_variant` of the same seed: Δ and the
+    """Every (variant, seed) with a run of the `reference_variant` of the same seed: Δ and the
     paired-bootstrap p, Holm-adjusted over the whole list (each row names its ``reference``)."""
     rows = []
     reference = reference_variant(by_variant)
@@ -143,7 +143,7 @@ def comparisons(by_variant: dict, per_item: str) -> list[dict]:
 
 
 def comparison_lines(rows: list[dict], over: str, measure: str) -> list[str]:
-    """The bullet list of :func:`comparisons`' rows (empty when there are none)."""
+    """The bullet list of `comparisons`' rows (empty when there are none)."""
     if not rows:
         return []
     reference = rows[0]["reference"]
@@ -156,8 +156,8 @@ def comparison_lines(rows: list[dict], over: str, measure: str) -> list[str]:
 
 #: What a training task is, in words, in the order a report gives its groups (larger training sets first); runs
 #: trained on one are compared only with each other. A repository passes its own table (its readers' names as
-#: ``<task>_on_<reader>`` keys) to :func:`write_report`; a key without an entry is described by
-#: :func:`describe_training`.
+#: ``<task>_on_<reader>`` keys) to `write_report`; a key without an entry is described by
+#: `describe_training`.
 TASK_TRAINING = {
     "squad2_plus11": "trained on SQuAD 1.1 train + the squad2 train part (93,904 questions; task squad2_plus11)",
     "squad11": "trained on SQuAD 1.1 train",
@@ -174,7 +174,7 @@ def reader_name(model: str) -> str:
 def training_key(run: dict) -> str | None:
     """What a results line's run was trained on, and how: its config's task; ``<task>_on_<reader>`` when it kept
     only the encoder of a saved reader (``model_parts`` ``encoder``; the reader is the line's ``encoder_from``,
-    recorded where the config's model is a path on another machine, else named by :func:`reader_name`);
+    recorded where the config's model is a path on another machine, else named by `reader_name`);
     ``@<device>`` after it (the first word of its ``train_device``, lower case) when it was trained on another
     machine than the one that recorded it; ``:<precision>`` last (its config's, ``fp32`` for lines recorded before
     the option existed), so that a float32 and a bf16 run of one seed are never compared as one training. None for a
@@ -192,7 +192,7 @@ def training_key(run: dict) -> str | None:
 
 
 def split_training_key(key: str) -> tuple[str, str, str]:
-    """A :func:`training_key`'s parts: what the runs were trained on, the device word ('' when recorded where
+    """A `training_key`'s parts: what the runs were trained on, the device word ('' when recorded where
     trained) and the precision (fp32 when the key has none: a bare task or reader name)."""
     rest, precision = key.rsplit(":", 1) if ":" in key else (key, LATER_FIELDS["precision"])
     base, _, device = rest.partition("@")
@@ -200,7 +200,7 @@ def split_training_key(key: str) -> tuple[str, str, str]:
 
 
 def training_base(key: str) -> str:
-    """What a :func:`training_key` says the runs were trained on: the key without its device and precision."""
+    """What a `training_key` says the runs were trained on: the key without its device and precision."""
     return split_training_key(key)[0]
 
 
@@ -209,7 +209,7 @@ PRECISION_WORDS = {"fp32": "float32", "bf16": "bf16 autocast", "fp16": "fp16 aut
 
 
 def describe_training(key: str, descriptions: Mapping[str, str] = TASK_TRAINING) -> str:
-    """The words READING.md gives a :func:`training_key` (its device and precision aside: the section names the
+    """The words READING.md gives a `training_key` (its device and precision aside: the section names the
     lines' ``train_device`` and precision): its entry in ``descriptions``, else words made from the key."""
     base = training_base(key)
     if base in descriptions:
@@ -221,7 +221,7 @@ def describe_training(key: str, descriptions: Mapping[str, str] = TASK_TRAINING)
 
 def training_groups(runs: list[dict], descriptions: Mapping[str, str] = TASK_TRAINING
                     ) -> list[tuple[str | None, list[dict]]]:
-    """The runs grouped by :func:`training_key`, in the order of ``descriptions`` (device and precision after the
+    """The runs grouped by `training_key`, in the order of ``descriptions`` (device and precision after the
     base; keys without an entry after those with one, by name)."""
     groups: dict[str | None, list[dict]] = {}
     for run in runs:
@@ -304,7 +304,7 @@ def answer_all_section(by: dict) -> str:
 
 def table3(by: dict) -> str:
     """The paper's Table 3 layout on seed 1 (rows that have a seed-1 run; nothing for fewer than two rows), Δ against
-    the :func:`reference_variant`."""
+    the `reference_variant`."""
     rows = [(v, label, by[v][1]) for v, label in TABLE3 if 1 in by.get(v, {})]
     if len(rows) < 2:
         return ""
@@ -434,7 +434,7 @@ def report_sections(results_dir: Path, descriptions: Mapping[str, str] = TASK_TR
 
 
 def write_report(results_dir: Path, intro: str, descriptions: Mapping[str, str] = TASK_TRAINING) -> Path:
-    """``results_dir/READING.md``: a title, ``intro`` (how it was made) and :func:`report_sections`."""
+    """``results_dir/READING.md``: a title, ``intro`` (how it was made) and `report_sections`."""
     sections = report_sections(results_dir, descriptions)
     text = "# SG-Net: reading comprehension\n\n" + intro + "\n\n" + "\n\n".join(sections) + "\n"
     out = results_dir / "READING.md"

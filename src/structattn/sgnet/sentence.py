@@ -1,5 +1,5 @@
 """SG-Net on sentence and token tasks: the fine-tuning trainer with the SG-Net model, its SDOI structures and the
-SG layer's mask (chosen by :func:`structattn.trainers.trainer_for` when ``--sgnet`` is not ``none`` or ``--pool``
+SG layer's mask (chosen by `structattn.trainers.trainer_for` when ``--sgnet`` is not ``none`` or ``--pool``
 is not ``first``: transformers' task models pool [CLS] only)."""
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ def wants_sgnet(cfg) -> bool:
 
 
 class SGNetSentenceTrainer(Trainer):
-    """:class:`~structattn.finetuning.trainer.Trainer` with the SG-Net model: the SG layer sees each example's
+    """[`Trainer`][structattn.finetuning.trainer.Trainer] with the SG-Net model: the SG layer sees each example's
     SDOI structure through its mask (unless ``--sgnet vanilla``, the layer without a mask)."""
 
     def _load_model(self):

@@ -15,8 +15,8 @@ first character and the last word's last one, so spacing and case are kept exact
   (BERT's run_squad: the window that believes most in an answer decides).
 - best span: the highest-scoring candidate over all windows.
 - ``na_score = null - best``; the prediction is ``""`` (no answer) when ``na_score > threshold``. The
-  na-scores are what the official scorer's ``--na-prob-file`` takes, and :func:`tune_threshold` picks the
-  threshold the way its best-F1 sweep does.
+  na-scores are what the official scorer's ``--na-prob-file`` takes, and
+  [`tune_threshold`][structattn.sgnet.span_qa.tune_threshold] picks the threshold the way its best-F1 sweep does.
 - n-best: the ``n_best`` highest-scoring candidates with distinct texts (a text found at several places keeps
   its best score), with probabilities = softmax of their scores over the n-best list.
 
@@ -146,13 +146,14 @@ def predict_answers(questions: Sequence[QAContext], features: Sequence[Mapping],
     """Answers for every question from the start/end logits of its windows.
 
     Args:
-        questions: one :class:`QAContext` per question; ``feature["example_index"]`` indexes this list.
+        questions: one [`QAContext`][structattn.sgnet.span_qa.QAContext] per question; ``feature["example_index"]``
+            indexes this list.
         features: one dict per window with ``token_word`` (``[T_f]``) and ``example_index``.
         start_logits: per window ``[T_f]`` (or longer: padded positions past ``T_f`` are ignored),
             e.g. the rows of a ``[F, T]`` array.
         end_logits: the same for the end.
         threshold: answer "" when ``na_score > threshold``; ``float("inf")`` never answers "" (the
-            predictions without null that :func:`tune_threshold` needs).
+            predictions without null that [`tune_threshold`][structattn.sgnet.span_qa.tune_threshold] needs).
         n_best: candidates kept per question in the n-best list.
         max_answer_length: most passage words in an answer.
         with_offsets: add ``start`` / ``end`` to each n-best entry: the answer's character offsets in the
@@ -229,7 +230,8 @@ def tune_threshold(dataset: dict, predictions_without_null: Mapping[str, str], n
             threshold=float("inf"))``).
         na_scores: ``predict_answers``'s na-scores.
     Returns:
-        the threshold to pass to :func:`predict_answers` (answer "" where ``na_score > threshold``).
+        the threshold to pass to [`predict_answers`][structattn.sgnet.span_qa.predict_answers] (answer "" where
+        ``na_score > threshold``).
     """
     from ..tasks.squad_eval import best_threshold, has_answer, raw_scores
 
@@ -274,9 +276,9 @@ def write_predictions(folder: str | Path, predictions: Mapping[str, str], na_sco
     """Write the prediction files into ``folder``, each atomically (a crash leaves the old file or the new one).
 
     Files: ``predictions.json`` {qid: text} (the official scorer's prediction file), ``null_odds.json`` {qid:
-    no-answer probability, :func:`na_probabilities` of ``na_scores``} (its ``--na-prob-file``) and
-    ``nbest_predictions.json`` {qid: [entries]}; the last two only when given. Returns the paths written, keyed
-    ``predictions`` / ``na_prob`` / ``nbest``.
+    no-answer probability, [`na_probabilities`][structattn.sgnet.span_qa.na_probabilities] of ``na_scores``} (its
+    ``--na-prob-file``) and ``nbest_predictions.json`` {qid: [entries]}; the last two only when given. Returns the paths
+    written, keyed ``predictions`` / ``na_prob`` / ``nbest``.
     """
     from ..io import atomic_write_json
 

@@ -1,7 +1,7 @@
 """Batching: pad encoded windows and build their ``[batch, T, T]`` structure masks.
 
 Masks are built per batch from the compact word-level blocks of each example
-(:class:`~structattn.structure.example.WordStructure`); nothing dense is cached.
+([`WordStructure`][structattn.structure.example.WordStructure]); nothing dense is cached.
 """
 from __future__ import annotations
 
@@ -18,8 +18,8 @@ class StructureCollator:
 
     Each feature is a dict with ``input_ids``, ``attention_mask`` (lists, length T_i),
     optionally ``token_type_ids``, ``token_word`` (``[T_i]`` ints), ``structure``
-    (:class:`WordStructure`; unused, and may be None, when ``rules.token_window`` is set: the
-    mask is then the band over the T padded positions) and any label fields (``labels`` scalar
+    ([`WordStructure`][structattn.structure.example.WordStructure]; unused, and may be None, when ``rules.token_window``
+    is set: the mask is then the band over the T padded positions) and any label fields (``labels`` scalar
     or per-token list, padded with ``label_pad``).
 
     Output: ``input_ids`` / ``attention_mask`` / ``token_type_ids`` ``[B, T]`` long,

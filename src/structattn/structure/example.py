@@ -50,9 +50,9 @@ def build_word_structures(passages_a: Sequence[Sequence], passages_b: Sequence[S
     """Word structures for many examples at once (masks computed grouped by sentence length).
 
     Args:
-        passages_a: per example, the list of :class:`Parse` of its first segment.
+        passages_a: per example, the list of [`Parse`][structattn.dependency.record.Parse] of its first segment.
         passages_b: per example, the parses of its second segment, or None for single-segment tasks.
-        relation: word-level relation name (see :data:`relations.RELATIONS`).
+        relation: word-level relation name (see `relations.RELATIONS`).
         **options: relation options (``m``, ``k``).
     """
     flat, owner = [], []

@@ -40,8 +40,8 @@ class ExpansionRules:
         punct_visible: the official SLA code makes punctuation columns visible to every
             token; off by default (not in the paper).
         token_window: None, or k for a window over token positions (``window_unit="token"``):
-            :func:`token_mask` then gives the band |t - u| <= k over all T positions, special tokens
-            and padding included (the model's padding mask hides padded keys), and the word
+            [`token_mask`][structattn.structure.expand.token_mask] then gives the band |t - u| <= k over all T
+            positions, special tokens and padding included (the model's padding mask hides padded keys), and the word
             relation and the rules above are not used.
     """
 
@@ -98,7 +98,7 @@ def expand_to_tokens(word_mask: np.ndarray, token_word: np.ndarray, rules: Expan
     """Token mask ``[T, T]`` bool from the example's word mask.
 
     Args:
-        word_mask: ``[N, N]`` bool, from :func:`example_word_mask`.
+        word_mask: ``[N, N]`` bool, from [`example_word_mask`][structattn.structure.expand.example_word_mask].
         token_word: ``[T]`` int, global word index per token, ``SPECIAL`` (-1) or ``PAD`` (-2).
         rules: special-token rules.
     """
@@ -126,8 +126,9 @@ def expand_to_tokens(word_mask: np.ndarray, token_word: np.ndarray, rules: Expan
 
 
 def pad_token_mask(mask: np.ndarray, T: int) -> np.ndarray:
-    """A window's ``[n, n]`` bool token mask padded to ``[T, T]`` (T >= n) exactly as :func:`expand_to_tokens`
-    treats padding: real rows never see padded columns; a padded row sees every real token."""
+    """A window's ``[n, n]`` bool token mask padded to ``[T, T]`` (T >= n) exactly as
+    [`expand_to_tokens`][structattn.structure.expand.expand_to_tokens] treats padding: real rows never see padded
+    columns; a padded row sees every real token."""
     n = mask.shape[0]
     out = np.zeros((T, T), dtype=bool)
     out[:n, :n] = mask

@@ -1,12 +1,12 @@
 """Word-level relations over a dependency tree.
 
 Notation: a sentence has n words; ``heads`` are 1-based with 0 for the root
-(the :class:`~structattn.dependency.Parse` convention). Every mask is a numpy
+(the [`Parse`][structattn.dependency.record.Parse] convention). Every mask is a numpy
 ``bool`` array of shape ``[n, n]``: row = query word i, column = key word j,
 ``True`` = i may attend j. Every mask has a True diagonal, so no row is empty.
 
 The vectorised functions work on a *group* of sentences of equal length
-(``heads`` of shape ``[B, n]``); :func:`batch_word_masks` groups arbitrary
+(``heads`` of shape ``[B, n]``); [`batch_word_masks`][structattn.structure.relations.batch_word_masks] groups arbitrary
 sentences by length so that a whole dataset costs a few dozen numpy calls.
 Each has a plain brute-force twin in ``tests/structure`` (BFS over adjacency lists).
 """
@@ -31,7 +31,7 @@ def ancestor_matrices(heads: np.ndarray) -> np.ndarray:
 
     Args:
         heads: ``[B, n]`` ints, 1-based, 0 = root; every row must be a tree
-            (see :func:`structattn.dependency.validate_tree`).
+            (see [`structattn.dependency.validate_tree`][structattn.dependency.record.validate_tree]).
     Returns:
         ``[B, n, n]`` bool.
 
@@ -106,8 +106,8 @@ def tree_distance_masks(heads: np.ndarray, m: int = 3) -> np.ndarray:
 def band(n: int, m: int, k: int) -> np.ndarray:
     """|i - j| <= k for query positions i < n and key positions j < m: ``[n, m]`` bool.
 
-    The one definition of a window: over words (:func:`window_masks`) and over token positions (the
-    ``window_unit="token"`` mask that the collator and the attention function both build from it).
+    The one definition of a window: over words ([`window_masks`][structattn.structure.relations.window_masks]) and over
+    token positions (the ``window_unit="token"`` mask that the collator and the attention function both build from it).
     """
     _check_threshold("k", k)
     return np.abs(np.arange(n)[:, None] - np.arange(m)[None, :]) <= k
@@ -183,8 +183,8 @@ def batch_word_masks(parses: Sequence, relation: str, **options) -> list[np.ndar
     """Word-level masks for many sentences, computed group-wise by sentence length.
 
     Args:
-        parses: :class:`~structattn.dependency.Parse` records (or anything with ``.heads``).
-        relation: a name in :data:`RELATIONS`.
+        parses: [`Parse`][structattn.dependency.record.Parse] records (or anything with ``.heads``).
+        relation: a name in `RELATIONS`.
         **options: the relation's options (``m`` for sla/tree, ``k`` for window);
             options the relation does not take are ignored.
     Returns:

@@ -1,6 +1,6 @@
 """Benchmark readers and their official-equivalent metrics.
 
-``TASKS`` maps a short name to a :class:`TaskSpec`; :func:`get_task` looks one up.
+``TASKS`` maps a short name to a `TaskSpec`; `get_task` looks one up.
 
 =============  ==============  =========================================  ============
 name           kind            data (under ``settings.data_dir()``)        main metric
@@ -39,7 +39,8 @@ TASKS: dict[str, TaskSpec] = {spec.name: spec for spec in (*GLUE_TASKS, CONLL200
 
 
 def get_task(name: str) -> TaskSpec:
-    """The task registered as ``name``; an unknown name raises :class:`UserError` listing the valid ones."""
+    """The task registered as ``name``; an unknown name raises [`UserError`][structattn.errors.UserError] listing the
+    valid ones."""
     try:
         return TASKS[name]
     except (KeyError, TypeError):

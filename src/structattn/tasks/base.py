@@ -1,7 +1,7 @@
-"""Records shared by every benchmark reader: :class:`Example` and :class:`TaskSpec`.
+"""Records shared by every benchmark reader: `Example` and `TaskSpec`.
 
-A task knows where its files are (paths relative to :func:`structattn.settings.data_dir`),
-how to read one split into a list of :class:`Example`, and how to score predictions with a
+A task knows where its files are (paths relative to [`structattn.settings.data_dir`][structattn.settings.data_dir]),
+how to read one split into a list of `Example`, and how to score predictions with a
 metric equivalent to the benchmark's official one.
 
 Words
@@ -16,7 +16,7 @@ Reading
 -------
 Files are decoded as strict UTF-8. Any problem a user can fix (file missing, bytes that are not
 UTF-8, a missing column, an unknown label, an empty line where none is allowed) raises
-:class:`structattn.errors.UserError` naming the file and the 1-based line. Readers only return
+[`structattn.errors.UserError`][structattn.errors.UserError] naming the file and the 1-based line. Readers only return
 values; they never write anything, so a failed read leaves nothing behind.
 """
 from __future__ import annotations
@@ -69,8 +69,8 @@ class TaskSpec:
             For tagging tasks it holds every tag that occurs in the training file.
         splits: split name -> file path relative to the data folder, for the splits present.
         reader: ``reader(path, spec, split, name) -> list[Example]`` where ``name`` (the file relative
-            to the data folder) prefixes each guid; use :meth:`read`.
-        metric_fn: ``metric_fn(predictions, references) -> dict[str, float]``; use :meth:`metric`.
+            to the data folder) prefixes each guid; use `read`.
+        metric_fn: ``metric_fn(predictions, references) -> dict[str, float]``; use `metric`.
         main_metric: key of the metric dict used to pick the best checkpoint (greater is better).
         note: caveats about the data (missing splits, non-comparable splits, unofficial labels).
         pair: True for sentence-pair tasks (``words_b`` is set).
@@ -110,7 +110,7 @@ class TaskSpec:
         return {label: i for i, label in enumerate(self.label_list or ())}
 
     def path(self, split: str, data_dir: str | Path | None = None) -> Path:
-        """The file of ``split`` under ``data_dir`` (default :func:`settings.data_dir`)."""
+        """The file of ``split`` under ``data_dir`` (default [`settings.data_dir`][structattn.settings.data_dir])."""
         if split in self.unavailable:
             raise UserError(f"task {self.name}: split {split!r} is not available here: {self.unavailable[split]}")
         if split not in self.splits:
@@ -120,7 +120,7 @@ class TaskSpec:
         return root / self.splits[split]
 
     def read(self, split: str, data_dir: str | Path | None = None) -> list[Example]:
-        """Read one split; raises :class:`UserError` naming file and line on bad input."""
+        """Read one split; raises [`UserError`][structattn.errors.UserError] naming file and line on bad input."""
         return self.reader(self.path(split, data_dir), self, split, self.splits[split])
 
     def metric(self, predictions: Sequence[Any], references: Sequence[Any]) -> dict[str, float]:
@@ -149,7 +149,7 @@ def read_lines(path: Path, controls: str = "refuse") -> list[str]:
 
     A control character (NUL and the other C0 controls but tab) is an error naming the line; with
     ``controls="count"`` (benchmark files published with a few) the lines holding one are kept and counted on
-    stderr (:func:`structattn.textcheck.note_control_lines`).
+    stderr (`structattn.textcheck.note_control_lines`).
 
     Raises:
         UserError: file missing, a folder, empty, not valid UTF-8 (naming the line and byte), or holding a control

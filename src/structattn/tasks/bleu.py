@@ -70,7 +70,8 @@ def paired_bootstrap(baseline: Sequence[str], systems: Mapping[str, Sequence[str
 def sentence_statistics(hypotheses: Sequence[str], references: Sequence[str]):
     """BLEU's sufficient statistics per sentence, a float64 array [n, 10]: matched n-grams (n = 1..4), hypothesis
     n-grams (n = 1..4), hypothesis length, reference length. Summed over any multiset of rows they give that
-    corpus's BLEU (:func:`bleu_from_statistics`), which is what sacreBLEU's bootstrap resamples."""
+    corpus's BLEU ([`bleu_from_statistics`][structattn.tasks.bleu.bleu_from_statistics]), which is what sacreBLEU's
+    bootstrap resamples."""
     _check(hypotheses, references)
     # a report tests one system against several others: each system's statistics are computed once
     return _cached_statistics(tuple(hypotheses), tuple(references)).copy()
@@ -90,7 +91,8 @@ def _cached_statistics(hypotheses: tuple[str, ...], references: tuple[str, ...])
 
 
 def bleu_from_statistics(stats) -> float:
-    """Corpus BLEU (0..100, smoothing ``exp`` as in :func:`corpus_bleu`) of summed statistics [10]."""
+    """Corpus BLEU (0..100, smoothing ``exp`` as in [`corpus_bleu`][structattn.tasks.bleu.corpus_bleu]) of summed
+    statistics [10]."""
     from sacrebleu.metrics import BLEU
 
     counts = [int(round(x)) for x in stats]
@@ -106,7 +108,7 @@ def seed_paired_bootstrap(pairs: Sequence[tuple[Sequence[str], Sequence[str]]], 
     of sentence indices and applies it to every seed (the seeds translate the same sentences, so their outputs
     are not independent samples). The p value is sacreBLEU's: (1 + the number of resamples whose mean-centred
     |Δ| exceeds the observed |Δ|) / (1 + samples); with one seed and the same ``seed`` it is exactly
-    :func:`paired_bootstrap`'s, as the indices are drawn the same way.
+    [`paired_bootstrap`][structattn.tasks.bleu.paired_bootstrap]'s, as the indices are drawn the same way.
 
     Returns ``{"delta": observed mean Δ, "p_value": p, "seeds": len(pairs)}``.
     """

@@ -10,7 +10,7 @@ rejects an ``I-X`` that does not continue an ``X`` entity, which is what an IOB1
 
 Only the word and NER columns are used: ``Example(words_a=words, words_b=None, label=tags)``.
 Scores: entity-level micro precision/recall/F1, strict IOB2 (= seqeval strict = conlleval on
-valid sequences); see :mod:`.metrics`.
+valid sequences); see `metrics`.
 """
 from __future__ import annotations
 

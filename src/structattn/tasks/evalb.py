@@ -60,8 +60,9 @@ Deviations from the C program (none matters for the treebank's trees and a parse
   bracket labelled "" (its gold files come from tgrep, which prints that bracket as TOP, README section 5):
   here raw treebank trees can be scored against parser output with or without the outer bracket.
 * The C program stops without a summary at the 12th error sentence (``Error``: MAX_ERROR 10); here every
-  sentence is scored and :attr:`EvalbResult.errors` lists the error sentences
-  (:attr:`EvalbResult.evalb_would_abort` says when the C program would have stopped).
+  sentence is scored and `EvalbResult.errors` lists the error sentences
+  ([`EvalbResult.evalb_would_abort`][structattn.tasks.evalb.EvalbResult.evalb_would_abort] says when the C program would
+  have stopped).
 * F1 with P + R = 0 is 0 (the C program prints nan). Sentences are Tree objects in any layout, not one per
   line, and there is no limit of 200 words or brackets per sentence.
 """
@@ -193,7 +194,8 @@ def evalb_sentence(gold: Tree, test: Tree, id: int = 1) -> EvalbSentence:
 
 @dataclass
 class EvalbResult:
-    """EVALB's summary block (percentages unrounded; :meth:`to_dict` rounds them as EVALB prints them)."""
+    """EVALB's summary block (percentages unrounded; [`to_dict`][structattn.tasks.evalb.EvalbResult.to_dict] rounds them
+    as EVALB prints them)."""
 
     recall: float
     precision: float
@@ -307,7 +309,7 @@ def evalb_files(gold_paths: Sequence[Path] | Path, test_path: Path | str, cutoff
     """Score the trees of ``test_path`` against those of ``gold_paths`` read in the given order, one after another.
 
     ``test_path`` ``"-"`` reads the test trees from standard input (named ``<stdin>`` in messages, with the
-    UTF-8 rules of :func:`structattn.io.read_input_lines`).
+    UTF-8 rules of `structattn.io.read_input_lines`).
 
     Raises:
         UserError: a malformed file (TreebankError naming file and line), no tree on standard input, or

@@ -13,7 +13,7 @@ The test file is ``en_fce_test.reconstructed.tsv``: the shared task's preliminar
 its ``NA`` labels mapped to ``c`` (not an official release; see fce/SOURCE.md). Its tokens align
 line by line with the official unlabelled test file.
 
-Score: token-level precision, recall and F0.5 of class ``i`` (:func:`.metrics.token_prf`).
+Score: token-level precision, recall and F0.5 of class ``i`` (`metrics.token_prf`).
 """
 from __future__ import annotations
 

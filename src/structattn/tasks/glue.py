@@ -25,7 +25,7 @@ QNLI        ``index  question  sentence  label``                     entailment 
 
 Columns are found by their header name, so their order does not matter. The test files carry no
 labels (GLUE keeps them private): those examples have ``label=None`` and can only be predicted;
-report dev scores. Words are ``text.split()`` (see :mod:`.base`).
+report dev scores. Words are ``text.split()`` (see `base`).
 """
 from __future__ import annotations
 

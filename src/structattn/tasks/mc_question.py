@@ -1,5 +1,5 @@
-"""The multiple-choice question record (:class:`MCQuestion`) and answer letters, shared by every reader
-(RACE, MCTest) and by the registry in :mod:`structattn.tasks.multiple_choice`."""
+"""The multiple-choice question record (`MCQuestion`) and answer letters, shared by every reader
+(RACE, MCTest) and by the registry in `structattn.tasks.multiple_choice`."""
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -36,7 +36,8 @@ class MCQuestion:
 
 
 def answer_index(letter: str, num_options: int, where: str) -> int:
-    """``"A"`` -> 0, ``"B"`` -> 1, ...; :class:`UserError` naming ``where`` for anything else."""
+    """``"A"`` -> 0, ``"B"`` -> 1, ...; [`UserError`][structattn.errors.UserError] naming ``where`` for anything
+    else."""
     value = letter.strip()
     if len(value) == 1 and "A" <= value <= "Z" and ord(value) - ord("A") < num_options:
         return ord(value) - ord("A")
@@ -48,7 +49,7 @@ def predicted_indices(questions, predictions: dict, source: str) -> dict[str, in
     """Predicted option letters ({qid: ``"A"`` ..}, what ``structattn predict`` writes) as option indices.
 
     Args:
-        questions: the questions of the split (:class:`MCQuestion`).
+        questions: the questions of the split (`MCQuestion`).
         predictions: question id -> option letter; questions may be missing (the scorer decides what that means).
         source: names the split in errors.
     Raises:

@@ -7,7 +7,7 @@ Files (``mctest/``, the official release): ``mc160|mc500.{train,dev,test}.tsv`` 
   4 questions). Newlines and tabs inside a story are written ``\\newline`` and ``\\tab`` (the two-character
   escapes are turned back into the characters here). Each question starts with ``one:`` or ``multiple:``
   (whether its answer needs one sentence of the story or several): the prefix is removed from the text
-  and kept as :attr:`MCQuestion.kind`.
+  and kept as `MCQuestion.kind`.
 * ``.ans``: the same lines, each the letters of the correct answers (``A<tab>C<tab>B<tab>B``).
 
 A missing ``.ans`` file gives unlabelled questions (``label=None``: predict only; a warning is logged).

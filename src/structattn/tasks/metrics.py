@@ -6,13 +6,13 @@ Every function returns a ``dict[str, float]``. Scores are **fractions in [0, 1]*
 =========================  ==========================================================  ==================
 task                       official scorer                                             here
 =========================  ==========================================================  ==================
-SST-2, RTE, QNLI, WNLI     GLUE accuracy                                               :func:`accuracy`
-CoLA                       GLUE Matthews correlation (``sklearn.matthews_corrcoef``)   :func:`matthews`
-MRPC                       GLUE accuracy and F1 of class 1 (paraphrase)                :func:`accuracy_f1`
-STS-B                      GLUE Pearson and Spearman correlation (scipy)               :func:`correlations`
-CoNLL-2003 NER             conlleval / seqeval: entity-level micro P, R, F1            :func:`entity_prf`
-FCE error detection        token-level P, R, F0.5 of the incorrect class ``i``         :func:`token_prf`
-UD POS                     token accuracy                                              :func:`token_accuracy`
+SST-2, RTE, QNLI, WNLI     GLUE accuracy                                               `accuracy`
+CoLA                       GLUE Matthews correlation (``sklearn.matthews_corrcoef``)   `matthews`
+MRPC                       GLUE accuracy and F1 of class 1 (paraphrase)                `accuracy_f1`
+STS-B                      GLUE Pearson and Spearman correlation (scipy)               `correlations`
+CoNLL-2003 NER             conlleval / seqeval: entity-level micro P, R, F1            `entity_prf`
+FCE error detection        token-level P, R, F0.5 of the incorrect class ``i``         `token_prf`
+UD POS                     token accuracy                                              `token_accuracy`
 =========================  ==========================================================  ==================
 
 Zero-division rule (all P/R/F here): a precision with no predicted positives, a recall with no
@@ -34,8 +34,8 @@ Two readings of a tag sequence exist, and they only differ on *ill-formed* seque
 The library reports strict IOB2 as ``precision``/``recall``/``f1`` (``main_metric`` = ``f1``) and
 the conlleval reading as ``conlleval_precision``/``conlleval_recall``/``conlleval_f1``. The CoNLL-2003
 gold files are valid IOB2 (the reader checks it), so the two are equal whenever the predictions are
-valid IOB2 too, e.g. with constrained decoding. Both are computed by :func:`chunks_strict_iob2` and
-:func:`chunks_conlleval` (small re-implementations) and, for the reported numbers, by seqeval; the
+valid IOB2 too, e.g. with constrained decoding. Both are computed by `chunks_strict_iob2` and
+`chunks_conlleval` (small re-implementations) and, for the reported numbers, by seqeval; the
 tests check that they agree.
 """
 from __future__ import annotations
@@ -232,7 +232,7 @@ def count_chunks(predictions: Iterable[Sequence[str]], references: Iterable[Sequ
 
 
 def prf_from_counts(counts: dict[str, Counter]) -> dict[str, float]:
-    """Micro P/R/F1 over all types plus ``f1_<TYPE>`` per type, from :func:`count_chunks`."""
+    """Micro P/R/F1 over all types plus ``f1_<TYPE>`` per type, from `count_chunks`."""
     c, p, g = (sum(counts[k].values()) for k in ("correct", "predicted", "gold"))
     prec, rec = _ratio(c, p), _ratio(c, g)
     out = {"precision": prec, "recall": rec, "f1": f_beta(prec, rec)}

@@ -2,15 +2,15 @@
 
 The raw (true-case, untokenised) files of ``../shared/data/multi30k/raw`` are used: the model's own BPE
 splits them, its output is detokenised text, and BLEU is sacreBLEU's on detokenised references
-(:mod:`structattn.tasks.bleu`).
+([`structattn.tasks.bleu`][structattn.tasks.bleu]).
 
-Splits (:data:`SPLITS`): ``train`` 29,000 pairs, ``dev`` (val) 1,014, and the four test sets
+Splits (`SPLITS`): ``train`` 29,000 pairs, ``dev`` (val) 1,014, and the four test sets
 ``test2016`` (flickr, 1,000), ``test2017`` (flickr, 1,000), ``test2018`` (flickr, 1,071) and
 ``mscoco2017`` (461).
 
 Bad input. A source and a target file with different line counts stop the run with a message naming
 both files and their counts. Test and dev files are never filtered (every source line gets a
-hypothesis). Training pairs are filtered by :func:`filter_training_pairs`, and the counts are printed:
+hypothesis). Training pairs are filtered by `filter_training_pairs`, and the counts are printed:
 a pair with an empty side is dropped, and so is a pair longer than ``max_tokens`` sub-words on either side
 (the tokenizer decides the length). Nothing is truncated.
 """
@@ -88,7 +88,7 @@ def read_split(split: str, root: str | Path | None = None) -> ParallelText:
 
 @dataclass
 class FilterCounts:
-    """What :func:`filter_training_pairs` dropped (each pair counted once, under the first rule it broke)."""
+    """What `filter_training_pairs` dropped (each pair counted once, under the first rule it broke)."""
 
     kept: int = 0
     empty: int = 0

@@ -1,7 +1,7 @@
 """Multiple-choice reading comprehension: the question record, the task registry and accuracy.
 
-A question (:class:`MCQuestion`) has a passage, a question text and C candidate answers (options); the
-model picks one. Benchmarks (``MC_TASKS``, look one up with :func:`get_mc_task`):
+A question (`MCQuestion`) has a passage, a question text and C candidate answers (options); the
+model picks one. Benchmarks (``MC_TASKS``, look one up with `get_mc_task`):
 
 ===========  ========================================  ==========================  ==================
 name         data (under ``settings.data_dir()``)       splits                      groups
@@ -16,7 +16,7 @@ mctest500    mctest/mc500.{train,dev,test}.tsv + .ans   train / dev / test      
 Every question of these sets has 4 options. RACE's test answers are public, and MCTest's test
 answers ship in the folder (``.ans``), so every split is labelled. The metric is accuracy (RACE's
 and MCTest's official one), as a fraction in [0, 1], overall and per group (RACE-M / RACE-H are the
-``middle`` / ``high`` groups of ``race``); see :func:`accuracy`.
+``middle`` / ``high`` groups of ``race``); see `accuracy`.
 """
 from __future__ import annotations
 
@@ -41,8 +41,8 @@ class MCTaskSpec:
     Attributes:
         name: registry name.
         folder: its folder relative to the data folder.
-        reader: ``reader(folder_path, split, limit) -> list[MCQuestion]``; use :meth:`read`.
-        groups: the values ``MCQuestion.group`` takes (:func:`accuracy` reports each).
+        reader: ``reader(folder_path, split, limit) -> list[MCQuestion]``; use `read`.
+        groups: the values ``MCQuestion.group`` takes (`accuracy` reports each).
         num_choices: options per question.
         note: caveats about the data.
     """
@@ -57,7 +57,7 @@ class MCTaskSpec:
     note: str = ""
 
     def path(self, data_dir: str | Path | None = None) -> Path:
-        """The task's folder under ``data_dir`` (default :func:`settings.data_dir`)."""
+        """The task's folder under ``data_dir`` (default [`settings.data_dir`][structattn.settings.data_dir])."""
         root = Path(data_dir) if data_dir is not None else _default_data_dir()
         return root / self.folder
 
@@ -117,7 +117,8 @@ def results_file(task: str) -> str:
     return spec.folder if spec is not None else task
 
 def get_mc_task(name: str) -> MCTaskSpec:
-    """The task registered as ``name``; an unknown name raises :class:`UserError` listing the valid ones."""
+    """The task registered as ``name``; an unknown name raises [`UserError`][structattn.errors.UserError] listing the
+    valid ones."""
     try:
         return MC_TASKS[name]
     except (KeyError, TypeError):
@@ -172,9 +173,9 @@ def score_option_letters(task: str, questions: Sequence[MCQuestion], letters: Ma
                          split: str = "test") -> dict:
     """Accuracy in percent of ``letters`` ({qid: option letter}, what ``structattn predict`` writes to a ``.json``)
     on ``questions`` (``task``'s ``split``): RACE tasks as ``structattn score race`` counts it
-    (:func:`~structattn.tasks.race.score_race`), the others (MCTest) as ``structattn score mctest`` does: by
-    :func:`accuracy` per group and kind (every question needs a letter). An unknown id or a value that is not an
-    option letter is a :class:`UserError` either way (:func:`~structattn.tasks.mc_question.predicted_indices`)."""
+    (`score_race`), the others (MCTest) as ``structattn score mctest`` does: by
+    `accuracy` per group and kind (every question needs a letter). An unknown id or a value that is not an
+    option letter is a [`UserError`][structattn.errors.UserError] either way (`predicted_indices`)."""
     source = f"{task}/{split}"
     if task.startswith("race"):
         from .race import score_race

@@ -3,7 +3,7 @@ here): what a frozen sentence encoder's mean vector tells a classifier about a s
 
 Each task maps a sentence (its surface text, rebuilt from the UD tokens with their ``SpaceAfter=No`` marks) to a
 label. Train/dev/test are EWT's own splits; only sentences of 5-30 words (punctuation included) are used, as in
-Conneau et al.; every filter is counted (:class:`ProbingTask.dropped`). Tasks and their construction:
+Conneau et al.; every filter is counted (`ProbingTask.dropped`). Tasks and their construction:
 
 Surface
 * ``SeLn`` — sentence length in words, 6 bins: 5-8, 9-12, 13-16, 17-20, 21-25, 26-30.

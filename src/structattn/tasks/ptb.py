@@ -5,25 +5,26 @@ trees). Each file holds trees such as ``( (S (NP-SBJ (NNP Vinken)) (VP ...) (. .
 without a label, function tags and co-indices on the labels (``NP-SBJ-1``, ``NP=2``) and empty elements
 (``(-NONE- *T*-1)``).
 
-Reading (:func:`parse_trees`) uses its own tokenizer that knows the line of every bracket, so that a broken
-file is reported as ``<file>:<line>: <what is wrong>; <what to do>`` (:class:`TreebankError`): unbalanced
+Reading (`parse_trees`) uses its own tokenizer that knows the line of every bracket, so that a broken
+file is reported as ``<file>:<line>: <what is wrong>; <what to do>`` (`TreebankError`): unbalanced
 brackets, an empty tree ``( )``, a bracket with a label and nothing inside, a word without a POS tag (a bare
 word beside bracketed siblings), two words under one tag, or text outside any bracket.
 
-Cleaning (:func:`clean_tree`), the usual parsing setup:
+Cleaning (`clean_tree`), the usual parsing setup:
 
 * ``-NONE-`` preterminals are removed, then every constituent left without words (recursively);
 * function tags and indices are stripped from the labels: ``NP-SBJ-1 -> NP``, ``NP=2 -> NP``,
   ``PP-LOC-CLR -> PP``; a label that *starts* with ``-`` (``-NONE-``, ``-LRB-``, ``-RRB-``) is left whole;
 * the outer bracket without a label is dropped (with several children it is kept, labelled ``TOP``).
 
-Punctuation is kept (EVALB, not the reader, ignores it when scoring; see :mod:`structattn.tasks.evalb`).
+Punctuation is kept (EVALB, not the reader, ignores it when scoring; see
+[`structattn.tasks.evalb`][structattn.tasks.evalb]).
 
-Split by file, fixed for every run (:data:`PTB_SPLIT`): train wsj_0001-0139 (3,068 trees), dev
+Split by file, fixed for every run (`PTB_SPLIT`): train wsj_0001-0139 (3,068 trees), dev
 wsj_0140-0159 (328), test wsj_0160-0199 (518). Any other bracketed treebank file (one tree per line, or the
-PTB's multi-line layout) is read and cleaned by the same rules with :func:`read_treebank`.
+PTB's multi-line layout) is read and cleaned by the same rules with `read_treebank`.
 
-Spans (:func:`tree_to_spans`, :func:`spans_to_tree`): a sentence of L words has fenceposts 0..L; span
+Spans (`tree_to_spans`, `spans_to_tree`): a sentence of L words has fenceposts 0..L; span
 ``(i, j)`` covers words ``i+1..j``. Unary chains become one label joined top-down with ``::`` (``S::VP``).
 """
 from __future__ import annotations
@@ -179,7 +180,7 @@ def parse_trees(text: str, source: str = "<string>", starts: list[int] | None = 
 
 def read_tree_file(path, starts: list[int] | None = None) -> list[Tree]:
     """The trees of one file, as found (traces and function tags kept); ``starts`` receives each tree's first
-    line (:func:`parse_trees`).
+    line (`parse_trees`).
 
     Raises:
         UserError: missing, empty or non-UTF-8 file; TreebankError for a malformed tree or no tree at all.
@@ -260,7 +261,7 @@ def read_split(split: str, data_dir=None, *, clean: bool = True) -> list[Tree]:
 
 def read_treebank(path, *, clean: bool = True, starts: list[int] | None = None) -> list[Tree]:
     """The trees of any bracketed treebank file (one tree per line, or spread over lines as in the PTB ``.mrg``
-    files), read by the rules of :func:`parse_trees` and cleaned by :func:`clean_tree` unless ``clean=False``;
+    files), read by the rules of `parse_trees` and cleaned by `clean_tree` unless ``clean=False``;
     ``starts`` receives each tree's first line.
 
     Raises:
@@ -312,7 +313,7 @@ def tree_to_spans(tree: Tree) -> tuple[list[str], list[str], list[tuple[int, int
 
 
 def spans_to_tree(words: list[str], tags: list[str], spans) -> Tree:
-    """The inverse of :func:`tree_to_spans`: ``spans_to_tree(*tree_to_spans(t)) == t`` for a cleaned tree.
+    """The inverse of `tree_to_spans`: ``spans_to_tree(*tree_to_spans(t)) == t`` for a cleaned tree.
 
     Words not covered by a labelled span below their nearest enclosing span hang directly under it; without
     a ``(0, L)`` span the tree is rooted in ``TOP``.

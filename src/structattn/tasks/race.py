@@ -11,7 +11,7 @@ Each file is one JSON object (one passage and its questions)::
 
 ``questions``, ``options`` and ``answers`` run in parallel; an answer is the letter of the correct
 option. About half of the questions are cloze sentences with a blank ``_`` where the answer goes (see
-:mod:`structattn.sgnet.multiple_choice_features` for how an option fills it). Texts are kept exactly as released.
+`structattn.sgnet.multiple_choice_features` for how an option fills it). Texts are kept exactly as released.
 
 Order: levels in the order asked, files by their number (then name), questions in file order, so a
 ``limit`` always takes the same questions. Question ids are ``<id>:<k>`` (``middle2177.txt:0``); a
@@ -121,7 +121,7 @@ def score_race(questions: list[MCQuestion], predictions: dict, source: str = "th
     per level present (RACE-M, RACE-H); percentages.
 
     Args:
-        questions: the gold questions of a split (every one labelled; :func:`read_race`).
+        questions: the gold questions of a split (every one labelled; `read_race`).
         predictions: question id -> option letter (``"A"`` .. ``"D"``).
         source: names the split in errors.
     Returns:

@@ -6,7 +6,7 @@ the official ones, some ``answer_start`` values are inferred):
 
 * ``squad2/dev-v2.0.reconstructed-from-explorer.json``: SQuAD 2.0 dev, 35 articles, 11,873 questions (5,945
   unanswerable). The 2.0 train file could not be obtained, so task ``squad2`` splits this file by *article*
-  (:func:`article_split`, recorded in the package's ``squad2_split.json``): ``test`` = at least a third of the questions;
+  (`article_split`, recorded in the package's ``squad2_split.json``): ``test`` = at least a third of the questions;
   the rest is the train part, of which a held-out slice of whole articles (at least 15 % of its questions, the same
   rule with another salt) is ``dev`` and the remainder ``train``. Scores on this ``test`` are not comparable with
   published SQuAD 2.0 dev scores (different, much smaller training data).
@@ -22,10 +22,10 @@ Format (the official one)::
         {"id": str, "question": str, "answers": [{"text": str, "answer_start": int}, ...],
          "is_impossible": bool (2.0 only; absent = answerable iff answers is not empty)}]}]}]}
 
-:func:`validate_squad` checks exactly this (other keys, e.g. ``plausible_answers``, are allowed and ignored) and
+`validate_squad` checks exactly this (other keys, e.g. ``plausible_answers``, are allowed and ignored) and
 names the article, paragraph and question of the first problem. An answer whose text differs from
 ``context[answer_start:answer_start + len(text)]`` is *not* an error (the scorer reads texts only); such answers
-cannot be aligned (:func:`answer_word_span` gives None), and the feature builder counts them.
+cannot be aligned (`answer_word_span` gives None), and the feature builder counts them.
 """
 from __future__ import annotations
 
@@ -131,7 +131,7 @@ def validate_squad(dataset, source: str = "<dataset>") -> None:
 
 
 def load_squad(path) -> dict:
-    """The SQuAD JSON object of ``path``, checked by :func:`validate_squad`.
+    """The SQuAD JSON object of ``path``, checked by `validate_squad`.
 
     Raises:
         UserError: file missing, not UTF-8, not JSON, or not in the SQuAD layout (naming article and question).
@@ -170,7 +170,7 @@ class SquadQuestion:
 
 
 def read_squad(path_or_dict) -> list[SquadQuestion]:
-    """Every question of a SQuAD file (path) or JSON object (checked by :func:`validate_squad`), in file order."""
+    """Every question of a SQuAD file (path) or JSON object (checked by `validate_squad`), in file order."""
     if isinstance(path_or_dict, Mapping):
         dataset = path_or_dict
         validate_squad(dataset)
@@ -284,7 +284,7 @@ def _default_split_file() -> Path | None:
 def squad2_split(dataset, split_file=None) -> dict[str, list[str]]:
     """The article split of the SQuAD 2.0 file: read from ``split_file`` (default: the committed
     ``squad2_split.json`` of the package) and checked against ``dataset``; when no file is found, computed by
-    :func:`article_split` (the committed file equals it: a data test checks this)."""
+    `article_split` (the committed file equals it: a data test checks this)."""
     path = Path(split_file) if split_file is not None else _default_split_file()
     if path is None:
         log.info("%s not found; computing the squad2 article split", SQUAD2_SPLIT_FILE)
@@ -304,7 +304,7 @@ class QASplit:
     """One split of a span-QA task: its questions and the SQuAD JSON object the scorer needs.
 
     Attributes:
-        task, split: names. questions: :func:`read_squad` of ``dataset``.
+        task, split: names. questions: `read_squad` of ``dataset``.
         dataset: a valid SQuAD JSON object holding exactly this split's articles.
         source: the file it was read from.
     """
@@ -340,7 +340,8 @@ class QATask:
         return tuple(self.files)
 
     def path(self, split: str, data_dir=None) -> Path:
-        """The file holding ``split`` under ``data_dir`` (default :func:`settings.data_dir`)."""
+        """The file holding ``split`` under ``data_dir`` (default
+        [`settings.data_dir`][structattn.settings.data_dir])."""
         from ..settings import data_dir as default_data_dir
 
         if split not in self.files:
@@ -416,7 +417,7 @@ def answer_word_span(spans: Sequence[tuple[int, int]], answer_start: int, text: 
     ``[answer_start, answer_start + len(text))``, or None when it cannot be aligned.
 
     ``spans`` are the words' ``[start, end)`` character spans in increasing order (as
-    :func:`structattn.tasks.text_words.words_with_offsets` gives). An answer starting or ending inside a word
+    `structattn.tasks.text_words.words_with_offsets` gives). An answer starting or ending inside a word
     takes the whole word (``"1066"`` in ``"c.1066"`` covers that word). None when the text is empty, the range
     touches no word (only whitespace, or outside the text), or ``context`` is given and
     ``context[answer_start:answer_start + len(text)] != text``.

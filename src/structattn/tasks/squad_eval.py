@@ -4,24 +4,28 @@ output simply has no ``NoAns_*`` keys.
 
 Rules, in the official script's order:
 
-1. **Normalisation** (:func:`normalize_answer`), of gold answers and predictions alike: lower-case, drop every
+1. **Normalisation** ([`normalize_answer`][structattn.tasks.squad_eval.normalize_answer]), of gold answers and
+predictions alike: lower-case, drop every
    character of ``string.punctuation``, replace the articles ``a``/``an``/``the`` (regex ``\\b(a|an|the)\\b``)
    by a space, collapse runs of whitespace to one space and strip.
 2. **Gold answers** of a question: its answer texts whose normalised form is not empty; when none is left
    (an unanswerable question, or only answers such as ``"The"``) the one gold answer is ``""``.
    A question *has an answer* (HasAns) when its ``answers`` list is not empty, whatever the texts normalise to.
-3. **EM** (:func:`exact_match`) = 1 when the normalised strings are equal. **F1** (:func:`f1_score`): tokens =
+3. **EM** ([`exact_match`][structattn.tasks.squad_eval.exact_match]) = 1 when the normalised strings are equal. **F1**
+([`f1_score`][structattn.tasks.squad_eval.f1_score]): tokens =
    the normalised string split on whitespace; overlap = size of the multiset intersection; P = overlap /
    predicted tokens, R = overlap / gold tokens, F1 = 2PR / (P + R); when either side has no token, F1 = 1 if
    both have none, else 0. A question scores the maximum EM and the maximum F1 over its gold answers.
 4. **No-answer threshold**: with na_probs, a question whose ``na_prob > na_prob_thresh`` is scored as a
    no-answer prediction: 1 when it has no answer, 0 when it has one. Without na_probs every na_prob is 0, so the
    default threshold 1.0 never applies.
-5. **Output** (:func:`evaluate`), percentages (100 * mean), keys in the script's order: ``exact``, ``f1``,
+5. **Output** ([`evaluate`][structattn.tasks.squad_eval.evaluate]), percentages (100 * mean), keys in the script's
+order: ``exact``, ``f1``,
    ``total``; ``HasAns_exact``, ``HasAns_f1``, ``HasAns_total`` (when some question has an answer);
    ``NoAns_exact``, ``NoAns_f1``, ``NoAns_total`` (when some has none); with na_probs also ``best_exact``,
    ``best_exact_thresh``, ``best_f1``, ``best_f1_thresh``.
-6. **Best-threshold sweep** (:func:`sweep_threshold`, :func:`best_threshold`): start from "every question
+6. **Best-threshold sweep** ([`sweep_threshold`][structattn.tasks.squad_eval.sweep_threshold],
+[`best_threshold`][structattn.tasks.squad_eval.best_threshold]): start from "every question
    predicted no-answer" (score = number of unanswerable questions, threshold 0.0); visit the questions in order of
    increasing na_prob (a stable sort: equal na_probs keep the order of the ``na_probs`` mapping) and let each one
    keep its prediction: an answerable question adds its raw score, an unanswerable one adds -1 if its prediction
@@ -35,11 +39,12 @@ Rules, in the official script's order:
 
 Deviations, all where the official script crashes or hides a problem: a question without a prediction counts as
 wrong (EM 0, F1 0, whatever its gold answers; the script prints "Missing prediction", leaves it out of the total
-and then dies on a ``KeyError`` in the HasAns/NoAns breakdown) and :func:`missing_predictions` lists them (the
-``score squad`` command reports how many); a missing na_prob of a predicted question, a prediction that is not a
-string, an na_prob that is not a number (NaN included: it cannot be sorted), and a data file with no question
-raise :class:`UserError`. Predictions for ids that are not in the data are ignored, as by the script (the
-``score squad`` command reports how many).
+and then dies on a ``KeyError`` in the HasAns/NoAns breakdown) and
+[`missing_predictions`][structattn.tasks.squad_eval.missing_predictions] lists them (the ``score squad`` command reports
+how many); a missing na_prob of a predicted question, a prediction that is not a string, an na_prob that is not a number
+(NaN included: it cannot be sorted), and a data file with no question raise [`UserError`][structattn.errors.UserError].
+Predictions for ids that are not in the data are ignored, as by the script (the ``score squad`` command reports how
+many).
 """
 from __future__ import annotations
 
@@ -199,8 +204,8 @@ def sweep_threshold(predictions: Mapping[str, str], scores: Mapping[str, float],
                     answerable: Mapping[str, bool]) -> tuple[float, float]:
     """Rule 6 on one kind of raw score (EM or F1): ``(best score in percent, its na_prob threshold)``.
 
-    ``scores``: raw per-question scores (:func:`raw_scores`); ``answerable``: :func:`has_answer`. Ids of
-    ``na_probs`` without a score are skipped.
+    ``scores``: raw per-question scores ([`raw_scores`][structattn.tasks.squad_eval.raw_scores]); ``answerable``:
+    [`has_answer`][structattn.tasks.squad_eval.has_answer]. Ids of ``na_probs`` without a score are skipped.
     """
     # everything predicted no-answer (a question without a prediction stays wrong)
     running = best = sum(1 for q, v in answerable.items() if not v and q in predictions)
@@ -262,7 +267,7 @@ def best_threshold(predictions: Mapping[str, str], na_probs: Mapping[str, float]
     no-answer score (higher = more likely no answer); then predict ``""`` where the score exceeds the threshold.
 
     Raises:
-        UserError: as :func:`evaluate`.
+        UserError: as [`evaluate`][structattn.tasks.squad_eval.evaluate].
     """
     answerable = has_answer(dataset)
     if not answerable:

@@ -8,13 +8,13 @@ answer usually starts and ends on a word boundary, and the parser sees the words
 word keeps its ``[start, end)`` character span in the text, so a predicted span of words maps back to the
 exact substring of the original text.
 
-Many texts at once (:func:`words_with_offsets_many`) go through an on-disk cache of word spans,
-content-addressed per text (``<cache>/words/v1/*.npz``, :func:`structattn.settings.cache_dir`): SQuAD 1.1
-train's 106k texts take about 30 s to tokenise on one core, and every run, seed and resume reads them again.
-The cache also lets a machine without spaCy (a GPU machine that got only the cache folder) build the same
-features. A shard is used only when it was written by the spaCy version installed here; where spaCy is not
-installed, the shards of any version are used (there is nothing to compare with) and a text they miss is an
-error that says so. A shard that fails to load is reported and ignored.
+Many texts at once (`words_with_offsets_many`) go through an on-disk cache of word spans,
+content-addressed per text (``<cache>/words/v1/*.npz``,
+[`structattn.settings.cache_dir`][structattn.settings.cache_dir]): SQuAD 1.1 train's 106k texts take about 30 s to
+tokenise on one core, and every run, seed and resume reads them again. The cache also lets a machine without spaCy (a
+GPU machine that got only the cache folder) build the same features. A shard is used only when it was written by the
+spaCy version installed here; where spaCy is not installed, the shards of any version are used (there is nothing to
+compare with) and a text they miss is an error that says so. A shard that fails to load is reported and ignored.
 """
 from __future__ import annotations
 
@@ -59,7 +59,7 @@ def words_with_offsets(text: str) -> tuple[list[str], list[tuple[int, int]]]:
 
 
 def words_of(text: str) -> list[str]:
-    """Just the words of :func:`words_with_offsets`."""
+    """Just the words of `words_with_offsets`."""
     return words_with_offsets(text)[0]
 
 
@@ -130,7 +130,7 @@ def _write_shard(folder: Path, items: dict[bytes, list[tuple[int, int]]], spacy_
 
 
 def words_with_offsets_many(texts: list[str]) -> list[tuple[list[str], list[tuple[int, int]]]]:
-    """:func:`words_with_offsets` of every text, through the on-disk cache (module docstring).
+    """`words_with_offsets` of every text, through the on-disk cache (module docstring).
 
     Texts the cache misses are tokenised with spaCy and added to it as one new shard.
     """

@@ -1,15 +1,15 @@
-"""Checkpoint folders (single files are written atomically by :mod:`structattn.io`) and the RNG states in them.
+"""Checkpoint folders (single files are written atomically by `structattn.io`) and the RNG states in them.
 
 A checkpoint folder is written under a temporary name and renamed into place, so
 a run killed at any moment leaves either the previous checkpoint or the new one,
-never half of one. A full disk while writing it (:meth:`AtomicDir.writing`) removes the temporary
+never half of one. A full disk while writing it (`AtomicDir.writing`) removes the temporary
 folder and stops the run with one line naming the folder and the space it needs; the last committed
 folder stays as it was.
 
-RNG states are stored without pickle: Python's and NumPy's as JSON values (:func:`python_rng_json`,
-:func:`numpy_rng_json`), torch's as tensors (:func:`torch_rng_tensors`) or, in the engine's checkpoints, all
-of them as one JSON object (:func:`rng_json`). Model weights go to safetensors once each
-(:func:`model_tensors`, :func:`load_model_tensors`).
+RNG states are stored without pickle: Python's and NumPy's as JSON values (`python_rng_json`,
+`numpy_rng_json`), torch's as tensors (`torch_rng_tensors`) or, in the engine's checkpoints, all
+of them as one JSON object (`rng_json`). Model weights go to safetensors once each
+(`model_tensors`, `load_model_tensors`).
 """
 from __future__ import annotations
 
@@ -30,11 +30,11 @@ class AtomicDir:
 
     Replacing an existing ``final`` takes two renames: ``final`` -> ``.<name>.old-<tag>``, then
     tmp -> ``final``. The second rename is the commit. A process killed between the two leaves no
-    ``final``; :func:`recover_atomic_dirs` (called when a Trainer starts) then puts the old version
+    ``final``; `recover_atomic_dirs` (called when a Trainer starts) then puts the old version
     back, i.e. rolls back to the last committed one (see there why not forward).
 
     tag: ``None`` = this process id; processes that write one folder together pass one shared tag
-    (see :meth:`begin` / :meth:`commit` for splitting the steps between them).
+    (see `begin` / `commit` for splitting the steps between them).
     """
 
     def __init__(self, final: Path, tag: str | None = None):
@@ -64,8 +64,8 @@ class AtomicDir:
 
     @contextlib.contextmanager
     def writing(self):
-        """Around the writes into :attr:`tmp` (what ``with AtomicDir(...)`` does before committing): on an error
-        the temporary folder is removed, and a full disk becomes :class:`~structattn.io.DiskFull`."""
+        """Around the writes into `tmp` (what ``with AtomicDir(...)`` does before committing): on an error
+        the temporary folder is removed, and a full disk becomes `DiskFull`."""
         try:
             yield self.tmp
         except BaseException as exc:
@@ -114,7 +114,7 @@ _LEFTOVER = re.compile(r"^\.(?P<name>.+)\.(?P<kind>tmp|old)-(?P<tag>[^.]+)$")
 
 
 def recover_atomic_dirs(parent: Path) -> list[Path]:
-    """Repair what killed :class:`AtomicDir` writers left in ``parent``; return the folders restored.
+    """Repair what killed `AtomicDir` writers left in ``parent``; return the folders restored.
 
     A ``final`` that is missing while its ``.old-*`` exists was killed between the two renames: the
     old version is renamed back (the newest one if several). Roll back rather than forward because
@@ -144,7 +144,7 @@ def recover_atomic_dirs(parent: Path) -> list[Path]:
 
 def latest_checkpoint(output_dir: Path) -> Path | None:
     """The newest complete ``checkpoint-<step>`` folder (the layout of the earlier Accelerate loop, see
-    :mod:`structattn.train.legacy`) in ``output_dir`` (None if there is none)."""
+    `structattn.train.legacy`) in ``output_dir`` (None if there is none)."""
     output_dir = Path(output_dir)
     best, best_step = None, -1
     for p in output_dir.glob("checkpoint-*"):
@@ -164,7 +164,7 @@ def python_rng_json() -> list:
 
 
 def set_python_rng(saved: list) -> None:
-    """Restore what :func:`python_rng_json` returned (JSON gives back lists; ``random`` wants tuples)."""
+    """Restore what `python_rng_json` returned (JSON gives back lists; ``random`` wants tuples)."""
     random.setstate(_tuples(saved))
 
 
@@ -221,7 +221,7 @@ def model_tensors(model) -> dict:
 
 
 def load_model_tensors(model, weights: dict) -> None:
-    """Load tensors saved by :func:`model_tensors` or ``save_pretrained``; a key missing must be a tensor tied to a
+    """Load tensors saved by `model_tensors` or ``save_pretrained``; a key missing must be a tensor tied to a
     loaded one or a fixed table the model rebuilds itself (e.g. Marian's sinusoidal positions)."""
     from ..errors import UserError
 
@@ -247,7 +247,7 @@ def rng_json() -> dict:
 
 
 def set_rng_json(rng: dict) -> None:
-    """Restore what :func:`rng_json` returned."""
+    """Restore what `rng_json` returned."""
     import torch
 
     set_python_rng(rng["python"])

@@ -1,11 +1,11 @@
 """The typed training configuration, saved as JSON beside every checkpoint.
 
-A run is fully described by a :class:`TrainConfig`: it can be read from a JSON
+A run is fully described by a [`TrainConfig`][structattn.train.config.TrainConfig]: it can be read from a JSON
 file, overridden from the command line (every field is a ``--flag``), and is
 written to ``<output_dir>/train_config.json``. Unknown keys are errors.
 
 Runs are identified by the fields that change their results (every field but
-:data:`RESULT_NEUTRAL_FIELDS`): :func:`config_key` hashes them for sweeps and reports, and a
+`RESULT_NEUTRAL_FIELDS`): [`config_key`][structattn.train.config.config_key] hashes them for sweeps and reports, and a
 checkpoint is resumed only under the same values.
 """
 from __future__ import annotations
@@ -75,7 +75,7 @@ class TrainConfig(JsonConfig):
 
     @classmethod
     def for_task(cls, task: str, **fields: Any) -> "TrainConfig":
-        """A config for ``task``: ``fields`` as given, the task family's defaults (:data:`READING_DEFAULTS`) for
+        """A config for ``task``: ``fields`` as given, the task family's defaults (`READING_DEFAULTS`) for
         the others (``TrainConfig(task=...)`` keeps the sentence tasks' defaults)."""
         return cls(**{"task": task, **task_defaults(task, frozenset(fields)), **fields})
 
@@ -91,8 +91,8 @@ class TrainConfig(JsonConfig):
 #: backward ([batch, heads, 384, 384] floats, several per layer, on a CPU where SDPA with dropout runs its math
 #: path): a span-QA update as one pass of 32 peaked at 7.75 GiB, as 4 passes of 8 at 2.84 GiB and as 8 passes of 4
 #: at about 2.1 GiB, no slower (benchmarks/span_qa_passes.py, docs/reading.md); passes of 4 keep the README's small
-#: reading runs under 3 GB. :func:`config_from_args` applies them to the fields neither a flag nor ``--config``
-#: gives; :meth:`TrainConfig.for_task` does the same in Python.
+#: reading runs under 3 GB. `config_from_args` applies them to the fields neither a flag nor ``--config``
+#: gives; `TrainConfig.for_task` does the same in Python.
 READING_DEFAULTS: dict[str, dict[str, Any]] = {
     "span_qa": {"max_length": 384, "stride": 128, "learning_rate": 1e-4, "batch_size": 4, "grad_accum": 8,
                 "eval_batch_size": 16},
@@ -107,8 +107,9 @@ BATCH_FIELDS = frozenset({"batch_size", "grad_accum"})
 
 
 def task_defaults(task: str, given: frozenset[str] = frozenset()) -> dict[str, Any]:
-    """The field defaults of ``task``'s family that differ from :class:`TrainConfig`'s ({} for sentence tasks);
-    ``given``: the fields the caller sets itself (one of :data:`BATCH_FIELDS` among them drops the others')."""
+    """The field defaults of ``task``'s family that differ from [`TrainConfig`][structattn.train.config.TrainConfig]'s
+    ({} for sentence tasks); ``given``: the fields the caller sets itself (one of `BATCH_FIELDS` among them drops the
+    others')."""
     defaults = dict(READING_DEFAULTS.get(task_family(task), {}))
     if given & BATCH_FIELDS:
         defaults = {k: v for k, v in defaults.items() if k not in BATCH_FIELDS}
@@ -180,14 +181,15 @@ def result_fields(cfg: TrainConfig) -> dict[str, Any]:
 
 
 def config_key(cfg: TrainConfig, ignore: tuple[str, ...] = ()) -> str:
-    """A short hash of :func:`result_fields` less ``ignore``: equal keys, the same run.
+    """A short hash of [`result_fields`][structattn.train.config.result_fields] less ``ignore``: equal keys, the same
+    run.
 
     ``ignore=("seed",)`` keys a report cell (the same configuration over seeds)."""
     data = {k: v for k, v in result_fields(cfg).items() if k not in ignore}
     return hashlib.sha256(json.dumps(data, sort_keys=True).encode()).hexdigest()[:16]
 
 
-#: What a flag's help says about the fields whose line in :class:`TrainConfig` has no comment (or too short a one).
+#: What a flag's help says about the fields whose line in `TrainConfig` has no comment (or too short a one).
 FIELD_HELP = {
     "task": "the task to fine-tune on",
     "model": "pretrained encoder (or a saved run's folder): a Hugging Face name or folder; '' = the offline default "
@@ -235,7 +237,7 @@ def task_names() -> list[str]:
 def add_config_arguments(parser: argparse.ArgumentParser, choices: dict[str, Any] | None = None) -> None:
     """``--config FILE`` plus one ``--<field>`` flag per field (all default to None = not given), each help
     naming the field's ``choices`` (field -> names) and the reading families' own defaults
-    (:data:`READING_DEFAULTS`)."""
+    (`READING_DEFAULTS`)."""
     from ..config_io import add_dataclass_arguments
 
     names = {"span_qa": "span QA", "multiple_choice": "multiple choice"}
@@ -255,7 +257,7 @@ def given_flags(args: argparse.Namespace) -> dict[str, Any]:
 
 def config_from_args(args: argparse.Namespace) -> TrainConfig:
     """A config from ``--config`` (if given) with every flag that was given applied on top, and the task family's
-    defaults (:data:`READING_DEFAULTS`) for the fields that neither gives."""
+    defaults (`READING_DEFAULTS`) for the fields that neither gives."""
     from ..config_io import dataclass_from_args
 
     return dataclass_from_args(args, TrainConfig, later_defaults=lambda cfg, given: task_defaults(cfg.task, given))

@@ -1,19 +1,19 @@
 """The one training engine of every trainer (sentence tasks, reading, translation, parsing, probing), on Accelerate.
 
-A :class:`Family` (:class:`~structattn.finetuning.trainer.Trainer` and its span-QA and multiple-choice subclasses,
-:class:`~structattn.bna.trainer.ParserFamily`, :class:`~structattn.translation.trainer.TranslationFamily`,
-:class:`~structattn.translation.probing.ProbeFamily`) supplies its settings, data, model, optimizer, schedule, batches,
-loss, dev evaluation, prediction and summary through named hooks; :meth:`Engine.train` calls them in order and does
-the rest, written once (``docs/engine.md``):
+A [`Family`][structattn.train.engine.Family] ([`Trainer`][structattn.finetuning.trainer.Trainer] and its span-QA and
+multiple-choice subclasses, `ParserFamily`, `TranslationFamily`,
+`ProbeFamily`) supplies its settings, data, model, optimizer, schedule, batches,
+loss, dev evaluation, prediction and summary through named hooks; [`Engine.train`][structattn.train.engine.Engine.train]
+calls them in order and does the rest, written once (``docs/engine.md``):
 
 - processes and device: ``Accelerator(cpu=True)`` without a GPU, so that a launch with several processes
   (``torchrun --nproc_per_node N``; ``accelerate launch --multi_gpu`` on GPUs) joins one process group (CPUs:
   gloo); ``--precision fp32|bf16|fp16`` (autocast around the loss, float32 weights; fp16 CUDA only, with loss
-  scaling); :func:`device_description`;
-- seeding (:meth:`Engine.seed`) and the update: gradients of ``grad_accum`` batches summed, averaged over the
-  processes (one all-reduce), clipped to ``clip_norm`` (0 = none); before optimizer step ``s`` (0-based) every
-  parameter group's learning rate is its initial rate times ``schedule(s)``. The engine averages the gradients
-  itself rather than wrapping the model in DistributedDataParallel, whose hooks need ``forward`` (the parser's
+  scaling); [`device_description`][structattn.train.engine.device_description];
+- seeding ([`Engine.seed`][structattn.train.engine.Engine.seed]) and the update: gradients of ``grad_accum`` batches
+  summed, averaged over the processes (one all-reduce), clipped to ``clip_norm`` (0 = none); before optimizer step ``s``
+  (0-based) every parameter group's learning rate is its initial rate times ``schedule(s)``. The engine averages the
+  gradients itself rather than wrapping the model in DistributedDataParallel, whose hooks need ``forward`` (the parser's
   loss is a method of its own), and the schedule counts optimizer steps whatever the number of processes (the
   earlier loop's ``AcceleratedScheduler`` advanced N steps per update on N processes);
 - the batches: ``epoch_batches(epoch)`` lists the epoch's global batches (a permutation seeded by (seed, epoch));
@@ -117,20 +117,21 @@ def settings_differences(saved: dict, now: dict) -> list[str]:
 
 
 # ---------------------------------------------------------------------------------------------- batch order
-#: The batch order of epoch ``e`` is drawn from the seed ``seed * BATCH_ORDER_STRIDE + e`` (:func:`epoch_seed`), so a
+#: The batch order of epoch ``e`` is drawn from the seed ``seed * BATCH_ORDER_STRIDE + e`` (`epoch_seed`), so a
 #: resumed run sees exactly the batches the interrupted run would have seen.
 BATCH_ORDER_STRIDE = 1_000_003
 
 
 def epoch_seed(seed: int, epoch: int, stride: int = BATCH_ORDER_STRIDE) -> int:
     """The seed of epoch ``epoch``'s batch order: ``seed * stride + epoch`` (``stride``:
-    :attr:`Family.order_stride`)."""
+    `Family.order_stride`)."""
     return seed * stride + epoch
 
 
 def seeded_order(n: int, seed: int, lengths: Sequence[int] | None = None, batch_size: int = 1,
                  group_batches: int = 50) -> list[int]:
-    """A permutation of ``range(n)`` that depends only on ``seed`` (an :func:`epoch_seed`).
+    """A permutation of ``range(n)`` that depends only on ``seed`` (an
+    [`epoch_seed`][structattn.train.engine.epoch_seed]).
 
     With ``lengths`` ([n] sizes) each run of ``batch_size`` indices has similar lengths: the permutation is cut
     into groups of ``group_batches * batch_size``, each group sorted by length (longest first) and cut into
@@ -152,14 +153,15 @@ def seeded_order(n: int, seed: int, lengths: Sequence[int] | None = None, batch_
 
 
 def seeded_batches(n: int, batch_size: int, seed: int, lengths: Sequence[int] | None = None) -> list[list[int]]:
-    """:func:`seeded_order` cut into batches of ``batch_size`` indices (the last one may be shorter)."""
+    """[`seeded_order`][structattn.train.engine.seeded_order] cut into batches of ``batch_size`` indices (the last one
+    may be shorter)."""
     order = seeded_order(n, seed, lengths, batch_size)
     return [order[i:i + batch_size] for i in range(0, n, batch_size)]
 
 
 # ---------------------------------------------------------------------------------------------- settings, summary
 def resume_settings(config) -> dict:
-    """The fields of a dataclass ``config`` that decide a run's result (all but :data:`RESULT_NEUTRAL_FIELDS`),
+    """The fields of a dataclass ``config`` that decide a run's result (all but `RESULT_NEUTRAL_FIELDS`),
     as JSON values: what ``settings.json`` records and a resume must match."""
     fields = json.loads(json.dumps(dataclasses.asdict(config)))
     return {k: v for k, v in fields.items() if k not in RESULT_NEUTRAL_FIELDS}
@@ -212,7 +214,7 @@ class Evaluation:
     Attributes:
         entry: the history entry (the family's metrics; the engine adds ``train_loss``).
         score: the number compared to pick the best checkpoint (greater is better); None = the entry's
-            :attr:`Family.main_metric` (set it when the entry holds a rounded figure).
+            `Family.main_metric` (set it when the entry holds a rounded figure).
     """
 
     entry: dict
@@ -220,30 +222,38 @@ class Evaluation:
 
 
 class Family(abc.ABC):
-    """What one kind of training provides to the :class:`Engine` (``docs/engine.md``).
+    """What one kind of training provides to the [`Engine`][structattn.train.engine.Engine] (``docs/engine.md``).
 
-    The engine calls, in :meth:`Engine.train`: :meth:`upgrade_legacy` (main process), :meth:`settings` (what a
-    resume must match), the config saved as :attr:`config_file`, :meth:`load_data`, :meth:`build_model`,
-    :meth:`updates`, :meth:`build_optimizer`, :meth:`schedule`; then per update :meth:`epoch_batches`,
-    :meth:`passes` and :meth:`batch_loss`; per evaluation :meth:`evaluate_dev`, :meth:`on_best`, :meth:`on_evaluated`,
-    :meth:`train_mode`; at the end :meth:`summary`. :meth:`predict` is the family's inference on inputs of its
-    kind (what evaluation and ``structattn predict`` use).
+    The engine calls, in [`Engine.train`][structattn.train.engine.Engine.train]:
+    [`upgrade_legacy`][structattn.train.engine.Family.upgrade_legacy] (main process),
+    [`settings`][structattn.train.engine.Family.settings] (what a resume must match), the config saved as `config_file`,
+    [`load_data`][structattn.train.engine.Family.load_data],
+    [`build_model`][structattn.train.engine.Family.build_model], [`updates`][structattn.train.engine.Family.updates],
+    [`build_optimizer`][structattn.train.engine.Family.build_optimizer],
+    [`schedule`][structattn.train.engine.Family.schedule]; then per update
+    [`epoch_batches`][structattn.train.engine.Family.epoch_batches], [`passes`][structattn.train.engine.Family.passes]
+    and [`batch_loss`][structattn.train.engine.Family.batch_loss]; per evaluation
+    [`evaluate_dev`][structattn.train.engine.Family.evaluate_dev], [`on_best`][structattn.train.engine.Family.on_best],
+    [`on_evaluated`][structattn.train.engine.Family.on_evaluated],
+    [`train_mode`][structattn.train.engine.Family.train_mode]; at the end
+    [`summary`][structattn.train.engine.Family.summary]. [`predict`][structattn.train.engine.Family.predict] is the
+    family's inference on inputs of its kind (what evaluation and ``structattn predict`` use).
     """
 
     engine: "Engine"
     model: torch.nn.Module
-    #: the metric of :meth:`evaluate`'s entry that picks the best checkpoint (greater is better)
+    #: the metric of `evaluate`'s entry that picks the best checkpoint (greater is better)
     main_metric: str = "score"
     #: the config file written beside the checkpoint when a run begins (None: none)
     config_file: str | None = None
-    #: ``stride`` of :func:`epoch_seed` for this family's batch order
+    #: ``stride`` of `epoch_seed` for this family's batch order
     order_stride: int = BATCH_ORDER_STRIDE
-    #: whether every process returns :meth:`summary` (False: the main process; the others their step and best)
+    #: whether every process returns `summary` (False: the main process; the others their step and best)
     summary_on_every_process: bool = False
     #: whether the engine prints a line per evaluation on stderr
     report_evaluations: bool = True
 
-    #: the run's dataclass configuration (saved as :attr:`config_file`, keyed by :func:`resume_settings`)
+    #: the run's dataclass configuration (saved as `config_file`, keyed by `resume_settings`)
     config: Any
 
     # ---------------------------------------------------------------- resume
@@ -257,7 +267,8 @@ class Family(abc.ABC):
         return resume_settings(self.config)
 
     def upgrade_legacy(self) -> None:
-        """Rewrite a checkpoint of an earlier version in place (main process, before :meth:`settings` is checked)."""
+        """Rewrite a checkpoint of an earlier version in place (main process, before
+        [`settings`][structattn.train.engine.Family.settings] is checked)."""
 
     # ---------------------------------------------------------------- data and model
     @abc.abstractmethod
@@ -273,17 +284,20 @@ class Family(abc.ABC):
         """``(total optimizer steps, steps between evaluations)``."""
 
     def epoch_order_seed(self, seed: int, epoch: int) -> int:
-        """The seed of ``epoch``'s batch order (:func:`epoch_seed` with :attr:`order_stride`)."""
+        """The seed of ``epoch``'s batch order ([`epoch_seed`][structattn.train.engine.epoch_seed] with
+        `order_stride`)."""
         return epoch_seed(seed, epoch, self.order_stride)
 
     @abc.abstractmethod
     def epoch_batches(self, epoch: int) -> list:
-        """The epoch's global batches in order (each an item the family's :meth:`batch_loss` takes)."""
+        """The epoch's global batches in order (each an item the family's
+        [`batch_loss`][structattn.train.engine.Family.batch_loss] takes)."""
 
     # ---------------------------------------------------------------- optimisation
     @abc.abstractmethod
     def build_optimizer(self, model: torch.nn.Module) -> torch.optim.Optimizer:
-        """The optimizer (its groups' ``lr`` are the peak rates the :meth:`schedule` factor multiplies)."""
+        """The optimizer (its groups' ``lr`` are the peak rates the
+        [`schedule`][structattn.train.engine.Family.schedule] factor multiplies)."""
 
     def schedule(self, total: int) -> Callable[[int], float]:
         """The learning-rate factor before optimizer step ``s`` (0-based); constant 1 by default."""
@@ -322,7 +336,7 @@ class Family(abc.ABC):
     @abc.abstractmethod
     def summary(self, state: "EngineState") -> dict:
         """The finished run's final steps and summary (the main process; every one with
-        :attr:`summary_on_every_process`)."""
+        `summary_on_every_process`)."""
 
 
 class Engine:
@@ -387,7 +401,8 @@ class Engine:
 
     def begin(self, settings: dict) -> None:
         """Create the output folder, repair interrupted atomic writes, and refuse a folder that holds a run with
-        other ``settings`` (recorded by :meth:`prepare`, once the family has read its data without error)."""
+        other ``settings`` (recorded by [`prepare`][structattn.train.engine.Engine.prepare], once the family has read
+        its data without error)."""
         if self.is_main:
             self.out.mkdir(parents=True, exist_ok=True)
             self.output_lock = self.output_lock or hold_output_dir(self.out)  # before repairing: no other writer
@@ -478,7 +493,8 @@ class Engine:
 
     # ------------------------------------------------------------------ the update
     def _batch_backward(self, family: Family, batch) -> None:
-        """Forward and backward of one batch, pass by pass (:meth:`Family.passes`), adding to the gradients."""
+        """Forward and backward of one batch, pass by pass ([`Family.passes`][structattn.train.engine.Family.passes]),
+        adding to the gradients."""
         process_scale = None
         for part, share in family.passes(batch):
             with self.autocast():
@@ -542,9 +558,9 @@ class Engine:
 
     # ------------------------------------------------------------------ the loop
     def train(self, family: Family, *, stop_after: int | None = None) -> dict | None:
-        """Run ``family`` from its settings to its summary (:class:`Family`): resume check, data, model,
-        optimizer, the updates and evaluations, the final steps. The summary (see
-        :attr:`Family.summary_on_every_process`), or None when ``stop_after`` (tests only) stopped it first."""
+        """Run ``family`` from its settings to its summary ([`Family`][structattn.train.engine.Family]): resume check,
+        data, model, optimizer, the updates and evaluations, the final steps. The summary (see
+        `Family.summary_on_every_process`), or None when ``stop_after`` (tests only) stopped it first."""
         family.engine = self
         if self.is_main:
             family.upgrade_legacy()

@@ -5,11 +5,11 @@ Accelerate's ``save_state`` (``model.safetensors``, ``optimizer.bin``, ``schedul
 per process) and ``trainer_state.json``; translation ``checkpoint/`` with ``model.safetensors`` + ``tensors.pt``
 + ``state.json``, or before that a pickled ``trainer.pt``; parsing ``checkpoint/`` with ``tensors.pt`` (the model
 inside) + ``state.json`` + ``config.json`` + ``data.json``. The ``upgrade_*`` functions turn such a folder into
-the layout of :mod:`structattn.train.engine` (and write ``settings.json`` from the recorded settings, so a rerun
-with other ones is refused as before). Accelerate's ``random_states_<i>.pkl`` are ``torch.save`` files holding
-NumPy's state as an array: they are read with ``weights_only=True`` and only NumPy's array reconstruction allowed.
-Tensors are read with ``torch.load(..., weights_only=True)`` only: a file that loader refuses is not read at all
-(unpickling it could run any code it holds) and the run stops with a :class:`~structattn.errors.UserError` that
+the layout of [`structattn.train.engine`][structattn.train.engine] (and write ``settings.json`` from the recorded
+settings, so a rerun with other ones is refused as before). Accelerate's ``random_states_<i>.pkl`` are ``torch.save``
+files holding NumPy's state as an array: they are read with ``weights_only=True`` and only NumPy's array reconstruction
+allowed. Tensors are read with ``torch.load(..., weights_only=True)`` only: a file that loader refuses is not read at
+all (unpickling it could run any code it holds) and the run stops with a [`UserError`][structattn.errors.UserError] that
 says what to do. Such checkpoints were written at an evaluation, so the running training loss is empty.
 """
 from __future__ import annotations

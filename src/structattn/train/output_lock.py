@@ -1,7 +1,7 @@
 """One trainer per output folder: an OS file lock on ``<output_dir>/trainer.lock`` while a run trains.
 
 Two trainers writing one ``--output-dir`` mix their checkpoints and settings (a folder can end with one run's
-``settings.json`` beside the other's weights). :func:`hold_output_dir` takes an exclusive, non-blocking
+``settings.json`` beside the other's weights). `hold_output_dir` takes an exclusive, non-blocking
 ``filelock`` lock (``flock`` on POSIX) on the folder's ``trainer.lock``; a second trainer is refused at once with
 one line naming the process that holds it (pid and command line, read from ``/proc/locks`` where Linux has it).
 The operating system releases the lock when its process ends, however it ends (``kill -9`` included), so a
@@ -22,7 +22,7 @@ _held: weakref.WeakValueDictionary = weakref.WeakValueDictionary()  # resolved l
 
 
 class OutputDirLock:
-    """The lock of one output folder, held until :meth:`release` or until this object is collected."""
+    """The lock of one output folder, held until `release` or until this object is collected."""
 
     def __init__(self, lock):
         self._lock = lock
@@ -38,8 +38,8 @@ class OutputDirLock:
 
 def hold_output_dir(output_dir: str | Path, create: bool = True) -> OutputDirLock | None:
     """Lock ``output_dir`` for this process (creating it; with ``create=False`` None when it does not exist);
-    :class:`UserError` naming the holder when another process has it. Keep the returned object as long as the
-    run writes to the folder."""
+    [`UserError`][structattn.errors.UserError] naming the holder when another process has it. Keep the returned object
+    as long as the run writes to the folder."""
     from filelock import FileLock, Timeout
 
     folder = Path(output_dir)

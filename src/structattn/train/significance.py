@@ -55,10 +55,11 @@ def paired_bootstrap_f1(a: Sequence[tuple[int, int, int]], b: Sequence[tuple[int
 
 def seed_paired_bootstrap_f1(pairs: Sequence[tuple[Sequence[tuple[int, int, int]], Sequence[tuple[int, int, int]]]],
                              samples: int = 10_000, seed: int = 0) -> tuple[float, float]:
-    """:func:`paired_bootstrap_f1` over several training seeds at once: the statistic is the mean over the
-    ``(a, b)`` pairs (one per seed, all parsing the same sentences) of F1(A) - F1(B). Each resample draws one set
-    of sentence indices and applies it to every pair, since the seeds parse the same sentences. With one pair it
-    is exactly :func:`paired_bootstrap_f1`. Returns (observed mean difference in points, two-sided p).
+    """[`paired_bootstrap_f1`][structattn.train.significance.paired_bootstrap_f1] over several training seeds at once:
+    the statistic is the mean over the ``(a, b)`` pairs (one per seed, all parsing the same sentences) of F1(A) - F1(B).
+    Each resample draws one set of sentence indices and applies it to every pair, since the seeds parse the same
+    sentences. With one pair it is exactly [`paired_bootstrap_f1`][structattn.train.significance.paired_bootstrap_f1].
+    Returns (observed mean difference in points, two-sided p).
     """
     if not pairs:
         raise ValueError("a seed-paired bootstrap needs at least one (a, b) pair of parses")
@@ -90,8 +91,8 @@ def paired_bootstrap_mean(a: Sequence[float], b: Sequence[float], samples: int =
 
     a, b: per item of the same test set, the score of system A and of system B.
     Returns (observed mean(A) - mean(B), two-sided p) with the percentile test of
-    :func:`paired_bootstrap_f1` (share of resamples whose difference has the other sign or is 0, doubled,
-    capped at 1).
+    [`paired_bootstrap_f1`][structattn.train.significance.paired_bootstrap_f1] (share of resamples whose difference has
+    the other sign or is 0, doubled, capped at 1).
     """
     if len(a) != len(b) or not len(a):
         raise ValueError(f"paired bootstrap needs two equal, non-empty lists of items ({len(a)} vs {len(b)})")

@@ -12,7 +12,8 @@ Source structure (only the ``sla`` variant and the per-POS gate analysis need it
 parsed by the structure pipeline's spaCy parser from its raw text; each BPE piece is mapped to the parser
 word that holds its first non-space character (tokenizer offsets against the word's character span), so a
 word's pieces share its row and column in the expanded mask and ``</s>`` is a special token
-(:func:`structattn.structure.expand.token_mask`). Every variant sees the same BPE segmentation.
+([`structattn.structure.expand.token_mask`][structattn.structure.expand.token_mask]). Every variant sees the same BPE
+segmentation.
 """
 from __future__ import annotations
 
@@ -171,14 +172,14 @@ def shuffled_token_batches(src_lengths: Sequence[int], tgt_lengths: Sequence[int
                            ) -> list[list[int]]:
     """Token batches of sentences in a random order (``seed``), not grouped by length, as Joey NMT and
     fairseq without length sorting draw them: a batch holds about half the real tokens of
-    :func:`token_batches`' at the same ``max_tokens``, the rest being padding."""
+    `token_batches`' at the same ``max_tokens``, the rest being padding."""
     order = list(range(len(src_lengths)))
     random.Random(seed).shuffle(order)
     return _pack(order, src_lengths, tgt_lengths, max_tokens)
 
 
 #: ``NMTConfig.batching`` -> how the training batches of an epoch are drawn
-TRAINING_BATCHES = {"length": token_batches, "shuffled": shuffled_token_batches}
+TRAINING_BATCHES = {"length": token_batches, "shuffled": shuffled_token_batches}  # keys: config.BATCHINGS
 
 
 def _pack(order: Sequence[int], src_lengths: Sequence[int], tgt_lengths: Sequence[int], max_tokens: int,

@@ -1,17 +1,18 @@
 """The translation model: a transformers MarianMT encoder-decoder made from scratch (its set-up, the joint
-BPE and the batches, is :mod:`structattn.translation.data`).
+BPE and the batches, is `structattn.translation.data`).
 
-Route: ``transformers.MarianMTModel`` built from a :class:`MarianConfig`
+Route: ``transformers.MarianMTModel`` built from a `MarianConfig`
 (post-LayerNorm Transformer of Vaswani et al., sinusoidal positions, shared and tied embeddings), with the
 library's mechanism installed in the encoder self-attention of the chosen layers only
-(:func:`structattn.models.encoder.apply_mechanism`; decoder self- and cross-attention stay stock). Beam search
-with a length penalty, ``save_pretrained``/``from_pretrained`` and ``generate()`` come from transformers.
+([`structattn.models.encoder.apply_mechanism`][structattn.models.encoder.apply_mechanism]; decoder self- and
+cross-attention stay stock). Beam search with a length penalty, ``save_pretrained``/``from_pretrained`` and
+``generate()`` come from transformers.
 
-Sizes (:data:`SIZES`): ``tiny`` trains on a 2-core CPU (4+4 layers, d 128, FFN 256, 4 heads, dropout 0.3:
+Sizes (`SIZES`): ``tiny`` trains on a 2-core CPU (4+4 layers, d 128, FFN 256, 4 heads, dropout 0.3:
 the size reported for Multi30k text-only baselines); ``base`` is the paper's (6+6, 512, FFN 2048, 8 heads,
 dropout 0.1) for GPUs.
 
-Variants (:data:`VARIANTS`, the names of ``results/nmt.jsonl``) map onto mechanisms:
+Variants (`VARIANTS`, the names of ``results/nmt.jsonl``) map onto mechanisms:
 ``transformer`` is the stock model (no mechanism installed), the others a registry mechanism in the
 lowest 2 encoder layers (``layers`` option).
 """
@@ -59,7 +60,7 @@ VARIANTS: dict[str, tuple[str | None, dict[str, Any]]] = {
 
 
 def variant_mechanism(variant: str, **overrides: Any):
-    """The :class:`~structattn.attention.mechanisms.MechanismConfig` of a variant (None for ``transformer``).
+    """The [`MechanismConfig`][structattn.attention.mechanisms.MechanismConfig] of a variant (None for ``transformer``).
 
     ``overrides`` are mechanism options (``layers``, ``k``, ``gate`` ...) applied on top of the variant's."""
     from ..attention.mechanisms import get_mechanism
@@ -83,7 +84,7 @@ def build_model(tokenizer, size: str | ModelSize = "tiny", variant: str = "trans
     The stock attention is SDPA; every variant other than ``transformer`` runs through structattn's
     attention function in the encoder layers it names (others stay stock).
 
-    ``init`` names an entry of :data:`INITIALISATIONS`, ``residual`` one of :data:`RESIDUALS` (``deepnet``: each
+    ``init`` names an entry of `INITIALISATIONS`, ``residual`` one of `RESIDUALS` (``deepnet``: each
     sublayer's residual weighted as in DeepNet, recorded in the config and restored on loading). Dropout: the size's ``dropout`` on every residual branch;
     ``embedding_dropout`` on the summed word and position embeddings (None: the size's, as Marian applies it),
     ``attention_dropout`` on the attention probabilities and ``activation_dropout`` after the feed-forward ReLU
@@ -132,9 +133,10 @@ def build_model(tokenizer, size: str | ModelSize = "tiny", variant: str = "trans
 
 def untrained_like(model, seed: int = 0):
     """A model of ``model``'s architecture, vocabulary and mechanism with fresh weights, drawn as
-    :func:`build_model` draws them (transformers' initialisation, then :func:`fairseq_initialisation`, then
-    the mechanism's own parameters): the untrained-encoder control of probing (Conneau et al. 2018 report
-    untrained encoders beside trained ones to show what the probe gets from the architecture alone).
+    [`build_model`][structattn.translation.model.build_model] draws them (transformers' initialisation, then
+    [`fairseq_initialisation`][structattn.translation.model.fairseq_initialisation], then the mechanism's own
+    parameters): the untrained-encoder control of probing (Conneau et al. 2018 report untrained encoders beside trained
+    ones to show what the probe gets from the architecture alone).
     """
     import torch
 
@@ -222,9 +224,10 @@ _DEEPNET_BETA_WEIGHTS = ("v_proj", "out_proj", "fc1", "fc2")
 
 def deepnet_initialisation(model) -> None:
     """Joey NMT's Transformer initialisation with ``initializer: xavier_normal`` (which also turns on the DeepNet
-    residual weights: ``residual="deepnet"``): Xavier-normal matrices, gain beta (:func:`deepnet_alpha_beta`) for
-    the value and output projections and the feed-forward layers of each stack and gain 1 for the query and key
-    projections; Xavier-normal shared embeddings with a zero padding row; zero biases."""
+    residual weights: ``residual="deepnet"``): Xavier-normal matrices, gain beta
+    ([`deepnet_alpha_beta`][structattn.translation.model.deepnet_alpha_beta]) for the value and output projections and
+    the feed-forward layers of each stack and gain 1 for the query and key projections; Xavier-normal shared embeddings
+    with a zero padding row; zero biases."""
     c = model.config
     beta = deepnet_alpha_beta(c.encoder_layers, c.decoder_layers)["beta"]
 

@@ -60,7 +60,7 @@ class ProbeFamily(Family):
     batches, dev accuracy once per epoch and the test accuracy of the best epoch.
 
     The batch order of epoch e is the (e+1)-th permutation of one generator seeded with ``seed`` (the order the
-    recorded probing results were computed with), not :func:`~.engine.epoch_seed`'s: a probe never resumes.
+    recorded probing results were computed with), not `epoch_seed`'s: a probe never resumes.
     """
 
     main_metric = "dev_accuracy"
@@ -124,7 +124,7 @@ class ProbeFamily(Family):
 def train_probe(x_train: np.ndarray, y_train: Sequence[str], x_dev: np.ndarray, y_dev: Sequence[str],
                 x_test: np.ndarray, y_test: Sequence[str], classes: Sequence[str], seed: int = 0, hidden: int = 50,
                 max_epochs: int = 100, patience: int = 5, batch_size: int = 64, lr: float = 1e-3) -> dict:
-    """Train the MLP probe on the engine (:class:`ProbeFamily`, in a temporary folder: nothing is kept);
+    """Train the MLP probe on the engine (`ProbeFamily`, in a temporary folder: nothing is kept);
     ``{"dev_accuracy", "test_accuracy", "best_epoch", "majority_test_accuracy"}``."""
     import tempfile
 
@@ -138,7 +138,7 @@ def train_probe(x_train: np.ndarray, y_train: Sequence[str], x_dev: np.ndarray, 
 
 
 def probe_model(translator, tasks, seed: int = 0, progress=None) -> dict:
-    """Every task of ``tasks`` (:class:`~structattn.tasks.probing.ProbingTask`) on one model: {task: result}."""
+    """Every task of ``tasks`` (`ProbingTask`) on one model: {task: result}."""
     results = {}
     for task in tasks:
         vectors = {split: sentence_vectors(translator, task.texts[split]) for split in ("train", "dev", "test")}

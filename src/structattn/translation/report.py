@@ -5,7 +5,7 @@
 Reads ``results/nmt.jsonl`` (one line per run, written by ``experiments/record.py nmt``), re-scores every committed
 hypothesis file (the test sets, and dev where a run has it) with sacreBLEU and refuses to go on when a recorded BLEU
 differs; reads the gate statistics
-(``results/nmt_gates/<run>.json``, :mod:`structattn.translation.gates`) and probing results
+(``results/nmt_gates/<run>.json``, `structattn.translation.gates`) and probing results
 (``results/probing/<run>.json``, ``structattn probe``) that exist; writes ``results/NMT.md`` and the PNGs
 ``fig_nmt_delta.png`` (Table 1's Δ), ``fig_nmt_window.png`` (Figure 2), ``fig_nmt_gate_layers.png`` (Figure 3) and
 ``fig_nmt_gate_pos.png`` (Figure 4).
@@ -13,7 +13,7 @@ differs; reads the gate statistics
 Significance (Table 1), two families, each Holm-adjusted on its own:
 - over seeds, the test for Table 1's cells: each variant against the ``transformer`` on each test set, the mean over
   seeds of the paired Δ, one paired bootstrap that resamples the same sentences for all seeds
-  (:func:`~structattn.tasks.bleu.seed_paired_bootstrap`, 1,000 resamples);
+  ([`seed_paired_bootstrap`][structattn.tasks.bleu.seed_paired_bootstrap], 1,000 resamples);
 - per seed: each run against the ``transformer`` run of the same seed, sacreBLEU's paired bootstrap (1,000
   resamples) on each test set.
 The hybrid gate against the other locality models (the Gaussians, ``local``, ``hybrid_concat``; the paper's claim
@@ -47,7 +47,7 @@ def _hypotheses(results_dir: Path, run: dict, split: str) -> list[str]:
 
 def load_runs(results_dir: Path, references: dict[str, list[str]]) -> list[dict]:
     """Every run of ``nmt.jsonl``, its hypotheses re-scored (``_hyps[split]``); a mismatch is an error.
-    ``references``: the reference lines of every split in :data:`SCORED_SPLITS`."""
+    ``references``: the reference lines of every split in `SCORED_SPLITS`."""
     runs = []
     for run in read_jsonl(results_dir / "nmt.jsonl"):
         run["_hyps"] = {}
@@ -199,7 +199,7 @@ GATE_RIVALS = ("sperber", "luong", "yang", "local", "hybrid_concat")  # the pape
 
 def gate_against_rivals(runs: list[dict], references: dict[str, list[str]]) -> str:
     """The paper's claim that the hybrid gate beats the other locality models: the gate against each of
-    :data:`GATE_RIVALS` (the Gaussian baselines, window-only attention, the concatenation), pooled over the seeds
+    `GATE_RIVALS` (the Gaussian baselines, window-only attention, the concatenation), pooled over the seeds
     they share (as Table 1's test), Holm over all these cells."""
     pooled = _pooled_comparisons(_table1_runs(runs), references, [(v, "hybrid_gate") for v in GATE_RIVALS])
     if not pooled:

@@ -1,15 +1,15 @@
 """Training a translation model (Multi30k En->De by default): resumable, early stopping on dev BLEU.
 
-Recipe (Vaswani et al.'s, at the sizes of :data:`structattn.translation.model.SIZES`): label-smoothed
+Recipe (Vaswani et al.'s, at the sizes of `structattn.translation.model.SIZES`): label-smoothed
 cross-entropy (0.1), Adam (0.9, 0.98, eps 1e-9), linear warm-up to ``learning_rate`` then inverse square
 root, batches of at most ``max_tokens`` padded tokens per side, dev BLEU (greedy, ``eval_beam``) every
 ``eval_every`` updates, stop after ``patience`` evaluations without a better dev BLEU or at
 ``max_updates``. The final model is the better on dev BLEU (beam ``beam``) of the best checkpoint and the
 average of the last ``average_last`` evaluated checkpoints (0 or 1: the best checkpoint alone).
 
-The translation family of :mod:`structattn.train.engine`: data, the loss, dev BLEU and the final selection are
-here; updates, several processes (``accelerate launch``: each process takes every N-th token batch, the loss
-weighted by target tokens), checkpoints and resume are the engine's.
+The translation family of [`structattn.train.engine`][structattn.train.engine]: data, the loss, dev BLEU and the final
+selection are here; updates, several processes (``accelerate launch``: each process takes every N-th token batch, the
+loss weighted by target tokens), checkpoints and resume are the engine's.
 
 Folder ``output_dir``::
 
@@ -26,19 +26,19 @@ Folder ``output_dir``::
 Rerunning the same command resumes from ``checkpoint/`` (a finished run only redoes the final steps).
 ``precision`` (``--precision fp32|bf16|fp16``) is the engine's; only training runs in it: dev evaluation, model
 selection and the test translations run in float32, the precision ``structattn translate`` uses. Checkpoints of
-earlier versions are read once and rewritten (:mod:`structattn.train.legacy`).
+earlier versions are read once and rewritten (`structattn.train.legacy`).
 """
 from __future__ import annotations
 
 import dataclasses
 import sys
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
 
 import torch
 
-from ..config_io import JsonConfig
+from .config import NMT_LATER_FIELDS, NMT_PRESETS, NMTConfig  # noqa: F401  (re-exported)
 from ..errors import UserError
 from ..io import atomic_write_json
 from ..train.checkpoint import AtomicDir, load_model_tensors, model_tensors
@@ -50,91 +50,14 @@ from ..train.engine import (Engine, EngineState, Evaluation, Family, linear_sche
 BEST, FINAL, RECENT = "best", "final", "recent"
 
 
-@dataclass
-class NMTConfig(JsonConfig):
-    """One translation run. Mechanism options (``layers``, ``k``, ``gate``) override the variant's."""
-
-    output_dir: str = "runs/nmt/run"
-    variant: str = "transformer"
-    size: str = "tiny"
-    seed: int = 1
-    data_dir: str | None = None  # the folder that holds multi30k/ (default: the data folder)
-    train_source: str | None = None  # own parallel files instead of Multi30k (train and dev pairs needed,
-    train_target: str | None = None  # a test pair optional)
-    dev_source: str | None = None
-    dev_target: str | None = None
-    test_source: str | None = None
-    test_target: str | None = None
-    test_splits: list[str] = field(default_factory=lambda: ["test2016", "test2017", "test2018", "mscoco2017"])
-    max_train_examples: int = 0  # 0 = all
-    vocab_size: int = 8000
-    max_length: int = 100  # training pairs with more sub-words on a side are dropped (counted)
-    max_tokens: int = 4096
-    learning_rate: float = 5e-3  # the Multi30k Transformer-tiny recipe (with 2,000 warm-up and 8,000 updates)
-    warmup: int = 2000
-    lr_decay: str = "inverse_sqrt"  # after the warm-up: inverse_sqrt (sqrt(warmup / step)) | linear (to 0 at max_updates)
-    max_updates: int = 8000
-    label_smoothing: float = 0.1
-    clip_norm: float = 0.0  # 0 = no clipping
-    adam_eps: float = 1e-9  # Adam's epsilon (Joey NMT and torch: 1e-8)
-    init: str = "fairseq"  # fresh weights: fairseq (Xavier-uniform matrices, N(0, d^-1/2) embeddings) | xavier_normal | deepnet
-    residual: str = "plain"  # residual connections: plain, or deepnet (each branch weighted as Joey NMT's xavier_normal)
-    batching: str = "length"  # length (pairs sorted by length, then packed) | shuffled (packed in a random order)
-    embedding_dropout: float | None = None  # dropout on word + position embeddings; none = the size's dropout
-    attention_dropout: float = 0.0  # dropout on the attention probabilities
-    activation_dropout: float = 0.0  # dropout after the feed-forward ReLU
-    eval_every: int = 500
-    eval_beam: int = 1
-    patience: int = 6
-    average_last: int = 5
-    beam: int = 5
-    length_penalty: float = 1.0
-    layers: int | None = None  # mechanism layers (default: the variant's, the lowest 2)
-    k: int | None = None  # window half-width m of Xu et al. (local / hybrid variants)
-    gate: str | None = None  # "token" or "head" (hybrid_gate, sla)
-    precision: str = "fp32"  # fp32 | bf16 (autocast; CPUs with avx512_bf16/AMX, GPUs) | fp16 (CUDA only, loss scaling)
-    threads: int = 0  # torch threads (0 = torch's default)
-    checkpoint_every: int = 0  # also checkpoint every N updates; 0 = whenever 5 minutes passed since the last one
-
-    def mechanism_options(self) -> dict[str, Any]:
-        return {k: v for k, v in (("layers", self.layers), ("k", self.k), ("gate", self.gate)) if v is not None}
-
-    def model_options(self) -> dict[str, Any]:
-        """What :func:`~structattn.translation.model.build_model` takes besides the size and variant."""
-        return {"init": self.init, "residual": self.residual, "embedding_dropout": self.embedding_dropout,
-                "attention_dropout": self.attention_dropout, "activation_dropout": self.activation_dropout,
-                **self.mechanism_options()}
-
-
-#: ``structattn train-translation --preset NAME``; the command line's default is "laptop": 800 updates, the peak
-#: learning rate at update 400 and then down linearly to 0, a dev evaluation every 200, about half an hour on one core
-#: of a 2-core CPU (README), with DeepNet's residual weights, which learn faster in 800 updates (test2016 BLEU 27.03
-#: against 20.27 with plain residuals, one seed). The schedule came later: over two seeds it moved dev greedy BLEU at
-#: update 800 from 24.60 / 24.04 to 24.85 / 25.08 and test2016 BLEU from 27.03 / 26.35 to 27.00 / 27.86
-#: (results/PEERS.md, "Why our recipe learns more slowly"); ``--warmup-steps 800 --lr-decay inverse_sqrt`` is the
-#: preset before it.
-#: "full" is this class's own defaults, the Multi30k recipe at full length (8,000 updates, 2,000 warm-up; hours
-#: on a CPU; experiments/recipes/nmt.toml stops at 4,000).
-NMT_PRESETS: dict[str, dict[str, Any]] = {
-    "laptop": {"max_updates": 800, "warmup": 400, "lr_decay": "linear", "eval_every": 200, "average_last": 2,
-               "residual": "deepnet"},
-    "full": {},
-}
-
-#: The stride of this family's seeded batch order (``seed * stride + epoch``, :func:`~.engine.epoch_seed`): the
+#: The stride of this family's seeded batch order (``seed * stride + epoch``, `epoch_seed`): the
 #: committed Multi30k runs (results/nmt.jsonl, results/laptop/, results/precision/) were trained with it, and their
 #: translations are reproduced byte for byte only under it; the other families use the engine's default.
 TRANSLATION_ORDER_STRIDE = 100_003
 
-#: Recipe options added after runs were recorded, with the value every earlier run had (train.config.LATER_FIELDS):
-#: left out of ``settings.json`` at that value, so a run folder of an earlier version still resumes.
-NMT_LATER_FIELDS = {"adam_eps": 1e-9, "init": "fairseq", "residual": "plain", "batching": "length",
-                    "embedding_dropout": None, "attention_dropout": 0.0, "activation_dropout": 0.0,
-                    "lr_decay": "inverse_sqrt"}
-
 #: ``--lr-decay``: the learning-rate factor after step ``step`` (1-based) of ``total``, with ``warmup`` linear
 #: warm-up steps. ``linear`` reaches 0 one step after the last (the last update still learns).
-LR_DECAYS: dict[str, Callable[[int, int, int], float]] = {
+LR_DECAYS: dict[str, Callable[[int, int, int], float]] = {  # keys: config.LR_DECAY_NAMES
     "inverse_sqrt": lambda step, warmup, total: warmup_inverse_sqrt(step, warmup),
     "linear": lambda step, warmup, total: linear_schedule(step, warmup, total + 1),
 }

@@ -40,11 +40,13 @@ class Translator:
 
     @classmethod
     def from_pretrained(cls, name_or_folder: str | Path, parser_name: str | None = None) -> "Translator":
-        """Load a shipped translator by name (``structattn models``) or a model folder; as :meth:`load`."""
+        """Load a shipped translator by name (``structattn models``) or a model folder; as
+        [`load`][structattn.translation.translator.Translator.load]."""
         return cls.load(name_or_folder, parser_name)
 
     def __call__(self, text: str | Sequence[str], **options) -> str | list[str]:
-        """Translate one line (-> a string) or a list of lines (-> a list); ``options`` as :meth:`translate`."""
+        """Translate one line (-> a string) or a list of lines (-> a list); ``options`` as
+        [`translate`][structattn.translation.translator.Translator.translate]."""
         if isinstance(text, str):
             return self.translate([text], **options)[0]
         return self.translate(list(text), **options)
@@ -52,6 +54,10 @@ class Translator:
     @classmethod
     @quiet_loading()
     def load(cls, folder: str | Path, parser_name: str | None = None) -> "Translator":
+        """Load a translator: the ``final/`` or ``best/`` folder of a ``structattn train-translation`` run, or a
+        shipped translator's name (``hybrid-gate-en-de``; ``structattn models``). ``parser_name`` replaces the spaCy
+        pipeline the model was trained with (for mechanisms that read a parse). Raises ``UserError`` for a folder
+        that is missing or holds no translation model."""
         from transformers import AutoTokenizer
 
         from ..models.encoder import load_as_saved
@@ -72,6 +78,7 @@ class Translator:
 
     @property
     def needs_structure(self) -> bool:
+        """Whether the encoder's mechanism reads a word structure (a parse or word windows) of each source."""
         from ..models.encoder import mechanism_of
 
         mech = mechanism_of(self.model)
@@ -79,10 +86,12 @@ class Translator:
 
     @property
     def max_source_pieces(self) -> int:
+        """The longest source, in sub-word pieces, the model's position table holds (longer ones are cut, counted
+        in ``last_cut``)."""
         return int(self.model.config.max_position_embeddings) - 1
 
     def encode(self, texts: Sequence[str]) -> list[list[int]]:
-        """BPE ids with ``</s>``; lines over the position limit are cut (counted in :attr:`last_cut`)."""
+        """BPE ids with ``</s>``; lines over the position limit are cut (counted in `last_cut`)."""
         from .data import encode_texts
 
         ids = encode_texts(self.tokenizer, texts)
