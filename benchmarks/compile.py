@@ -214,24 +214,37 @@ def _spawn(args, role: str, cache: Path, extra: list[str], log) -> dict:
 
 
 def run(args, work: Path, log) -> dict:
-    """Every model's first steps (empty, then warm cache) per workload, then the steady steps."""
+    """``--rounds`` rounds of every model's first steps (empty, then warm cache) per workload, then the steady
+    steps; the first steps as {"workload model state": [one result per round]}."""
     caches, first = {}, {}
-    for i, w in enumerate(args.workloads):
-        order = list(MODELS) if i % 2 == 0 else list(MODELS)[::-1]
-        for state in ("empty", "warm"):
-            for n in order:
-                cache = caches.setdefault((n, w), work / f"cache-{n}-{w}")
-                if state == "empty":
-                    cache.mkdir()
-                r = _spawn(args, "first", cache, ["--which", n, "--workload", w], log)
-                first[f"{w} {n} {state}"] = r
-                print(f"[{w}] {n}, {state} cache: first step {r['first_s']:.1f} s, graphs "
-                      f"{r['dynamo_first']['unique_graphs']}, breaks {r['dynamo_first']['graph_breaks']}", flush=True)
+    for rnd in range(args.rounds):
+        for i, w in enumerate(args.workloads):
+            order = list(MODELS) if (i + rnd) % 2 == 0 else list(MODELS)[::-1]
+            for state in ("empty", "warm"):
+                for n in order:
+                    cache = work / f"cache-{n}-{w}-{rnd}"
+                    if state == "empty":
+                        cache.mkdir()
+                        caches[(n, w)] = cache
+                    r = _spawn(args, "first", cache, ["--which", n, "--workload", w], log)
+                    first.setdefault(f"{w} {n} {state}", []).append(r)
+                    print(f"[round {rnd + 1}, {w}] {n}, {state} cache: first step {r['first_s']:.1f} s, graphs "
+                          f"{r['dynamo_first']['unique_graphs']}, breaks {r['dynamo_first']['graph_breaks']}",
+                          flush=True)
     merged = work / "cache-merged"
     for cache in caches.values():
         shutil.copytree(cache, merged, dirs_exist_ok=True)
     steady = _spawn(args, "steady", merged, ["--which", *MODELS, "--workloads", *args.workloads], log)
     return {"first": first, "steady": steady}
+
+
+def _ratio_cell(seconds: float, ratios: list[float] | None, unit: str = "s", scale: float = 1.0) -> str:
+    """A table cell: a median time and, for SLA, the median of its ratios to stock [lowest-highest]."""
+    cell = f"{seconds * scale:.1f} {unit}"
+    if ratios is None:
+        return cell
+    spread = f" [{min(ratios):.2f}-{max(ratios):.2f}]" if len(ratios) > 1 else ""
+    return cell + f" (**{statistics.median(ratios):.2f}x**{spread})"
 
 
 def report(args, raw: dict, command: str, device: str, minutes: float) -> str:
@@ -243,24 +256,28 @@ def report(args, raw: dict, command: str, device: str, minutes: float) -> str:
         for n in MODELS:
             cells = []
             for state in ("empty", "warm"):
-                t = first[f"{w} {n} {state}"]["first_s"]
-                ratio = t / first[f"{w} stock {state}"]["first_s"]
-                cells.append(f"{t:.1f} s" + ("" if n == "stock" else f" (**{ratio:.2f}x**)"))
-            med = statistics.median(steady["times"][w][n]) * 1000
-            cells.append(f"{med:.1f} ms" + ("" if n == "stock" else
-                                           f" (**{statistics.median(steady['ratios'][w]):.2f}x**)"))
-            d = first[f"{w} {n} empty"]["dynamo_first"]
-            cells.append(f"{d['unique_graphs']} / {d['graph_breaks']}")
+                runs, stock = first[f"{w} {n} {state}"], first[f"{w} stock {state}"]
+                ratios = None if n == "stock" else [r["first_s"] / s["first_s"] for r, s in zip(runs, stock)]
+                cells.append(_ratio_cell(statistics.median(r["first_s"] for r in runs), ratios))
+            cells.append(_ratio_cell(statistics.median(steady["times"][w][n]),
+                                     None if n == "stock" else steady["ratios"][w], "ms", 1000))
+            graphs = {(r["dynamo_end"]["unique_graphs"], r["dynamo_end"]["graph_breaks"])
+                      for r in first[f"{w} {n} empty"]}
+            cells.append(", ".join(f"{g} / {b}" for g, b in sorted(graphs)))
             peak = steady["peak_bytes"][w][n]
             cells.append("n/a (CPU)" if peak is None else f"{peak / 2 ** 20:.1f} MB")
             lines.append(f"| {WORKLOADS[w]} | {n} | " + " | ".join(cells) + " |")
-    breaks = sorted({reason for r in first.values() for reason in r["dynamo_first"]["break_reasons"]})
-    phases = ["", "Compile phases of the first step with an empty cache (dynamo's summed timers, s):", "",
-              "| workload | model | " + " | ".join(_PHASES) + " |", "|---|---|" + "---|" * len(_PHASES)]
+    breaks = sorted({reason for runs in first.values() for r in runs for reason in r["dynamo_end"]["break_reasons"]})
+    phases = ["", "Compile phases of the first step with an empty cache, medians over the rounds (dynamo's summed "
+              "timers, s; they nest, and the backward graph compiles at the first backward call, outside "
+              "`_compile.compile_inner`):", "",
+              "| workload | model | " + " | ".join(f"`{k}`" for k in _PHASES) + " |", "|---|---|" + "---|" * len(_PHASES)]
     for w in args.workloads:
         for n in MODELS:
-            p = first[f"{w} {n} empty"]["dynamo_first"]["phases_s"]
-            phases.append(f"| {w} | {n} | " + " | ".join(f"{p.get(k, 0):.1f}" for k in _PHASES) + " |")
+            runs = first[f"{w} {n} empty"]
+            phases.append(f"| {w} | {n} | " + " | ".join(
+                f"{statistics.median(r['dynamo_first']['phases_s'].get(k, 0) for r in runs):.1f}" for k in _PHASES)
+                + " |")
     return "\n".join([
         "# Compile time and compiled speed: SLA against the stock model",
         "",
@@ -268,13 +285,15 @@ def report(args, raw: dict, command: str, device: str, minutes: float) -> str:
         "",
         f"Device: {device}",
         "",
-        f"Model: {args.model} ({first[f'{args.workloads[0]} stock empty']['weights']}) as "
+        f"Model: {args.model} ({first[f'{args.workloads[0]} stock empty'][0]['weights']}) as "
         f"BertForSequenceClassification, batch {args.batch}, sequence {args.seq}, SLA m = 3 over random projective "
-        f"trees, kernel `{args.kernel}`; torch.compile mode `{args.mode}`, backend `{args.backend}`. Each first-step "
-        "figure is one fresh process (TORCHINDUCTOR_CACHE_DIR empty, then the folder that process filled); the "
-        "ratio is SLA's time over the stock model's in the same state. Steady step: one process, both models "
-        f"compiled from the warm caches, median of {args.reps} interleaved repetitions (S V S), ratio = median of "
-        "SLA / mean of the stock runs around it.",
+        f"trees, kernel `{args.kernel}`; torch.compile mode `{args.mode}`, backend `{args.backend}`. First step: "
+        f"{args.rounds} round(s); in each, every cell is one fresh process (TORCHINDUCTOR_CACHE_DIR a new empty "
+        "folder, then the folder that process filled), the two models alternating; the time is the median over the "
+        "rounds, the ratio the median over the rounds of SLA's time / the stock model's in the same round and cache "
+        "state [lowest-highest]. Steady step: one process, both models compiled from the warm caches, median of "
+        f"{args.reps} interleaved repetitions (S V S), ratio = median of SLA / mean of the stock runs around it "
+        "[lowest-highest]. Graphs / breaks: dynamo's graphs and graph breaks after a few steps.",
         "",
         *lines,
         *phases,
@@ -302,6 +321,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--batch", type=int, default=8)
     parser.add_argument("--seq", type=int, default=128)
     parser.add_argument("--reps", type=int, default=7)
+    parser.add_argument("--rounds", type=int, default=1, help="rounds of the first-step processes (medians)")
     parser.add_argument("--workloads", nargs="*", default=list(WORKLOADS), choices=list(WORKLOADS))
     parser.add_argument("--child-timeout", type=float, default=1800.0, help="seconds one process may take")
     parser.add_argument("--smoke", action="store_true",
@@ -315,7 +335,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.kernel is None:
         args.kernel = "triton" if args.device == "cuda" else "fused"
     if args.smoke:
-        args.model, args.batch, args.seq, args.reps, args.backend = "tiny", 2, 16, 2, "eager"
+        args.model, args.batch, args.seq, args.reps, args.backend, args.rounds = "tiny", 2, 16, 2, "eager", 1
     if args.role is not None:
         print(RESULT + json.dumps(child(args)), flush=True)
         return 0
