@@ -346,7 +346,8 @@ def main(argv: list[str] | None = None) -> int:
     from machine import cpu_description
 
     started = time.time()
-    command = " ".join(shlex.quote(a) for a in [Path(sys.executable).name, "benchmarks/compile.py", *argv])
+    threads = [f"OMP_NUM_THREADS={os.environ['OMP_NUM_THREADS']}"] if "OMP_NUM_THREADS" in os.environ else []
+    command = " ".join([*threads, *(shlex.quote(a) for a in [Path(sys.executable).name, "benchmarks/compile.py", *argv])])
     if args.device == "cuda":
         if not torch.cuda.is_available():
             raise SystemExit("--device cuda: no CUDA GPU here")
