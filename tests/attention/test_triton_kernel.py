@@ -336,5 +336,5 @@ def test_gpu_script_refuses_an_unknown_part_in_one_line(tmp_path):
     res = subprocess.run(["bash", str(script), "warm", str(tmp_path / "out")], capture_output=True, text=True,
                          timeout=60)
     assert res.returncode == 2
-    assert res.stderr.strip() == "part: eager, compiled or graphs, not 'warm'"
+    assert res.stderr.strip() == "part: eager, compiled, graphs or step, not 'warm'"
     assert not (tmp_path / "out").exists()

@@ -10,6 +10,10 @@ Dropout seeds: one per step (`draw_seed`, from torch's CPU generator, so ``torch
 reproducible), one per layer derived from it by arithmetic (`derive_seed`). Inside a compiled graph the seed is
 an int64 scalar tensor, so drawing and deriving it needs no ``.item()`` (which would break the graph); the ops take
 it as a tensor and read it in their implementation.
+
+Outputs: every output of the ops is a tensor of its own (never a view, never sharing storage with another output or
+an input), and the fake implementations give the same shape, strides, storage offset and dtype
+(``torch.library.opcheck`` checks both; ``torch.compile``'s and CUDA graphs' accounting of storages relies on it).
 """
 from __future__ import annotations
 
@@ -35,6 +39,13 @@ def eager_call(*tensors: Optional[Tensor]) -> bool:
         if t is not None and type(t) is not Tensor:
             return False
     return True
+
+
+def heads_inner(b: int, h: int, rows: int, d: int, like: Tensor) -> Tensor:
+    """A fresh [b, h, rows, d] tensor of ``like``'s dtype and device laid out as [b, rows, h, d] in memory (what the
+    kernels write; ``t.transpose(1, 2)`` is contiguous, as HF's attention output wants). Not a permuted view: an op's
+    output must own its storage."""
+    return torch.empty_strided((b, h, rows, d), (rows * h * d, d, h * d, 1), dtype=like.dtype, device=like.device)
 
 
 def needs_grad(*tensors: Tensor) -> bool:

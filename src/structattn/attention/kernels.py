@@ -77,7 +77,7 @@ import torch.nn.functional as F
 
 from ..errors import UserError
 from . import native, triton_kernel
-from .eager import draw_seed, eager_call, needs_grad, seed_tensor
+from .eager import draw_seed, eager_call, heads_inner, needs_grad, seed_tensor
 
 Tensor = torch.Tensor
 
@@ -257,9 +257,10 @@ def shared_exp_mixed_attention(q: Tensor, k: Tensor, v: Tensor, local: Tensor, g
 # The op names carry the layout version of what the forward saves for the backward. torch.compile's
 # on-disk graph cache keys on the op name, not on the fake implementation: a cached graph compiled against
 # an older layout would otherwise be reused and fail its shape asserts. Bump the suffix on any change.
-# v3: the dropout seed is an int64 scalar tensor (drawn inside a compiled graph, no .item()); v2: one
+# v4: every output a tensor of its own (out, dq, dk, dv were permuted views; same strides); v3: the dropout seed
+# is an int64 scalar tensor (drawn inside a compiled graph, no .item()); v2: one
 # log-normaliser per row ([b, h, n]); v1 kept four statistics ([b, h, n, 4])
-_OP_VERSION = "v3"
+_OP_VERSION = "v4"
 _FORWARD_OP = f"structattn::mixed_attention_forward_{_OP_VERSION}"
 _BACKWARD_OP = f"structattn::mixed_attention_backward_{_OP_VERSION}"
 
@@ -287,8 +288,7 @@ def _native_forward(q: Tensor, k: Tensor, v: Tensor, base: Optional[Tensor], loc
 @_native_forward.register_fake
 def _native_forward_fake(q, k, v, base, local, gate, scale, dropout_p, seed):
     b, h, n, d = q.shape
-    out = q.new_empty((b, n, h, d)).permute(0, 2, 1, 3)
-    return out, q.new_empty((b, h, n))
+    return heads_inner(b, h, n, d, q), q.new_empty((b, h, n))
 
 
 @torch.library.custom_op(_BACKWARD_OP, mutates_args=(), device_types="cpu")
@@ -304,8 +304,7 @@ def _native_backward(dout: Tensor, q: Tensor, k: Tensor, v: Tensor, base: Option
 def _native_backward_fake(dout, q, k, v, base, local, gate, stats, scale, dropout_p, seed):
     b, h, n, d = q.shape
     m = k.shape[2]
-    return (q.new_empty((b, n, h, d)).permute(0, 2, 1, 3), q.new_empty((b, m, h, d)).permute(0, 2, 1, 3),
-            q.new_empty((b, m, h, d)).permute(0, 2, 1, 3), q.new_empty((b, h, n)))
+    return heads_inner(b, h, n, d, q), heads_inner(b, h, m, d, q), heads_inner(b, h, m, d, q), q.new_empty((b, h, n))
 
 
 def _native_setup_context(ctx, inputs, output):
@@ -379,8 +378,8 @@ def fused_mixed_attention(q: Tensor, k: Tensor, v: Tensor, local: Tensor, gate: 
 
     Dropout (when ``dropout_p > 0``) uses a hash of ``seed`` (an int, or an int64 scalar tensor) and the element
     index; ``seed`` defaults to a draw from torch's generator (`draw_seed`),
-    so ``torch.manual_seed`` makes it reproducible. Returns out [b, h, n, d] (a view of a [b, n, h, d] buffer,
-    so ``out.transpose(1, 2)`` is contiguous).
+    so ``torch.manual_seed`` makes it reproducible. Returns out [b, h, n, d] (laid out as
+    [b, n, h, d] in memory, so ``out.transpose(1, 2)`` is contiguous).
     """
     check_fused_inputs(q, k, local, base, dropout_p)
     return fused_unchecked(q, k, v, local, gate, base, scale=_scale(q, scale), dropout_p=float(dropout_p), seed=seed)
@@ -431,7 +430,7 @@ def fused_gated_inference(q: Tensor, k: Tensor, v: Tensor, local: Tensor, base: 
     h [b, n, H] and the gate's ``weight`` [G, H] and ``bias`` [G] (or None): one call instead of the gate's three
     operators and the kernel's, for eager inference (no gradient, no dropout). q, k, v [b, h, n|m, d], hidden
     and the gate's parameters all float32 or all float64; masks checked by the caller. Returns out [b, h, n, d]
-    (a view of a [b, n, h, d] buffer), equal to [`fused_unchecked`][structattn.attention.kernels.fused_unchecked] with
+    (laid out as [b, n, h, d]), equal to [`fused_unchecked`][structattn.attention.kernels.fused_unchecked] with
     that gate up to rounding."""
     return _native_extension().mixed_forward_gated(q, k, v, base, local, hidden, weight, bias, scale)[0]
 
@@ -579,7 +578,7 @@ def triton_mixed_attention(q: Tensor, k: Tensor, v: Tensor, local: Tensor, gate:
     are cast to q's dtype. Dropout uses the ``fused`` kernel's hash of ``seed``
     and the element index (the same seed gives the same mask); ``seed`` defaults to a draw from torch's generator.
     ``block_m`` / ``block_n``: query / key tile sizes, powers of two >= 16 (default 64 x 64; 64 x 32 for d > 64).
-    Returns out [b, h, n, d] in q's dtype (a view of a [b, n, h, d] buffer, so ``out.transpose(1, 2)`` is
+    Returns out [b, h, n, d] in q's dtype (laid out as [b, n, h, d] in memory, so ``out.transpose(1, 2)`` is
     contiguous).
     """
     block_m, block_n = check_triton_inputs(q, k, local, base, dropout_p, block_m, block_n)

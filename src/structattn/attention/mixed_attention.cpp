@@ -694,8 +694,14 @@ at::ScalarType common_real_type(const char* fn, std::initializer_list<const at::
 
 }  // namespace
 
+// A fresh [B,H,R,D] tensor laid out as [B,R,H,D] in memory (what the row loops write; out.transpose(1, 2) is
+// contiguous). Not a view: the ops' outputs own their storage (torch.compile and CUDA graphs account for views).
+static at::Tensor heads_inner(int64_t B, int64_t H, int64_t R, int64_t D, const at::TensorOptions& options) {
+  return at::empty_strided({B, H, R, D}, {R * H * D, D, H * D, 1}, options);
+}
+
 // q [B,H,N,D], k, v [B,H,M,D] (unit stride in D), base/local bool [B,1|H,N,M], gate [B,1|H,N]; all float32
-// or all float64. Returns out [B,H,N,D] (a view of a [B,N,H,D] buffer) and lse [B,H,N] (the global
+// or all float64. Returns out [B,H,N,D] (laid out as [B,N,H,D]: heads_inner) and lse [B,H,N] (the global
 // log-normaliser of every row, for the backward pass).
 std::vector<at::Tensor> mixed_forward(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
                                       const c10::optional<at::Tensor>& base, const at::Tensor& local,
@@ -703,7 +709,7 @@ std::vector<at::Tensor> mixed_forward(const at::Tensor& q, const at::Tensor& k, 
   const at::ScalarType t = common_real_type("mixed_forward", {&q, &k, &v, &gate});
   TORCH_CHECK(q.stride(3) == 1 && k.stride(3) == 1 && v.stride(3) == 1, "mixed_forward: unit stride in d");
   const int64_t B = q.size(0), H = q.size(1), N = q.size(2), D = q.size(3);
-  auto out = at::empty({B, N, H, D}, q.options());
+  auto out = heads_inner(B, H, N, D, q.options());
   auto stats = at::empty({B, H, N}, q.options());
   if (t == at::kDouble) {
     forward_impl<double>(Common<double>(q, k, v, base, local, gate, scale, dropout_p, seed), out.data_ptr<double>(),
@@ -712,7 +718,7 @@ std::vector<at::Tensor> mixed_forward(const at::Tensor& q, const at::Tensor& k, 
     forward_impl<float>(Common<float>(q, k, v, base, local, gate, scale, dropout_p, seed), out.data_ptr<float>(),
                         stats.data_ptr<float>());
   }
-  return {out.permute({0, 2, 1, 3}), stats};
+  return {out, stats};
 }
 
 // The gate g = sigmoid(W h + b) [B,G,N] of hidden states h [B,N,C], weight W [G,C], bias b [G] or absent: ATen's
@@ -737,7 +743,8 @@ std::vector<at::Tensor> mixed_forward_gated(const at::Tensor& q, const at::Tenso
   return {result[0], gate};
 }
 
-// Gradients of mixed_forward: dq [B,H,N,D], dk, dv [B,H,M,D] (views of [B,*,H,D] buffers), dgate per head [B,H,N].
+// Gradients of mixed_forward: dq [B,H,N,D], dk, dv [B,H,M,D] (laid out as [B,*,H,D]: heads_inner), dgate per
+// head [B,H,N]; four tensors of their own.
 std::vector<at::Tensor> mixed_backward(const at::Tensor& dout, const at::Tensor& q, const at::Tensor& k,
                                        const at::Tensor& v, const c10::optional<at::Tensor>& base,
                                        const at::Tensor& local, const at::Tensor& gate, const at::Tensor& stats,
@@ -745,9 +752,9 @@ std::vector<at::Tensor> mixed_backward(const at::Tensor& dout, const at::Tensor&
   const at::ScalarType t = common_real_type("mixed_backward", {&dout, &q, &k, &v, &gate, &stats});
   TORCH_CHECK(dout.stride(3) == 1, "mixed_backward: unit stride in d");
   const int64_t B = q.size(0), H = q.size(1), N = q.size(2), D = q.size(3), M = k.size(2);
-  auto dq = at::empty({B, N, H, D}, q.options());
-  auto dk = at::zeros({B, M, H, D}, q.options());
-  auto dv = at::zeros({B, M, H, D}, q.options());
+  auto dq = heads_inner(B, H, N, D, q.options());
+  auto dk = heads_inner(B, H, M, D, q.options()).zero_();
+  auto dv = heads_inner(B, H, M, D, q.options()).zero_();
   auto dg = at::empty({B, H, N}, q.options());
   if (t == at::kDouble) {
     backward_impl<double>(Common<double>(q, k, v, base, local, gate, scale, dropout_p, seed), view_of<double>(dout),
@@ -758,7 +765,7 @@ std::vector<at::Tensor> mixed_backward(const at::Tensor& dout, const at::Tensor&
                          stats.data_ptr<float>(), dq.data_ptr<float>(), dk.data_ptr<float>(), dv.data_ptr<float>(),
                          dg.data_ptr<float>());
   }
-  return {dq.permute({0, 2, 1, 3}), dk.permute({0, 2, 1, 3}), dv.permute({0, 2, 1, 3}), dg};
+  return {dq, dk, dv, dg};
 }
 
 // The dropout keep mask [B,H,N,M] that mixed_forward/backward use for (dropout_p, seed); for tests.

@@ -5,6 +5,8 @@ of one forward call share) and [`GateRecord`][structattn.attention.runtime.GateR
 from __future__ import annotations
 
 import dataclasses
+import itertools
+import weakref
 from typing import Any, Callable, Optional
 
 import torch
@@ -17,6 +19,17 @@ from .stock import stock_function
 
 #: How many token-window masks (one per sequence shape) a model keeps.
 WINDOW_CACHE_SIZE = 8
+
+# Kernels resolved while torch.compile traced a model: Runtime.token -> {device type: kernel name}
+_TRACED_KERNELS: dict[str, dict[str, str]] = {}
+_TOKENS = itertools.count()
+
+
+@torch.compiler.assume_constant_result   # run at trace time as plain Python; its result a constant of the graph
+def _resolve_traced(token: str, name: str, device_type: str) -> str:
+    """`resolve_kernel_name` for a traced call, recorded under the runtime's ``token``."""
+    resolved = _TRACED_KERNELS.setdefault(token, {})[device_type] = resolve_kernel_name(name, device_type)
+    return resolved
 
 
 @dataclasses.dataclass
@@ -102,6 +115,8 @@ class Runtime:
         self.output_gates: list[Optional[GateRecord]] = []
         self.gate_override: Optional[float] = None
         self.kernel_cache: dict[str, str] = {}
+        self.token = f"runtime-{next(_TOKENS)}"   # names this runtime's entry in _TRACED_KERNELS
+        weakref.finalize(self, _TRACED_KERNELS.pop, self.token, None)
         self.window_cache: dict[tuple, torch.Tensor] = {}
         self.base_functions: dict[tuple[type, str], Callable] = {}
         self.call_counter = 0
@@ -121,14 +136,22 @@ class Runtime:
         return fn
 
     def kernel_for(self, device: torch.device) -> str:
+        """The mechanism's kernel resolved for ``device`` (``auto`` -> a kernel name), once per device type.
+
+        While ``torch.compile`` traces, the traced code touches no cache: reading one guards on its contents, and
+        filling it on the first step would fail that guard and recompile the whole model on the second step. The
+        resolution is then made (and recorded for `kernels_resolved`) by `_resolve_traced`, which
+        dynamo runs as plain Python at trace time."""
         key = device.type
+        if torch.compiler.is_compiling():
+            return _resolve_traced(self.token, self.mechanism.kernel, key)
         if key not in self.kernel_cache:
             self.kernel_cache[key] = resolve_kernel_name(self.mechanism.kernel, device)
         return self.kernel_cache[key]
 
     def kernels_resolved(self) -> list[str]:
-        """The kernel names resolved so far (one per device type the model ran on)."""
-        return list(self.kernel_cache.values())
+        """The kernel names resolved so far (one per device type the model ran on, eager or compiled)."""
+        return list({**_TRACED_KERNELS.get(self.token, {}), **self.kernel_cache}.values())
 
     def window(self, n: int, m: int, k: int, device: torch.device) -> torch.Tensor:
         """The token window |i - j| <= k as bool [1, 1, n, m]; the

@@ -20,14 +20,15 @@ from typing import Optional
 
 import torch
 
-from .eager import eager_call, needs_grad, seed_tensor
+from .eager import eager_call, heads_inner, needs_grad, seed_tensor
 
 Tensor = torch.Tensor
 
 # The op names carry the layout version of what the forward saves for the backward (as the CPU op's do:
 # torch.compile's on-disk cache keys on the name). v1: out [b, h, n, d] as a view of [b, n, h, d], lse [b, h, n];
-# v2: the dropout seed is an int64 scalar tensor (CPU), so a compiled graph draws it without a graph break.
-_OP_VERSION = "v2"
+# v2: the dropout seed is an int64 scalar tensor (CPU), so a compiled graph draws it without a graph break;
+# v3: every output a tensor of its own (out was a permuted view, the gate gradient a view of a scratch buffer).
+_OP_VERSION = "v3"
 _FORWARD_OP = f"structattn::triton_mixed_attention_forward_{_OP_VERSION}"
 _BACKWARD_OP = f"structattn::triton_mixed_attention_backward_{_OP_VERSION}"
 
@@ -177,7 +178,7 @@ def _common(q: Tensor, k: Tensor, base: Optional[Tensor], local: Tensor, scale: 
 
 def _forward_impl(q, k, v, base, local, gate, scale, dropout_p, seed, block_m, block_n):
     b, h, n, d = q.shape
-    out = q.new_empty((b, n, h, d)).permute(0, 2, 1, 3)
+    out = heads_inner(b, h, n, d, q)
     lse = torch.empty((b, h, n), dtype=_acc_dtype(q.dtype), device=q.device)
     base_args, local_args, scalars, constexprs = _common(q, k, base, local, scale, dropout_p, seed, block_m, block_n)
     g = gate.expand(b, h, n)
@@ -191,7 +192,9 @@ def _backward_impl(dout, q, k, v, base, local, gate, lse, scale, dropout_p, seed
     b, h, n, d = q.shape
     m = k.shape[2]
     dq, dk, dv = torch.empty_like(q), torch.empty_like(k), torch.empty_like(v)
-    lse_l, dlt_g, dlt_l, geff, dg = torch.empty((5, b, h, n), dtype=lse.dtype, device=q.device).unbind(0)
+    # per-row scratch in one buffer; the gate gradient, an output, in a tensor of its own
+    lse_l, dlt_g, dlt_l, geff = torch.empty((4, b, h, n), dtype=lse.dtype, device=q.device).unbind(0)
+    dg = torch.empty((b, h, n), dtype=lse.dtype, device=q.device)
     base_args, local_args, scalars, constexprs = _common(q, k, base, local, scale, dropout_p, seed, block_m, block_n)
     g = gate.expand(b, h, n)
     masks = [base_args[0], local_args[0]]
@@ -222,7 +225,7 @@ def _forward(q: Tensor, k: Tensor, v: Tensor, base: Optional[Tensor], local: Ten
 @_forward.register_fake
 def _forward_fake(q, k, v, base, local, gate, scale, dropout_p, seed, block_m, block_n):
     b, h, n, d = q.shape
-    return q.new_empty((b, n, h, d)).permute(0, 2, 1, 3), q.new_empty((b, h, n), dtype=_acc_dtype(q.dtype))
+    return heads_inner(b, h, n, d, q), q.new_empty((b, h, n), dtype=_acc_dtype(q.dtype))
 
 
 @torch.library.custom_op(_BACKWARD_OP, mutates_args=(), device_types=("cpu", "cuda"))
@@ -284,7 +287,7 @@ def mixed_attention(q: Tensor, k: Tensor, v: Tensor, local: Tensor, gate: Tensor
                     scale: float, dropout_p: float, seed, block_m: int, block_n: int) -> Tensor:
     """The op: q [b, h, n, d], k, v [b, h, m, d] of one dtype (float32, bfloat16, float16 or float64; any strides),
     local / base [b|1, 1|h, n|1, m] bool (base None = every key), gate [b, G, n] float32 (float64 for float64
-    inputs) -> out [b, h, n, d] in q's dtype (a view of a [b, n, h, d] buffer). ``seed``: an int, or an int64
+    inputs) -> out [b, h, n, d] in q's dtype (laid out as [b, n, h, d]: `eager.heads_inner`). ``seed``: an int, or an int64
     scalar CPU tensor (what a compiled graph passes). Inputs are not validated here (see
     [`structattn.attention.kernels.triton_mixed_attention`][structattn.attention.kernels.triton_mixed_attention]); block
     sizes are powers of two >= 16.
