@@ -65,11 +65,7 @@ def run(args) -> int:
     if args.input is not None and family != "span_qa":
         raise UserError("--input takes a SQuAD-format file and works for span-QA models (--task squad2/squad11); "
                         "for other tasks predict a --split")
-    if family == "span_qa":
-        return _predict_span_qa(trainer, args)
-    if family == "multiple_choice":
-        return _predict_multiple_choice(trainer, args)
-    return _predict_sentences(trainer, args)
+    return PREDICTORS[family](trainer, args)
 
 
 def _open(output: str):
@@ -194,3 +190,7 @@ def _predict_multiple_choice(trainer, args) -> int:
         if out is not sys.stdout:
             out.close()
     return 0
+
+
+#: family (`structattn.tasks.registry.FAMILIES`) -> how its predictions are written
+PREDICTORS = {"sentence": _predict_sentences, "span_qa": _predict_span_qa, "multiple_choice": _predict_multiple_choice}

@@ -23,8 +23,8 @@ splits not comparable with published numbers).
 Reading-comprehension tasks have their own registries (their examples are questions, not sentences):
 ``squad.QA_TASKS`` (span QA: ``squad2`` — the 2.0 dev file split by article —, ``squad11``; scored by
 ``squad_eval``, the official evaluate-v2.0 rules) and ``multiple_choice.MC_TASKS`` (``race``, ``race_m``,
-``race_h``, ``mctest160``, ``mctest500``; accuracy). ``structattn.trainers.task_family`` tells which
-registry holds a name.
+``race_h``, ``mctest160``, ``mctest500``; accuracy). `structattn.tasks.registry` holds all three as one registry
+whose entries name their family.
 """
 from __future__ import annotations
 

@@ -226,12 +226,10 @@ FIELD_HELP = {
 
 
 def task_names() -> list[str]:
-    """Every registered task: sentence and token tasks, span QA, multiple choice."""
-    from ..tasks import TASKS
-    from ..tasks.multiple_choice import MC_TASKS
-    from ..tasks.squad import QA_TASKS
+    """Every registered task: sentence and token tasks, span QA, multiple choice (`structattn.tasks.registry`)."""
+    from ..tasks.registry import registry
 
-    return sorted([*TASKS, *QA_TASKS, *MC_TASKS])
+    return sorted(registry())
 
 
 def add_config_arguments(parser: argparse.ArgumentParser, choices: dict[str, Any] | None = None) -> None:
@@ -264,18 +262,10 @@ def config_from_args(args: argparse.Namespace) -> TrainConfig:
 
 
 def task_family(name: str) -> str:
-    """``"sentence"``, ``"span_qa"`` or ``"multiple_choice"`` for a registered task name."""
-    from ..tasks import TASKS
-    from ..tasks.multiple_choice import MC_TASKS
-    from ..tasks.squad import QA_TASKS
+    """``"sentence"``, ``"span_qa"`` or ``"multiple_choice"`` for a registered task name (its registry entry)."""
+    from ..tasks.registry import task_entry
 
-    if name in TASKS:
-        return "sentence"
-    if name in QA_TASKS:
-        return "span_qa"
-    if name in MC_TASKS:
-        return "multiple_choice"
-    raise UserError(f"unknown task {name!r}; valid tasks: {', '.join(task_names())}")
+    return task_entry(name).family
 
 
 def saved_run_config(model_dir: str | Path, task: str | None = None) -> TrainConfig:
