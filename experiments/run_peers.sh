@@ -20,6 +20,8 @@
 #   bash experiments/run_peers.sh campaign         # every run of the plan in its order, each skipped once its test parse
 #                                              #   is committed; with DEVICE=cuda, the whole plan on one GPU
 #   (each of the trainings resumes from its last checkpoint when the same command runs again)
+#   bash experiments/run_peers.sh background SUBCOMMAND ARGS...  # that subcommand detached (setsid, nohup, nice 10), its
+#                                              #   output in $PEERS/logs/SUBCOMMAND-ARGS.out; prints the process id
 #   DEVICE=cuda ...: train and parse on the GPU (SuPar -d=0, ours on CUDA; run folders get a -cuda suffix); the
 #   default DEVICE=cpu hides any GPU, one thread
 #   bash experiments/run_peers.sh supar-speed      # test parse sentences/s, SuPar vs BNA, 1 thread, one after the other
@@ -125,8 +127,9 @@ ours_train() {  # ours_train RUN OUT SEED PATIENCE FLAGS...: `structattn train-p
   local run=$1 out=$2 seed=$3 patience=$4
   shift 4
   mkdir -p "$(dirname "$run")"
+  # shellcheck disable=SC2086  # OURS_EXTRA: flags added last (a smoke test: --max-train-examples 16 --epochs 1)
   /usr/bin/time -v $PY -m structattn.cli train-parsing "$@" --epochs 1000 --patience "$patience" --no-progress \
-    --seed "$seed" --output-dir "$run" >> "$run.log" 2>&1 || { echo "training failed: $run.log"; return 1; }
+    --seed "$seed" --output-dir "$run" ${OURS_EXTRA:-} >> "$run.log" 2>&1 || { echo "training failed: $run.log"; return 1; }
   cp "$run/test.trees" "$out"
   $PY -m structattn.cli score evalb --gold "$PEERS/data/ptb.test.gold" --predictions "$out" | tee "$run.evalb"
 }
@@ -155,7 +158,7 @@ bna_converge() {  # bna-converge SEED [PATIENCE]: the SMALL settings, BNA (no pr
 }
 
 supar_minilm() {  # supar-minilm SEED [PATIENCE]: SuPar's CRF parser with all-MiniLM-L6-v2 fine-tuned
-  # (supar_crf_con_minilm.ini: its schedule decays to 0 at epoch 30; patience as ours)
+  # (supar_crf_con_minilm.ini: its learning rate decays linearly to 0 at epoch 30; patience as ours)
   local seed=${1:?seed}
   supar_train "$PEERS/supar-run/crf-minilm-s$seed$SUFFIX" "$seed" 30 "${2:-5}" "results/peers/supar-minilm-s$seed.test.txt" \
     experiments/peers/supar_crf_con_minilm.ini --encoder bert --bert "$(minilm_folder)"
@@ -302,7 +305,16 @@ joeynmt_test() {  # joeynmt_test [MODEL_DIR [NAME [SPLIT ...]]]: each split (def
   done
 }
 
+background() {  # background SUBCOMMAND ARGS...: survives the shell that started it; the same line again resumes
+  local log
+  mkdir -p "$PEERS/logs"
+  log="$PEERS/logs/$(IFS=-; echo "$*")$SUFFIX.out"
+  setsid nohup nice -n 10 bash "$REPO/experiments/run_peers.sh" "$@" >> "$log" 2>&1 < /dev/null &
+  echo "pid $! (process group $!), log $log"
+}
+
 case "${1:-}" in
+  background) shift; background "$@" ;;
   venvs) venvs ;;
   data) data ;;
   supar) shift; supar "$@" ;;
@@ -319,5 +331,5 @@ case "${1:-}" in
   joeynmt) joeynmt ;;
   joeynmt-test) shift; joeynmt_test "$@" ;;
   joeynmt-laptop) joeynmt_laptop ;;
-  *) echo "usage: $0 venvs | data | supar [EPOCHS] | supar-predict | supar-converge SEED [PATIENCE] | bna-converge SEED [PATIENCE] | supar-minilm SEED [PATIENCE] | bna-minilm-ft VARIANT SEED [PATIENCE] | bna-paper VARIANT SEED [PATIENCE] | plan | campaign | supar-speed | joeynmt-smoke | joeynmt | joeynmt-test [DIR [NAME [SPLIT ...]]] | joeynmt-laptop"; exit 2 ;;
+  *) echo "usage: $0 [background] venvs | data | supar [EPOCHS] | supar-predict | supar-converge SEED [PATIENCE] | bna-converge SEED [PATIENCE] | supar-minilm SEED [PATIENCE] | bna-minilm-ft VARIANT SEED [PATIENCE] | bna-paper VARIANT SEED [PATIENCE] | plan | campaign | supar-speed | joeynmt-smoke | joeynmt | joeynmt-test [DIR [NAME [SPLIT ...]]] | joeynmt-laptop"; exit 2 ;;
 esac
