@@ -144,8 +144,9 @@ MINILM_FT=(--preset full --d-model 128 --heads 4 --d-head 32 --d-ff 256 --label-
            --encoder-learning-rate 5e-5 --learning-rate 1e-3 --warmup-steps 160 --pos none)
 # the paper's shape without a pretrained encoder (Appendix A.1): 8 layers, word embeddings + character BiLSTM, batch
 # 250, learning rate 8e-4 (warm-up: benepar's 160 updates), heads of 64, feed-forward 2 x width, label MLP 250;
-# width PAPER_WIDTH (the paper: 512, 15.9M parameters)
-PAPER_WIDTH=${PAPER_WIDTH:-256}
+# width PAPER_WIDTH (default 384: 9.7M parameters with BNA; the paper: 512, 15.9M; results/PEERS.md, plan in
+# lane-hours)
+PAPER_WIDTH=${PAPER_WIDTH:-384}
 paper_flags() {
   echo --preset full --model none --pos none --num-layers 8 --d-model "$PAPER_WIDTH" --heads $((PAPER_WIDTH / 64)) \
     --d-head 64 --d-ff $((2 * PAPER_WIDTH)) --label-hidden 250 --batch-size 250 --learning-rate 8e-4 --warmup-steps 160
