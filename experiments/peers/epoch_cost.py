@@ -16,8 +16,9 @@ hold about the same number of tokens) and is timed, as are its evaluations: an e
 timed update x the epoch's updates + the dev and the test evaluation (SuPar evaluates both after every epoch). The
 one-off set-up (vocabularies, loading the encoder) and the final reload are left out.
 
-One JSON line per configuration on stdout (``--jsonl FILE`` appends it there too): name, cpu_s_per_epoch, its parts,
-what was sampled, parameters, CPU model, torch version and threads, the command.
+One JSON line per configuration on stdout (``--jsonl FILE`` appends it there too): name, cpu_s_per_epoch (and
+wall_s_per_epoch, the figure that counts on a GPU; the committed lines were measured before it was recorded), its
+parts, what was sampled, parameters, CPU model, torch version and threads, the command.
 """
 from __future__ import annotations
 
@@ -43,6 +44,21 @@ def cpu_model() -> str:
     return platform.processor() or "unknown"
 
 
+def clocks() -> tuple[float, float]:
+    """(CPU seconds of this process, wall seconds), after the GPU's queued work is done (on a GPU the wall time is
+    the figure that counts; on one CPU thread the two agree when the machine is quiet)."""
+    import torch
+
+    if torch.cuda.is_available():
+        torch.cuda.synchronize()
+    return time.process_time(), time.perf_counter()
+
+
+def spent(since: tuple[float, float]) -> tuple[float, float]:
+    now = clocks()
+    return now[0] - since[0], now[1] - since[1]
+
+
 def facts(name: str, extra: dict, command: str | None = None) -> dict:
     import torch
 
@@ -65,7 +81,7 @@ def measure_ours(name: str, flags: list[str], batches: int) -> dict:
     class SampledEpoch(ParserFamily):
         """The family whose epoch is ``batches`` of its batches, spread over their lengths; clocks the updates."""
         n_batches = 0
-        started: float | None = None
+        started: tuple[float, float] | None = None
 
         def epoch_batches(self, epoch: int) -> list[list[int]]:
             full = super().epoch_batches(epoch)
@@ -76,7 +92,7 @@ def measure_ours(name: str, flags: list[str], batches: int) -> dict:
 
         def passes(self, batch):
             if self.started is None:  # the first update starts the clock (set-up and loading left out)
-                self.started = time.process_time()
+                self.started = clocks()
             return super().passes(batch)
 
     with tempfile.TemporaryDirectory() as tmp:
@@ -86,13 +102,13 @@ def measure_ours(name: str, flags: list[str], batches: int) -> dict:
                         checkpoints=False, show_progress=False, name="epoch-cost")
         k = min(batches, math.ceil(len(TreebankFiles().read("train")) / config.batch_size))
         engine.train(family, stop_after=k)
-        train_s = time.process_time() - family.started
-        t0 = time.process_time()
+        (train_s, train_wall), t0 = spent(family.started), clocks()
         entry = family.evaluate_dev(engine.state, True)
-        dev_s = time.process_time() - t0
+        dev_s, dev_wall = spent(t0)
     per_update = train_s / k
     return facts(name, {
         "cpu_s_per_epoch": round(per_update * family.n_batches + dev_s, 1),
+        "wall_s_per_epoch": round(train_wall / k * family.n_batches + dev_wall, 1),
         "train_cpu_s_per_epoch": round(per_update * family.n_batches, 1), "dev_parse_cpu_s": round(dev_s, 1),
         "updates_per_epoch": family.n_batches, "updates_timed": k, "cpu_s_per_update": round(per_update, 2),
         "parameters": sum(p.numel() for p in family.model.parameters()),
@@ -109,7 +125,7 @@ def measure_supar(name: str, args: list[str], every: int) -> dict:
     from supar.cmds import crf_con
 
     command = " ".join(sys.argv)
-    clock: dict[str, list[float]] = {"_train": [], "_evaluate": []}
+    clock: dict[str, list[tuple[float, float]]] = {"_train": [], "_evaluate": []}  # (CPU, wall) seconds
     counts: list[int] = []
     parameters: list[int] = []
     train, evaluate = CRFConstituencyParser._train, CRFConstituencyParser._evaluate
@@ -118,14 +134,14 @@ def measure_supar(name: str, args: list[str], every: int) -> dict:
         batches = list(loader)
         parameters.append(sum(p.numel() for p in self.model.parameters()))
         counts.extend([len(batches), len(batches[::every])])
-        t0 = time.process_time()
+        t0 = clocks()
         train(self, batches[::every])
-        clock["_train"].append(time.process_time() - t0)
+        clock["_train"].append(spent(t0))
 
     def timed_evaluate(self, loader):
-        t0 = time.process_time()
+        t0 = clocks()
         out = evaluate(self, loader)
-        clock["_evaluate"].append(time.process_time() - t0)
+        clock["_evaluate"].append(spent(t0))
         return out
 
     CRFConstituencyParser._train, CRFConstituencyParser._evaluate = sampled_train, timed_evaluate
@@ -139,12 +155,13 @@ def measure_supar(name: str, args: list[str], every: int) -> dict:
             # reload at the end (SuPar then tries to download one); the timings were taken before that
             if len(clock["_evaluate"]) < 2:
                 raise
-    train_s = clock["_train"][0] * counts[0] / counts[1]
-    dev_s, test_s = clock["_evaluate"][0], clock["_evaluate"][1]  # after the epoch: dev, then test
+    train_s, train_wall = (t * counts[0] / counts[1] for t in clock["_train"][0])
+    (dev_s, dev_wall), (test_s, test_wall) = clock["_evaluate"][:2]  # after the epoch: dev, then test
     return facts(name, {
-        "cpu_s_per_epoch": round(train_s + dev_s + test_s, 1), "train_cpu_s_per_epoch": round(train_s, 1),
+        "cpu_s_per_epoch": round(train_s + dev_s + test_s, 1),
+        "wall_s_per_epoch": round(train_wall + dev_wall + test_wall, 1), "train_cpu_s_per_epoch": round(train_s, 1),
         "dev_eval_cpu_s": round(dev_s, 1), "test_eval_cpu_s": round(test_s, 1), "updates_per_epoch": counts[0],
-        "updates_timed": counts[1], "cpu_s_per_update": round(clock["_train"][0] / counts[1], 2),
+        "updates_timed": counts[1], "cpu_s_per_update": round(clock["_train"][0][0] / counts[1], 2),
         "parameters": parameters[0], "device": "cpu" if "-d=-1" in args else "cuda"}, command)
 
 
