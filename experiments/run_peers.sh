@@ -118,7 +118,7 @@ supar() {  # supar [EPOCHS]: the 12-epoch budget run (seed 1, patience 100 = nev
 # results/peers/{supar,bna}-converged-sSEED.test.*; compared by experiments/peers/supar_vs_bna.py --converged.
 supar_converge() {  # supar-converge SEED [PATIENCE]
   local seed=${1:?seed} patience=${2:-5}
-  supar_train "$PEERS/supar-run/crf-char-converge-s$seed" "$seed" 1000 "$patience" "results/peers/supar-converged-s$seed.test.txt"
+  supar_train "$PEERS/supar-run/crf-char-converge-s$seed$SUFFIX" "$seed" 1000 "$patience" "results/peers/supar-converged-s$seed.test.txt"
 }
 
 ours_train() {  # ours_train RUN OUT SEED PATIENCE FLAGS...: `structattn train-parsing` until dev F1 stops improving (at
