@@ -48,7 +48,8 @@ SUPAR_PY="env TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD=1 $SUPAR/python"
 DEVICE=${DEVICE:-cpu}
 case "$DEVICE" in
   cpu) export CUDA_VISIBLE_DEVICES=""; SUPAR_DEVICE=-1; SUFFIX="" ;;   # a GPU on the machine stays unused
-  cuda) SUPAR_DEVICE=0; SUFFIX=-cuda ;;
+  cuda) SUPAR_DEVICE=0; SUFFIX=-cuda
+    $PY -c "import sys, torch; sys.exit(not torch.cuda.is_available())" || { echo "DEVICE=cuda: torch sees no GPU here"; exit 2; } ;;
   *) echo "DEVICE=$DEVICE: give cpu or cuda"; exit 2 ;;
 esac
 raw_dir() {  # the Multi30k raw folder where the library finds its data (STRUCTATTN_DATA or ../shared/data)
