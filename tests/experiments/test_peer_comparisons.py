@@ -5,6 +5,8 @@ import json
 import sys
 from pathlib import Path
 
+import pytest
+
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tasks"))
 from tasks_testutil import needs  # noqa: E402
 
@@ -93,3 +95,21 @@ def test_a_missing_parse_is_named_by_its_path_in_the_repository(tmp_path, capsys
     missing = [line["missing"] for line in _lines(capsys) if "missing" in line]
     assert missing == [f"results/peers/supar-converged-s{s}.test.txt" for s in (1, 2)] + \
         [f"results/peers/bna-converged-s{s}.test.trees" for s in (1, 2)]
+
+
+def test_the_plan_in_lane_hours_is_what_its_script_makes_of_the_committed_costs(capsys):
+    """Both tables of PEERS.md's plan come from results/peers/epoch_cost.jsonl by lane_hours.py, line for line."""
+    peers_md = (RESULTS / "PEERS.md").read_text(encoding="utf-8")
+    script = load_experiment("peers/lane_hours")
+    costs = str(RESULTS / "peers" / "epoch_cost.jsonl")
+    for argv in (["--costs", costs, "--costs-table"], ["--costs", costs, "--width", "384"]):
+        script.main(argv)
+        table = capsys.readouterr().out
+        assert table.count("\n") > 3 and table in peers_md
+
+
+def test_a_plan_without_a_measured_run_names_it(tmp_path):
+    costs = tmp_path / "costs.jsonl"
+    costs.write_text(json.dumps({"name": "supar-minilm", "cpu_s_per_epoch": 100.0, "parameters": 1}) + "\n")
+    with pytest.raises(SystemExit, match="minilm-ft-bna: no line in the costs file"):
+        load_experiment("peers/lane_hours").main(["--costs", str(costs)])
