@@ -156,7 +156,7 @@ paper_flags() {
 bna_converge() {  # bna-converge SEED [PATIENCE]: the SMALL settings, BNA (no pretrained encoder, no POS tags)
   local seed=${1:?seed}
   ours_train "$PEERS/bna-run/none-bna-posnone-converge-s$seed$SUFFIX" "results/peers/bna-converged-s$seed.test.trees" \
-    "$seed" "${2:-5}" "${SMALL[@]}" --variant bna
+    "$seed" "${2:-5}" "${SMALL[@]}" --mechanism bna
 }
 
 supar_minilm() {  # supar-minilm SEED [PATIENCE]: SuPar's CRF parser with all-MiniLM-L6-v2 fine-tuned
@@ -169,14 +169,14 @@ supar_minilm() {  # supar-minilm SEED [PATIENCE]: SuPar's CRF parser with all-Mi
 bna_minilm_ft() {  # bna-minilm-ft VARIANT SEED [PATIENCE]: ours on MiniLM fine-tuned (VARIANT bna, or sa beside it)
   local variant=${1:?variant} seed=${2:?seed}
   ours_train "$PEERS/bna-run/minilm-ft-$variant-s$seed$SUFFIX" "results/peers/$variant-minilm-ft-s$seed.test.trees" \
-    "$seed" "${3:-5}" "${MINILM_FT[@]}" --variant "$variant"
+    "$seed" "${3:-5}" "${MINILM_FT[@]}" --mechanism "$variant"
 }
 
 bna_paper() {  # bna-paper VARIANT SEED [PATIENCE]: ours from scratch at the paper's shape, width PAPER_WIDTH
   local variant=${1:?variant} seed=${2:?seed} name
   name=paper-d$PAPER_WIDTH-$variant-s$seed
   # shellcheck disable=SC2046
-  ours_train "$PEERS/bna-run/$name$SUFFIX" "results/peers/$name.test.trees" "$seed" "${3:-5}" $(paper_flags) --variant "$variant"
+  ours_train "$PEERS/bna-run/$name$SUFFIX" "results/peers/$name.test.trees" "$seed" "${3:-5}" $(paper_flags) --mechanism "$variant"
 }
 
 plan() {  # CPU seconds per epoch of every configuration of the plan, measured on a sample of batches (one thread
@@ -186,14 +186,14 @@ plan() {  # CPU seconds per epoch of every configuration of the plan, measured o
     -p "$PEERS/plan/model" train -b "${SUPAR_CHAR[@]}" $(supar_data)
   $SUPAR_PY experiments/peers/epoch_cost.py supar supar-minilm --jsonl $jsonl -- $(supar_args 1 experiments/peers/supar_crf_con_minilm.ini) \
     -p "$PEERS/plan/model" train -b --encoder bert --bert "$(minilm_folder)" $(supar_data)
-  $PY experiments/peers/epoch_cost.py ours small-bna --jsonl $jsonl -- "${SMALL[@]}" --variant bna
+  $PY experiments/peers/epoch_cost.py ours small-bna --jsonl $jsonl -- "${SMALL[@]}" --mechanism bna
   for v in bna sa; do
-    $PY experiments/peers/epoch_cost.py ours "minilm-ft-$v" --jsonl $jsonl -- "${MINILM_FT[@]}" --variant $v
+    $PY experiments/peers/epoch_cost.py ours "minilm-ft-$v" --jsonl $jsonl -- "${MINILM_FT[@]}" --mechanism $v
   done
   for w in ${PLAN_WIDTHS:-512 384 256}; do
     for v in sa bimsa sa_nsa bna; do
       # shellcheck disable=SC2046
-      PAPER_WIDTH=$w; $PY experiments/peers/epoch_cost.py ours "paper-d$w-$v" --batches 3 --jsonl $jsonl -- $(paper_flags) --variant $v
+      PAPER_WIDTH=$w; $PY experiments/peers/epoch_cost.py ours "paper-d$w-$v" --batches 3 --jsonl $jsonl -- $(paper_flags) --mechanism $v
     done
   done
 }
@@ -216,7 +216,7 @@ campaign() {  # every run of the plan, most valuable first; a run whose committe
 bna_model() {  # a BNA parser for the speed comparison only: experiments/recipes/parsing.toml's none-bna-posnone-s1
   # settings, 1 epoch (parse time does not depend on the weights: the CKY chart over all spans is always full)
   mkdir -p "$PEERS/bna-run"
-  $PY -m structattn.cli train-parsing "${SMALL[@]}" --variant bna --epochs 1 --patience 4 --no-progress --seed 1 \
+  $PY -m structattn.cli train-parsing "${SMALL[@]}" --mechanism bna --epochs 1 --patience 4 --no-progress --seed 1 \
     --output-dir "$PEERS/bna-run/none-bna-posnone-s1-e1" > "$PEERS/bna-run/none-bna-posnone-s1-e1.log" 2>&1
 }
 
@@ -244,7 +244,7 @@ joeynmt_smoke() {
   local pids=$!
   for v in transformer hybrid_gate; do  # ours: 100 updates, same data/BPE/batches; a 20-line dev set keeps decoding short
     $PY -m structattn.cli train-translation --preset full --mechanism $v --seed 1 --train-source "$RAW/train.en" --train-target "$RAW/train.de" \
-      --dev-source "$PEERS/data/multi30k/dev20.en" --dev-target "$PEERS/data/multi30k/dev20.de" --max-updates 100 \
+      --dev-source "$PEERS/data/multi30k/dev20.en" --dev-target "$PEERS/data/multi30k/dev20.de" --max-steps 100 \
       --warmup-steps 2000 --learning-rate 5e-3 --eval-every 100 --patience 4 --average-last 1 --max-tokens 4096 --beam 1 \
       --threads 1 --no-progress --output-dir "$PEERS/ours-run/$v" > "$PEERS/ours-run/$v.out" 2>&1 &
     pids=$pids,$!

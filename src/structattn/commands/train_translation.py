@@ -1,6 +1,6 @@
 """``structattn train-translation``: train one translation run (Multi30k En->De by default; flags or --config JSON).
 
-Every `NMTConfig` field is a flag (``--variant hybrid_gate``,
+Every `NMTConfig` field is a flag (``--mechanism hybrid_gate``,
 ``--seed 2``, ``--k 2``) over ``--preset laptop`` (the default: 800 updates) or ``--preset full`` (NMTConfig's own
 defaults, 8,000 updates); ``--config FILE.json`` is read next and the flags given override it. Rerunning with the
 same settings in the same ``--output-dir`` resumes; the summary JSON is printed at the end.
