@@ -60,7 +60,11 @@ def main(argv: list[str] | None = None) -> int:
         parser.print_help()
         return 2
     try:
-        result = args.func(args)
+        with handling_signals():  # SIGINT and SIGTERM: Stopped, outside the writes that must finish
+            result = args.func(args)
+    except Stopped as exc:
+        print(exc.message(), file=sys.stderr)
+        return exc.exit_status
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
         return 130
@@ -71,6 +75,7 @@ def main(argv: list[str] | None = None) -> int:
 
 
 from .errors import UserError  # noqa: E402  (kept after main for readability)
+from .stopping import Stopped, handling_signals  # noqa: E402
 
 if __name__ == "__main__":
     sys.exit(main())

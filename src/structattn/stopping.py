@@ -1,0 +1,115 @@
+"""Stopping on a signal (lowest layer): SIGINT and SIGTERM become :class:`Stopped`, never inside a write.
+
+Schedulers, containers and pre-emptible machines stop a process with SIGTERM, a user with Ctrl-C (SIGINT).
+:func:`handling_signals` (around a command, :mod:`structattn.cli`) turns both into the exception :class:`Stopped`
+(a ``KeyboardInterrupt``), so ``finally`` blocks and context managers clean up as they do for Ctrl-C, and the
+command line prints one line and exits with ``128 + signal number`` (130, 143).
+
+A signal must not cut a write in two: torch's writer interrupted inside ``torch.save`` raises its own error on
+top of the ``KeyboardInterrupt``, and a half-written folder must be removed, not left behind. Code that must
+finish once started runs in :func:`deferred`: a signal arriving inside is remembered and raised when the
+outermost block ends (after the write was committed). ``deferred(raise_pending=False)`` only remembers it, for a
+caller that stops at its own safe point (the training engine after an update, where it saves a checkpoint first;
+:func:`pending`, :func:`raise_pending`).
+"""
+from __future__ import annotations
+
+import contextlib
+import signal
+import threading
+
+#: the signals turned into :class:`Stopped`
+SIGNALS = (signal.SIGINT, signal.SIGTERM)
+
+_depth = 0  # nesting of deferred() blocks of the main thread
+_pending: int | None = None  # a signal received inside one, not raised yet
+
+
+class Stopped(KeyboardInterrupt):
+    """The process was asked to stop by ``signum`` (SIGINT or SIGTERM)."""
+
+    def __init__(self, signum: int):
+        super().__init__(signal.Signals(signum).name)
+        self.signum = signum
+        self.resumable = False  # set by the code that made sure a rerun of the command continues (a trainer)
+
+    @property
+    def name(self) -> str:
+        return signal.Signals(self.signum).name
+
+    @property
+    def exit_status(self) -> int:
+        """``128 + signum``, the shell's convention for a process ended by a signal: 130, 143."""
+        return 128 + self.signum
+
+    def message(self) -> str:
+        """The line the command prints: ``stopped by SIGTERM; resume with the same command`` where a rerun continues
+        (:attr:`resumable`); else ``stopped by SIGTERM``, or ``interrupted`` for Ctrl-C."""
+        if self.resumable:
+            return f"stopped by {self.name}; resume with the same command"
+        return "interrupted" if self.signum == signal.SIGINT else f"stopped by {self.name}"
+
+
+def _handler(signum, frame) -> None:
+    global _pending
+    if _depth:
+        _pending = _pending or signum
+        return
+    raise Stopped(signum)
+
+
+@contextlib.contextmanager
+def handling_signals():
+    """Within the block, SIGINT and SIGTERM raise :class:`Stopped` (outside :func:`deferred` blocks); the previous
+    handlers come back after it. A no-op outside the main thread (only it can set handlers)."""
+    global _pending
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = {s: signal.signal(s, _handler) for s in SIGNALS}
+    try:
+        yield
+    finally:
+        for s, h in previous.items():
+            signal.signal(s, h)
+        _pending = None
+
+
+def hold() -> None:
+    """Start a region a signal does not cut (what :func:`deferred` does on entry); end it with :func:`release`."""
+    global _depth
+    _depth += 1
+
+
+def release(raise_pending: bool = True) -> None:
+    """End a :func:`hold` region; with ``raise_pending``, at the outermost one raise a signal received inside."""
+    global _depth
+    _depth -= 1
+    if raise_pending and _depth == 0:
+        raise_if_pending()
+
+
+@contextlib.contextmanager
+def deferred(raise_pending: bool = True):
+    """A block that a signal does not cut: the signal is remembered and, with ``raise_pending``, raised as
+    :class:`Stopped` when the outermost block ends without another exception (with one, it stays pending)."""
+    hold()
+    try:
+        yield
+    except BaseException:
+        release(raise_pending=False)
+        raise
+    release(raise_pending)
+
+
+def pending() -> int | None:
+    """The signal received inside a :func:`deferred` block and not raised yet (None: none)."""
+    return _pending
+
+
+def raise_if_pending() -> None:
+    """Raise :class:`Stopped` for the signal :func:`pending` gives, if any (and forget it)."""
+    global _pending
+    if _pending is not None:
+        signum, _pending = _pending, None
+        raise Stopped(signum)
