@@ -113,3 +113,19 @@ def raise_if_pending() -> None:
     if _pending is not None:
         signum, _pending = _pending, None
         raise Stopped(signum)
+
+
+#: ``STRUCTATTN_SIGNAL_AT=<point>:<SIGTERM|SIGINT>`` sends that signal to this process when it reaches ``point``
+#: (:func:`signal_point`), as a scheduler or a user would: the signal tests and the fault campaign.
+SIGNAL_AT_ENV = "STRUCTATTN_SIGNAL_AT"
+
+
+def signal_point(point: str) -> None:
+    """Fault injection: signal this process here when :data:`SIGNAL_AT_ENV` names ``point`` (the training engine's
+    points: ``data``, ``update``, ``optimizer-save``, ``evaluation``, ``summary``)."""
+    import os
+
+    wanted = os.environ.get(SIGNAL_AT_ENV, "")
+    if wanted.partition(":")[0] == point:
+        os.environ.pop(SIGNAL_AT_ENV)  # once per process
+        os.kill(os.getpid(), signal.Signals[wanted.partition(":")[2] or "SIGTERM"])

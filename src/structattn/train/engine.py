@@ -565,6 +565,7 @@ class Engine:
                 save_file(model_tensors(self.model), str(staging.tmp / "model.safetensors"))
                 scaler = self.scaler.state_dict() if self.scaler.is_enabled() else {}
                 with open(staging.tmp / "tensors.pt", "wb") as fh:  # Python's file: ENOSPC stays an errno
+                    stopping.signal_point("optimizer-save")
                     torch.save({"optimizer": self.optimizer.state_dict(), "scaler": scaler}, fh)
                 atomic_write_json(staging.tmp / "state.json", dataclasses.asdict(state))
         acc.wait_for_everyone()
@@ -658,6 +659,7 @@ class Engine:
             if self.is_main:
                 family.upgrade_legacy()
             self.begin(family.settings())
+            stopping.signal_point("data")
             family.load_data()
             model = family.build_model()
             total, eval_every = family.updates()
@@ -670,6 +672,7 @@ class Engine:
                 return None
             if not (self.is_main or family.summary_on_every_process):
                 return self.worker_summary()
+            stopping.signal_point("summary")
             summary = family.summary(state)
             self.acc.wait_for_everyone()
             return summary
@@ -701,6 +704,7 @@ class Engine:
                     t0 = time.time()
                     for batch in group:
                         self._batch_backward(family, batch)
+                    stopping.signal_point("update")
                     self._step()
                     state.step, state.step_in_epoch = state.step + 1, k
                     spent = time.time() - t0
@@ -756,6 +760,7 @@ class Engine:
         # end_of_epoch: the epoch counter already counts the finished epoch; the family decides what to record
         result = None
         if self.is_main:
+            stopping.signal_point("evaluation")
             evaluation = family.evaluate_dev(state, end_of_epoch)
             score = evaluation.score if evaluation.score is not None else evaluation.entry.get(main_metric)
             result = (evaluation.entry, score)
