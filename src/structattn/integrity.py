@@ -19,6 +19,8 @@ import zipfile
 from pathlib import Path
 
 MANIFEST = "manifest.json"
+#: a model's description, rewritten beside its weights after they were saved (measurements): not in manifests
+DESCRIPTIONS = ("card.json", "CARD.md")
 _CHUNK = 1 << 20
 
 
@@ -31,13 +33,13 @@ def sha256(path: Path) -> str:
 
 
 def write_manifest(folder: Path, **extra) -> None:
-    """Record the size and SHA-256 of every file directly in ``folder`` (and ``extra`` JSON values) in its
-    ``manifest.json``."""
+    """Record the size and SHA-256 of every file directly in ``folder`` but :data:`DESCRIPTIONS` (and ``extra`` JSON
+    values) in its ``manifest.json``."""
     from .io import atomic_write_json
 
     folder = Path(folder)
     files = {p.name: {"bytes": p.stat().st_size, "sha256": sha256(p)}
-             for p in sorted(folder.iterdir()) if p.is_file() and p.name != MANIFEST}
+             for p in sorted(folder.iterdir()) if p.is_file() and p.name not in (MANIFEST, *DESCRIPTIONS)}
     atomic_write_json(folder / MANIFEST, {"files": files, **extra})
 
 
