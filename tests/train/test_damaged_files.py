@@ -130,7 +130,12 @@ def test_a_damaged_checkpoint_falls_back_to_an_intact_one_and_ends_as_an_uninter
         assert killed.returncode == -9, killed.stderr[-3000:]
         assert json.loads((out / "previous-checkpoint" / "state.json").read_text())["step"] == 3
         damage(out)
+        leftovers = [out / ".settings.json.x1y2z3ab.tmp", out / ".test.trees.k9k9k9k9.tmp"]  # writes killed
+        for p in leftovers:
+            p.write_text("half")
         again = _run(argv, out)
+        assert "removed 2 temporary file(s) of interrupted writes" in again.stderr and not any(
+            p.exists() for p in leftovers)
         assert again.returncode == 0 and "Traceback" not in again.stderr, (case, again.stderr[-3000:])
         assert re.search(said, again.stderr), (case, again.stderr[-3000:])
         for name in compared:
