@@ -8,7 +8,7 @@ not a traceback from the library that parses it, and never weights read silently
 * without a manifest (a model folder saved by ``save_pretrained``, a shipped model, a checkpoint of an earlier
   version), each file's form is checked (:func:`file_damage`): a safetensors file's header must parse and its
   tensors must end where the file ends (a truncated copy is caught without reading the data), a JSON file must
-  parse, a torch zip archive must list its members, a text file must not be empty.
+  parse, a torch zip archive must list its members, a text file (a vocabulary) must be UTF-8; no file may be empty.
 """
 from __future__ import annotations
 
@@ -92,13 +92,15 @@ def file_damage(path: Path) -> str | None:
             return _safetensors_damage(path, size)
         if path.suffix == ".json":
             json.loads(path.read_text(encoding="utf-8"))
+        elif path.suffix == ".txt":  # a vocabulary
+            path.read_bytes().decode("utf-8")
         elif path.suffix in (".pt", ".bin", ".pth"):
             if not zipfile.is_zipfile(path):
                 return f"{path} is not a complete torch archive (truncated or replaced)"
             with zipfile.ZipFile(path) as archive:
                 archive.infolist()
     except (ValueError, UnicodeDecodeError):
-        return f"{path} is not valid JSON (truncated or replaced)"
+        return f"{path} is not valid {'JSON' if path.suffix == '.json' else 'UTF-8'} (truncated or replaced)"
     except (OSError, zipfile.BadZipFile) as exc:
         return f"{path} cannot be read ({getattr(exc, 'strerror', None) or exc})"
     return None

@@ -160,13 +160,26 @@ TOKENIZER_FILES = {"BertTokenizer": ("vocab.txt", "tokenizer.json"),
 def model_folder_damage(folder: Path) -> str | None:
     """What is wrong with a model folder's files (:func:`structattn.integrity.folder_damage`: the manifest, or each
     file's form), or a tokenizer file its ``tokenizer_config.json`` needs that is missing; None when intact."""
-    problem = folder_damage(folder)
+    problem = folder_damage(folder) or _vocabulary_damage(folder)
     if problem or not (folder / "tokenizer_config.json").is_file():
         return problem
     tokenizer_class = json.loads((folder / "tokenizer_config.json").read_text(encoding="utf-8")).get("tokenizer_class")
     needed = TOKENIZER_FILES.get(tokenizer_class, ())
     if needed and not any((folder / name).is_file() for name in needed):
         return f"{folder / needed[0]} is missing (the {tokenizer_class} of tokenizer_config.json reads it)"
+    return None
+
+
+def _vocabulary_damage(folder: Path) -> str | None:
+    """A ``vocab.txt`` with fewer entries than ``config.json``'s ``vocab_size`` (cut short: the words past the cut
+    would be read as unknown, or the model would answer with other words), else None."""
+    vocab, config = folder / "vocab.txt", folder / "config.json"
+    if not (vocab.is_file() and config.is_file()):
+        return None
+    size = json.loads(config.read_text(encoding="utf-8")).get("vocab_size")
+    entries = vocab.read_bytes().count(b"\n") + (not vocab.read_bytes().endswith(b"\n"))
+    if isinstance(size, int) and entries < size:
+        return f"{vocab} has {entries:,} entries where the model's vocabulary has {size:,} (cut short)"
     return None
 
 
