@@ -10,6 +10,7 @@ import importlib
 import sys
 
 from .cli_grammar import CommandLineParser
+from .stopping import Stopped, handling_signals
 
 # Order = order in --help. Every name is a module of structattn.commands (benchmarks are scripts in
 # benchmarks/, run by `make bench`, not commands).
@@ -50,6 +51,20 @@ def _loud_libraries() -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
+    """Run one command; SIGINT and SIGTERM, from the start (imports included), end it in one line with 130 or 143
+    (:mod:`structattn.stopping`: never inside a write)."""
+    with handling_signals():
+        try:
+            return _main(argv)
+        except Stopped as exc:
+            print(exc.message(), file=sys.stderr)
+            return exc.exit_status
+        except KeyboardInterrupt:  # raised by other code than the signal handler
+            print("interrupted", file=sys.stderr)
+            return 130
+
+
+def _main(argv: list[str] | None) -> int:
     _quiet_libraries()
     parser = build_parser()
     args = parser.parse_args(argv)
@@ -60,14 +75,7 @@ def main(argv: list[str] | None = None) -> int:
         parser.print_help()
         return 2
     try:
-        with handling_signals():  # SIGINT and SIGTERM: Stopped, outside the writes that must finish
-            result = args.func(args)
-    except Stopped as exc:
-        print(exc.message(), file=sys.stderr)
-        return exc.exit_status
-    except KeyboardInterrupt:
-        print("interrupted", file=sys.stderr)
-        return 130
+        result = args.func(args)
     except UserError as exc:  # errors the user can fix: one clear line, no traceback
         print(f"structattn {args.command}: error: {exc}", file=sys.stderr)
         return 2
@@ -75,7 +83,6 @@ def main(argv: list[str] | None = None) -> int:
 
 
 from .errors import UserError  # noqa: E402  (kept after main for readability)
-from .stopping import Stopped, handling_signals  # noqa: E402
 
 if __name__ == "__main__":
     sys.exit(main())
