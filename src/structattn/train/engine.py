@@ -33,8 +33,17 @@ the rest, written once (``docs/engine.md``):
       tensors.pt          optimizer state, fp16 loss scale (tensors and numbers, read with weights_only=True)
       rng-<rank>.json     each process's Python, NumPy and torch RNG states and its running training loss
       state.json          EngineState: step, epoch, position in the epoch, best, patience, history, family records
+      manifest.json       each file's size and SHA-256 (:mod:`structattn.integrity`), written last
 
-- resume: ``settings`` (what decides a run's result) are recorded in ``<output_dir>/settings.json``; a rerun with
+  the one before kept as ``previous-checkpoint/``;
+- resume from the newest checkpoint whose files are intact (``checkpoint/``, else ``previous-checkpoint/``, else step
+  0; one line says which and how many updates are trained again, :meth:`Engine._resume`); the output folder is
+  created only once the data was read (:meth:`Engine.open_output`), which also removes the temporary files of
+  interrupted writes;
+- SIGINT and SIGTERM (:mod:`structattn.stopping`): a signal during an update stops the run after it, with a
+  checkpoint of it; elsewhere at once, never inside a checkpoint write; ``STRUCTATTN_SIGNAL_AT`` sends one at a
+  named point (the signal tests);
+- settings: ``settings`` (what decides a run's result) are recorded in ``<output_dir>/settings.json``; a rerun with
   other settings or another number of processes is refused (UserError), the same one continues from the
   checkpoint exactly (same batches, same RNG streams). ``STRUCTATTN_KILL_AT_STEP=N`` SIGKILLs every process
   right after update N (the kill tests).
