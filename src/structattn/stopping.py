@@ -63,7 +63,7 @@ def handling_signals():
     """Within the block, SIGINT and SIGTERM raise :class:`Stopped` (outside :func:`deferred` blocks); the previous
     handlers come back after it. A no-op outside the main thread (only it can set handlers)."""
     global _pending
-    if threading.current_thread() is not threading.main_thread():
+    if not _in_main_thread():
         yield
         return
     previous = {s: signal.signal(s, _handler) for s in SIGNALS}
@@ -76,17 +76,26 @@ def handling_signals():
 
 
 def hold() -> None:
-    """Start a region a signal does not cut (what :func:`deferred` does on entry); end it with :func:`release`."""
+    """Start a region a signal does not cut (what :func:`deferred` does on entry); end it with :func:`release`. Only
+    the main thread's regions count: the signal is raised there (another thread's write finishes anyway, as
+    Python waits for its threads before it exits)."""
     global _depth
-    _depth += 1
+    if _in_main_thread():
+        _depth += 1
 
 
 def release(raise_pending: bool = True) -> None:
     """End a :func:`hold` region; with ``raise_pending``, at the outermost one raise a signal received inside."""
     global _depth
+    if not _in_main_thread():
+        return
     _depth -= 1
     if raise_pending and _depth == 0:
         raise_if_pending()
+
+
+def _in_main_thread() -> bool:
+    return threading.current_thread() is threading.main_thread()
 
 
 @contextlib.contextmanager
