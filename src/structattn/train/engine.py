@@ -441,6 +441,10 @@ class Engine:
         when there is one; the state to continue from."""
         self.model, self.optimizer, self.schedule = model.to(self.device), optimizer, schedule
         if self.settings is not None and self.is_main and not (self.out / "settings.json").is_file():
+            if any((f / "state.json").is_file() for f in (self.ckpt, self.out / PREVIOUS_CHECKPOINT)):
+                print(f"note: {self.out / 'settings.json'} is missing beside a checkpoint, so the checkpoint's "
+                      "settings cannot be compared with this run's; it is written again with this run's",
+                      file=sys.stderr)
             atomic_write_json(self.out / "settings.json", self.settings)
         self.base_lrs = [group["lr"] for group in optimizer.param_groups]
         if self.num_processes > 1:
