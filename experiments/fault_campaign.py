@@ -601,6 +601,8 @@ def kill_cases(root: Path, only: set[str] | None = None, sig: int = signal.SIGKI
         setups.append(("train-translation", argv, d, nmt_phases, NMT_FILES))
 
     for name, argv, d, phases, files in setups:
+        if ids and not any(w.startswith(f"{name}-{verb}") or f"{name}-{verb}".startswith(w) for w in ids):
+            continue  # none of this trainer's cases is asked for
         ref = d / "reference"
         if all((ref / f).is_file() for f in files):  # made by this campaign for another signal
             ref_out = Outcome(0, "", 0.0)

@@ -10,7 +10,7 @@ import importlib
 import sys
 
 from .cli_grammar import CommandLineParser
-from .stopping import Stopped, handling_signals
+from .stopping import Stopped, handling_signals, raise_if_pending
 
 # Order = order in --help. Every name is a module of structattn.commands (benchmarks are scripts in
 # benchmarks/, run by `make bench`, not commands).
@@ -67,6 +67,7 @@ def main(argv: list[str] | None = None) -> int:
 def _main(argv: list[str] | None) -> int:
     _quiet_libraries()
     parser = build_parser()
+    raise_if_pending()  # a signal that an import swallowed
     args = parser.parse_args(argv)
     if args.verbose:
         _loud_libraries()

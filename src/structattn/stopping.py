@@ -10,7 +10,9 @@ top of the ``KeyboardInterrupt``, and a half-written folder must be removed, not
 finish once started runs in :func:`deferred`: a signal arriving inside is remembered and raised when the
 outermost block ends (after the write was committed). ``deferred(raise_pending=False)`` only remembers it, for a
 caller that stops at its own safe point (the training engine after an update, where it saves a checkpoint first;
-:func:`pending`, :func:`raise_pending`).
+:func:`pending`, :func:`raise_if_pending`). A signal stays pending until :func:`raise_if_pending` raises it, so that
+one raised where a library swallows exceptions (``except:`` around an optional import) is raised again at the next
+safe point (the command line after loading its commands, the engine between its phases and after each update).
 """
 from __future__ import annotations
 
@@ -52,10 +54,9 @@ class Stopped(KeyboardInterrupt):
 
 def _handler(signum, frame) -> None:
     global _pending
-    if _depth:
-        _pending = _pending or signum
-        return
-    raise Stopped(signum)
+    _pending = _pending or signum  # kept until raised by raise_if_pending: code that swallows the exception below
+    if not _depth:                 # (a bare except around an optional import) does not swallow the signal
+        raise Stopped(signum)
 
 
 @contextlib.contextmanager

@@ -48,6 +48,20 @@ def test_a_signal_inside_a_deferred_block_is_raised_when_it_ends():
             stopping.raise_if_pending()
 
 
+def test_a_swallowed_signal_is_raised_again_at_the_next_safe_point():
+    with stopping.handling_signals():
+        try:
+            os.kill(os.getpid(), signal.SIGTERM)
+            for _ in range(1000):
+                pass
+        except BaseException:  # a library's bare except around an optional import
+            pass
+        assert stopping.pending() == signal.SIGTERM
+        with pytest.raises(stopping.Stopped, match="SIGTERM"):
+            stopping.raise_if_pending()
+    assert stopping.pending() is None
+
+
 def test_an_atomic_write_finishes_before_the_signal_and_honours_the_umask(tmp_path):
     old = os.umask(0o027)
     try:

@@ -674,8 +674,10 @@ class Engine:
             self.begin(family.settings())
             stopping.signal_point("data")
             family.load_data()
+            stopping.raise_if_pending()  # between phases: a signal that a library swallowed
             model = family.build_model()
             total, eval_every = family.updates()
+            stopping.raise_if_pending()
             if self.is_main:  # the data was found: now the folder may be created
                 self.open_output()
                 if family.config_file:
