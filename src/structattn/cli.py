@@ -18,6 +18,9 @@ COMMANDS = ["preprocess", "masks", "cache", "train", "evaluate", "predict", "swe
             "train_parsing", "parse", "score", "train_translation", "translate", "models",
             "probe", "answer", "pack_reader"]
 
+#: commands that continue where a stopped run of theirs left off when given the same arguments again
+RESUMABLE_COMMANDS = ("train", "train-parsing", "train-translation", "sweep")
+
 
 def build_parser() -> argparse.ArgumentParser:
     parser = CommandLineParser(prog="structattn", description="Structure-aware attention for Transformer encoders.")
@@ -57,6 +60,8 @@ def main(argv: list[str] | None = None) -> int:
         try:
             return _main(argv)
         except Stopped as exc:
+            words = [a for a in (sys.argv[1:] if argv is None else argv) if not a.startswith("-")]
+            exc.resumable = exc.resumable or words[:1] in ([c] for c in RESUMABLE_COMMANDS)  # also before training
             print(exc.message(), file=sys.stderr)
             return exc.exit_status
         except KeyboardInterrupt:  # raised by other code than the signal handler
