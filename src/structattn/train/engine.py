@@ -457,12 +457,13 @@ class Engine:
     def _resume(self) -> None:
         """Continue from the newest intact checkpoint: ``checkpoint/``, else ``previous-checkpoint/`` (one line says
         which and how many updates are trained again), else from step 0 (one line says so). A checkpoint that has
-        found a best model needs ``best/`` intact. Folders not used are set aside as ``<name>.set-aside``."""
+        found a best model needs ``best/``, where there is one, intact. Folders not used are set aside as ``<name>.set-aside``."""
         folders = [f for f in (self.ckpt, self.out / PREVIOUS_CHECKPOINT) if f.is_dir()]
         if not folders:
             return
         best = self.out / "best"
-        best_problem = (folder_damage(best) if best.is_dir() else f"{best} is missing")
+        # a family may write no best/ (--keep-best-model false, probes): only a damaged one counts
+        best_problem = folder_damage(best) if best.is_dir() else None
         problems, claimed, chosen = [], [], None
         for folder in folders:
             loaded, problem, step = self._read_checkpoint(folder)
