@@ -16,7 +16,7 @@ from structattn.errors import UserError
 from structattn.integrity import file_damage, folder_damage, write_manifest
 from structattn.models.trained import TRAINED, resolve
 
-from test_signals import _parser, _same_file
+from test_signals import _parser, _same_file, _sst2
 
 
 def _safetensors(path: Path) -> Path:
@@ -145,3 +145,17 @@ def test_a_damaged_checkpoint_falls_back_to_an_intact_one_and_ends_as_an_uninter
     refused = _run(argv, out)
     lines = refused.stderr.strip().splitlines()
     assert refused.returncode == 2 and len(lines) == 1 and "settings.json is not valid JSON" in lines[0], lines
+
+
+@pytest.mark.slow
+def test_a_run_that_keeps_no_best_model_resumes_from_its_checkpoint(tmp_path, monkeypatch):
+    """No best/ is no damage: the run resumes from checkpoint/, not from step 0."""
+    monkeypatch.setenv("STRUCTATTN_CACHE", str(tmp_path / "cache"))
+    monkeypatch.setenv("STRUCTATTN_DATA", os.environ.get("STRUCTATTN_DATA", ""))
+    argv, _ = _sst2(tmp_path)
+    argv = [*argv, "--keep-best-model", "false"]
+    killed = _run(argv, tmp_path / "run", kill_at=5)
+    assert killed.returncode == -9 and not (tmp_path / "run" / "best").exists(), killed.stderr[-3000:]
+    again = _run(argv, tmp_path / "run")
+    assert again.returncode == 0, again.stderr[-3000:]
+    assert "checkpoint at step 4" in again.stderr and "starting again" not in again.stderr, again.stderr[-3000:]
