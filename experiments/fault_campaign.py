@@ -56,11 +56,12 @@ PARSER = "bna-scratch"
 TRANSLATOR = "hybrid-gate-en-de"
 CLASSES = ("clear error", "unclear error", "traceback", "success", "handled", "silent", "data lost", "hang",
            "skipped")
-KINDS = ("input", "output", "kill", "concurrency", "disk")
+KINDS = ("input", "output", "kill", "signal", "checkpoint", "model", "cache", "concurrency", "disk")
 # stderr lines that are not a message about the case: argparse's usage block and the library's notes/warnings
 NOISE_PREFIXES = ("usage:", "structattn: warning:", "note:", "warning:")
 # words of a line that tells the user something about an input it accepted
-NOTICE_WORDS = ("warning", "note:", "skipp", "ignor", "dropp", "blank", "unmatch", "were cut", "no prediction")
+NOTICE_WORDS = ("warning", "note:", "skipp", "ignor", "dropp", "blank", "unmatch", "were cut", "no prediction",
+                "parse cache:")
 
 
 @dataclasses.dataclass
@@ -466,11 +467,14 @@ def compare_runs(run: Path, reference: Path, files: tuple[str, ...]) -> tuple[bo
 
 
 def leftovers(run: Path) -> list[str]:
-    return sorted(p.name for p in run.glob(".*tmp-*")) + sorted(p.name for p in run.glob(".*old-*"))
+    """Temporary folders and files of interrupted writes (``.<name>.tmp-*``, ``.<name>.old-*``, ``.<name>.*.tmp``)."""
+    return sorted(p.name for pattern in (".*tmp-*", ".*old-*", ".*.tmp") for p in run.glob(pattern))
 
 
-def run_until(argv: list[str], trigger, timeout: float = 300.0, delay: float = 0.0) -> tuple[Outcome, bool, str]:
-    """Start the CLI, SIGKILL it when ``trigger(output)`` returns a description; (outcome, killed, what).
+def run_until(argv: list[str], trigger, timeout: float = 300.0, delay: float = 0.0,
+              sig: int = signal.SIGKILL) -> tuple[Outcome, bool, str]:
+    """Start the CLI, send ``sig`` (SIGKILL) when ``trigger(output)`` returns a description; (outcome, signalled,
+    what).
 
     ``output`` is stdout and stderr together (the trainers print their phases on both)."""
     err_path = Path(f"/tmp/faults/.stderr-{os.getpid()}-{time.time_ns()}")
@@ -485,7 +489,7 @@ def run_until(argv: list[str], trigger, timeout: float = 300.0, delay: float = 0
             if what:
                 if delay:
                     time.sleep(delay)
-                p.send_signal(signal.SIGKILL)
+                p.send_signal(sig)
                 break
             time.sleep(0.005)
         if p.poll() is None and not what:
@@ -493,7 +497,7 @@ def run_until(argv: list[str], trigger, timeout: float = 300.0, delay: float = 0
         rc = p.wait()
     text = err_path.read_text("utf-8", "replace")
     err_path.unlink()
-    return Outcome(rc, text, time.time() - t0), bool(what) and rc == -signal.SIGKILL, what
+    return Outcome(rc, text, time.time() - t0), bool(what) and rc in (-sig, 128 + sig), what
 
 
 def dir_trigger(run: Path, pattern: str, what: str):
@@ -539,7 +543,23 @@ PARSER_FILES = ("best/model.safetensors", "checkpoint/model.safetensors", "dev.t
 NMT_FILES = ("best/model.safetensors", "checkpoint/model.safetensors", "final/model.safetensors")
 
 
-def kill_cases(root: Path, only: set[str] | None = None) -> Iterator[dict]:
+def stopped_class(out: Outcome, sig: int) -> str:
+    """How a trainer stopped by ``sig`` ended: SIGKILL needs nothing; SIGTERM and SIGINT must exit 128 + the signal
+    number, without a traceback, with the last line ``stopped by <SIG>; resume with the same command``."""
+    if sig == signal.SIGKILL:
+        return "success"
+    if "Traceback" in out.stderr:
+        return "traceback"
+    name = signal.Signals(sig).name
+    said = last_error_line(out.stderr) == f"stopped by {name}; resume with the same command"
+    return "success" if out.rc == 128 + sig and said else "unclear error"
+
+
+def kill_cases(root: Path, only: set[str] | None = None, sig: int = signal.SIGKILL,
+               kind: str = "kill", ids: list[str] | None = None) -> Iterator[dict]:
+    """``sig`` (SIGKILL; the ``signal`` kind: SIGTERM and SIGINT) at each phase of the tiny parser and translation
+    trainers, then the same command again, compared with an uninterrupted run."""
+    verb = "kill" if sig == signal.SIGKILL else signal.Signals(sig).name.lower()
     setups = []
     ps = parser_setup(root / "parser")
     if ps:
@@ -581,28 +601,40 @@ def kill_cases(root: Path, only: set[str] | None = None) -> Iterator[dict]:
         setups.append(("train-translation", argv, d, nmt_phases, NMT_FILES))
 
     for name, argv, d, phases, files in setups:
+        if ids and not any(w.startswith(f"{name}-{verb}") or f"{name}-{verb}".startswith(w) for w in ids):
+            continue  # none of this trainer's cases is asked for
         ref = d / "reference"
-        shutil.rmtree(ref, ignore_errors=True)
-        ref_out = run_cli([*argv, "--output-dir", str(ref)])
-        yield (record(f"{name}-uninterrupted", "kill", [*argv, "--output-dir", str(ref)], ref_out,
-                           "success" if ref_out.rc == 0 else classify(ref_out)))
+        if all((ref / f).is_file() for f in files):  # made by this campaign for another signal
+            ref_out = Outcome(0, "", 0.0)
+        else:
+            shutil.rmtree(ref, ignore_errors=True)
+            ref_out = run_cli([*argv, "--output-dir", str(ref)])
+        if sig == signal.SIGKILL:
+            yield (record(f"{name}-uninterrupted", kind, [*argv, "--output-dir", str(ref)], ref_out,
+                          "success" if ref_out.rc == 0 else classify(ref_out)))
         if ref_out.rc != 0:
             continue
         probe_run = d / "probe"
         for phase in phases(probe_run):
-            if only and phase not in only:
+            if (only and phase not in only) or (ids and not any(w in f"{name}-{verb}-{phase}" for w in ids)):
                 continue
-            run = d / f"kill-{phase}"
+            run = d / f"{verb}-{phase}"
             shutil.rmtree(run, ignore_errors=True)
             trig, delay = phases(run)[phase]
             if name == "train-translation":
                 phases.t0 = time.time()
             cmd = [*argv, "--output-dir", str(run)]
-            killed_out, killed, what = run_until(cmd, trig, delay=delay)
-            state = {"killed": killed, "trigger": what, "step_at_kill": state_step(run), "leftovers": leftovers(run)}
+            killed_out, killed, what = run_until(cmd, trig, delay=delay, sig=sig)
+            state = {"killed": killed, "trigger": what, "step_at_kill": state_step(run), "leftovers": leftovers(run),
+                     "stopped_rc": killed_out.rc, "stopped_last": last_error_line(killed_out.stderr)}
             if not killed:
-                yield (record(f"{name}-kill-{phase}", "kill", cmd, killed_out, "skipped",
+                yield (record(f"{name}-{verb}-{phase}", kind, cmd, killed_out, "skipped",
                                    note="the run ended before the phase was seen", **state))
+                continue
+            stopped = stopped_class(killed_out, sig)
+            if stopped != "success":
+                yield (record(f"{name}-{verb}-{phase}", kind, cmd, killed_out, stopped,
+                              note="the signalled run did not stop cleanly", **state))
                 continue
             again = run_cli(cmd)
             if again.rc != 0:
@@ -613,7 +645,131 @@ def kill_cases(root: Path, only: set[str] | None = None) -> Iterator[dict]:
                 cls = "success" if same else "data lost"
                 if leftovers(run):
                     note += f"; leftovers after the rerun: {leftovers(run)}"
-            yield (record(f"{name}-kill-{phase}", "kill", cmd, again, cls, note=note, **state))
+            yield (record(f"{name}-{verb}-{phase}", kind, cmd, again, cls, note=note, **state))
+
+
+# ---------------------------------------------------------------- damaged checkpoints, model folders and caches
+def truncate(path: Path) -> None:
+    path.write_bytes(path.read_bytes()[:path.stat().st_size // 2])
+
+
+def garbage(path: Path) -> None:
+    path.write_bytes(os.urandom(path.stat().st_size) if path.stat().st_size else b"\x00")
+
+
+DAMAGES = {"truncated": truncate, "emptied": lambda p: p.write_bytes(b""), "garbage": garbage,
+           "deleted": lambda p: p.unlink()}
+
+
+def damaged_copy(template: Path, dst: Path, file: str, how: str) -> Path:
+    shutil.rmtree(dst, ignore_errors=True)
+    shutil.copytree(template, dst)
+    DAMAGES[how](dst / file)
+    return dst
+
+
+def checkpoint_cases(root: Path) -> Iterator[dict]:
+    """A tiny parser trainer (6 own trees, d_model 16) killed at update 5 (``checkpoint/`` of step 4, ``previous-checkpoint/`` of step 3, the
+    ``best/`` of step 3); each file of them damaged in turn (truncated, emptied, replaced by random bytes of its
+    size, deleted), then the same command: it must name the damaged file and end equal to an uninterrupted run
+    (``handled``), or refuse in one line where no safe fallback exists (``settings.json``: ``clear error``)."""
+    d = root / "parser"
+    trees = write(d / "train.trees", "\n".join(TINY_TREES) + "\n")
+    argv = ["train-parsing", "--train", trees, "--dev", trees, "--test", trees, "--model", "none", "--pos", "none",
+            "--epochs", "3", "--batch-size", "2", "--checkpoint-every", "1", "--d-model", "16", "--num-layers", "1",
+            "--heads", "2", "--d-head", "8", "--d-ff", "32", "--label-hidden", "16", "--char-dim", "8",
+            "--word-dim", "16", "--no-progress"]
+    ref, template = d / "reference", d / "killed"
+    for folder in (ref, template):
+        shutil.rmtree(folder, ignore_errors=True)
+    if run_cli([*argv, "--output-dir", str(ref)]).rc != 0:
+        return
+    env = dict(cli_env(), STRUCTATTN_KILL_AT_STEP="5")
+    run_cli([*argv, "--output-dir", str(template)], env=env)
+    files = [f"checkpoint/{p.name}" for p in sorted((template / "checkpoint").iterdir())]
+    files += ["best/model.safetensors", "best/config.json", "settings.json"]
+    for file in files:
+        for how in DAMAGES:
+            run = damaged_copy(template, d / "case", file, how)
+            cmd = [*argv, "--output-dir", str(run)]
+            out = run_cli(cmd)
+            named = Path(file).name in out.stderr
+            if out.rc != 0 or "Traceback" in out.stderr:
+                cls = classify(out)
+            else:
+                same, note = compare_runs(run, ref, PARSER_FILES)
+                # a deleted manifest leaves a checkpoint of the earlier layout, which resumes as it is
+                cls = "data lost" if not same else ("handled" if named else
+                                                    "success" if file.endswith("manifest.json") else "silent")
+            yield record(f"checkpoint-{file.replace('/', '-')}-{how}", "checkpoint", cmd, out, cls,
+                         note=next((ln for ln in out.stderr.splitlines() if Path(file).name in ln), "")[:300])
+
+
+def model_cases(root: Path) -> Iterator[dict]:
+    """Copies of the shipped parser, translator and reader with one file damaged, given to ``parse``, ``translate``
+    and ``answer``: one line naming it (``clear error``)."""
+    sentence = write(root / "one.txt", "The cat sat on the mat .\n")
+    commands = {"bna-scratch": ["parse", "--input", sentence, "--output", str(root / "out.trees")],
+                "hybrid-gate-en-de": ["translate", "--input", sentence, "--output", str(root / "out.de")],
+                "sgnet-squad2": ["answer", "--question", "Where did the cat sit?", "--context",
+                                 "The cat sat on the mat."]}
+    for name, argv in commands.items():
+        shipped = REPO / "src" / "structattn" / "trained" / name
+        if not (shipped / "model.safetensors").is_file():
+            continue
+        files = ["model.safetensors", "config.json"] + [f for f in ("vocab.txt", "tokenizer.json")
+                                                       if (shipped / f).is_file()]
+        for file in files:
+            for how in ("truncated", "garbage", "deleted"):
+                folder = damaged_copy(shipped, root / name, file, how)
+                cmd = [*argv, "--model", str(folder)]
+                yield record(f"model-{name}-{file}-{how}", "model", cmd, *_run_classified(cmd))
+
+
+def _run_classified(cmd: list[str], env: dict | None = None, expect: str = "refuse") -> tuple[Outcome, str]:
+    out = run_cli(cmd, env=env)
+    return out, classify(out, expect)
+
+
+def cache_cases(root: Path) -> Iterator[dict]:
+    """The parse cache damaged (empty, truncated, random bytes) and read-only (a tmpfs remounted read-only):
+    ``preprocess`` must say so and finish (``handled``; read-only: every cached item served, the note counting
+    the writes skipped), ``cache info`` must read it, ``cache prune --all`` refuse in one line."""
+    words = write(root / "words.txt", "".join(f"sentence number {i} is here .\n" for i in range(40)))
+    fill = ["preprocess", "--words-file", words, "--no-progress", "--batch-size", "16"]
+    good = root / "good"
+    shutil.rmtree(good, ignore_errors=True)
+    run_cli(fill, env=dict(cli_env(), STRUCTATTN_CACHE=str(good)))
+    database = next(good.rglob("*.sqlite3"), None)
+    if database is None:
+        return
+    for how in ("emptied", "truncated", "garbage"):
+        cache = root / f"cache-{how}"
+        damaged_copy(good, cache, str(database.relative_to(good)), how)
+        for suffix in ("-wal", "-shm"):  # the damage is the database file's alone
+            Path(f"{cache / database.relative_to(good)}{suffix}").unlink(missing_ok=True)
+        out, cls = _run_classified(fill, env=dict(cli_env(), STRUCTATTN_CACHE=str(cache)))
+        yield record(f"cache-{how}-preprocess", "cache", fill, out, cls)
+    mnt = root / "ro"
+    ok, why = mount_tmpfs(mnt, "8m")
+    if not ok:
+        yield record("cache-read-only", "cache", fill, Outcome(None, why, 0.0), "skipped", note=f"mount refused: {why}")
+        return
+    try:
+        shutil.copytree(good, mnt / "cache")
+        subprocess.run(["mount", "-o", "remount,ro", str(mnt)], check=True)
+        env = dict(cli_env(), STRUCTATTN_CACHE=str(mnt / "cache"))
+        more = write(root / "more.txt", "".join(f"another sentence {i} .\n" for i in range(5)))
+        for cid, cmd, expect in (("preprocess-all-cached", fill, "refuse"),
+                                 ("preprocess-new-items", ["preprocess", "--words-file", more, "--no-progress"],
+                                  "refuse"),
+                                 ("info", ["cache", "info"], "accept"), ("prune", ["cache", "prune", "--all"], "refuse")):
+            out, cls = _run_classified(cmd, env=env, expect=expect)
+            if cid == "preprocess-all-cached" and cls == "handled" and "40 of 40 items from it" not in out.stderr:
+                cls = "silent"  # exit 0, but the cached items were not served
+            yield record(f"cache-read-only-{cid}", "cache", cmd, out, cls)
+    finally:
+        umount(mnt)
 
 
 # ---------------------------------------------------------------- concurrency and disk
@@ -791,8 +947,17 @@ def main(argv: list[str] | None = None) -> int:
         if ro_dir is not None:
             umount(ro_dir)
     if "kill" in kinds:
-        for row in kill_cases(root / "kill"):
+        for row in kill_cases(root / "kill", ids=only):
             emit(row)
+    if "signal" in kinds:  # SIGTERM at every phase; Ctrl-C where it used to end in a traceback, and in an update
+        for sig, phases in ((signal.SIGTERM, None), (signal.SIGINT, {"update", "checkpoint-write", "evaluation"})):
+            for row in kill_cases(root / "signal", only=phases, sig=sig, kind="signal", ids=only):
+                emit(row)
+    for kind, cases_of in (("checkpoint", checkpoint_cases), ("model", model_cases), ("cache", cache_cases)):
+        if kind in kinds:
+            (root / kind).mkdir(parents=True, exist_ok=True)
+            for row in cases_of(root / kind):
+                emit(row)
     if "concurrency" in kinds:
         for row in concurrency_cases(root / "concurrency"):
             emit(row)

@@ -83,3 +83,14 @@ def test_read_jsonl_skips_blank_lines_and_says_when_the_file_is_missing(tmp_path
     assert read_jsonl(tmp_path / "none.jsonl", missing_ok=True) == []
     with pytest.raises(FileNotFoundError):
         read_jsonl(tmp_path / "none.jsonl")
+
+
+def test_leftovers_of_killed_atomic_writes_are_removed_and_nothing_else(tmp_path):
+    from structattn.io import remove_write_leftovers
+
+    for name in (".settings.json.ab12cd34.tmp", ".dev.trees.zz99yy88.tmp", "keep.tmp", ".hidden.tmp", "x.json"):
+        (tmp_path / name).write_text("x")
+    (tmp_path / ".best.tmp-123").mkdir()  # a folder: AtomicDir's, repaired elsewhere
+    removed = remove_write_leftovers(tmp_path)
+    assert sorted(p.name for p in removed) == [".dev.trees.zz99yy88.tmp", ".settings.json.ab12cd34.tmp"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == [".best.tmp-123", ".hidden.tmp", "keep.tmp", "x.json"]

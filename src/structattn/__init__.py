@@ -12,10 +12,11 @@ from the core and the systems it builds on, and no two modules import each other
 
 The core, bottom to top:
 
- 1. ``errors``, ``settings``, ``io``, ``config_io``, ``textcheck``, ``paths``, ``cli_grammar``, ``verbosity``:
-    user errors, data and cache locations, atomic file writing, typed JSON configuration, the control-character
-    check of every reader, the path checks made before work, the command line's shared grammar, quiet loading
-    (anyone may use them).
+ 1. ``errors``, ``settings``, ``io``, ``config_io``, ``textcheck``, ``paths``, ``cli_grammar``, ``verbosity``,
+    ``stopping``, ``integrity``: user errors, data and cache locations, atomic file writing, typed JSON
+    configuration, the control-character check of every reader, the path checks made before work, the command
+    line's shared grammar, quiet loading, SIGINT/SIGTERM outside writes, damaged-file checks (anyone may use
+    them).
  2. ``structure``: word-level relations (tree distance, ancestors, window, direction) and sub-word expansion.
  3. ``tasks``: readers for each benchmark and its official-equivalent metric (SQuAD, EVALB, BLEU, RACE, ...).
  4. ``dependency``: the Parse record; spaCy, CoNLL-U and PTB dependency backends; the parse cache.

@@ -10,6 +10,7 @@ import importlib
 import sys
 
 from .cli_grammar import CommandLineParser, plain_text, require_in_usage, walk_parsers
+from .stopping import Stopped, handling_signals, raise_if_pending
 
 # Order = order in --help. Every name is a module of structattn.commands (benchmarks are scripts in
 # benchmarks/, run by `make bench`, not commands).
@@ -20,6 +21,8 @@ COMMANDS = ["preprocess", "masks", "cache", "train", "evaluate", "predict", "swe
 # The commands that run models: each takes --threads (train-translation's is a field of its recorded config).
 THREADED = {"train", "sweep", "evaluate", "predict", "demo", "train-parsing", "parse", "train-translation", "translate",
             "probe", "answer", "pack-reader"}
+#: commands that continue where a stopped run of theirs left off when given the same arguments again
+RESUMABLE_COMMANDS = ("train", "train-parsing", "train-translation", "sweep")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -79,8 +82,25 @@ def _loud_libraries() -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
+    """Run one command; SIGINT and SIGTERM, from the start (imports included), end it in one line with 130 or 143
+    (`structattn.stopping`: never inside a write)."""
+    with handling_signals():
+        try:
+            return _main(argv)
+        except Stopped as exc:
+            words = [a for a in (sys.argv[1:] if argv is None else argv) if not a.startswith("-")]
+            exc.resumable = exc.resumable or words[:1] in ([c] for c in RESUMABLE_COMMANDS)  # also before training
+            print(exc.message(), file=sys.stderr)
+            return exc.exit_status
+        except KeyboardInterrupt:  # raised by other code than the signal handler
+            print("interrupted", file=sys.stderr)
+            return 130
+
+
+def _main(argv: list[str] | None) -> int:
     _quiet_libraries()
     parser = build_parser()
+    raise_if_pending()  # a signal that an import swallowed
     words = list(sys.argv[1:] if argv is None else argv)
     try:
         args = parser.parse_args(words)
@@ -97,9 +117,6 @@ def main(argv: list[str] | None = None) -> int:
     try:
         _set_threads(args)
         result = args.func(args)
-    except KeyboardInterrupt:
-        print("interrupted", file=sys.stderr)
-        return 130
     except UserError as exc:  # errors the user can fix: one clear line, no traceback
         print(f"structattn {args.command}: error: {exc}", file=sys.stderr)
         return 2

@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from .errors import UserError
+from .stopping import deferred
 from .textcheck import check_lines
 
 #: The name standard input has in messages (``<stdin>:3: ...``).
@@ -30,23 +31,59 @@ STDIN = "<stdin>"
 
 
 def atomic_write_text(path: Path, text: str) -> None:
+    """Write ``text`` (UTF-8) to ``path`` atomically (module docstring), with the mode a plain ``open`` would give
+    (``0o666`` less the umask; ``mkstemp`` alone gives ``0o600``). SIGINT and SIGTERM wait for the rename
+    (`structattn.stopping.deferred`)."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     data = text.encode("utf-8")
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
+    with deferred():
+        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=TMP_SUFFIX)
         try:
-            write_all(fd, data)
-            os.fsync(fd)
-        finally:
-            os.close(fd)
-        os.replace(tmp, path)
-    except BaseException as exc:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        if isinstance(exc, OSError) and is_disk_full(exc):
-            raise DiskFull(disk_full_message(path, len(data))) from exc
-        raise
+            try:
+                os.fchmod(fd, 0o666 & ~current_umask())
+                write_all(fd, data)
+                os.fsync(fd)
+            finally:
+                os.close(fd)
+            os.replace(tmp, path)
+        except BaseException as exc:
+            if os.path.exists(tmp):
+                os.unlink(tmp)
+            if isinstance(exc, OSError) and is_disk_full(exc):
+                raise DiskFull(disk_full_message(path, len(data))) from exc
+            raise
+
+
+#: the suffix of `atomic_write_text`'s temporary files: ``.<name>.<random>.tmp``
+TMP_SUFFIX = ".tmp"
+
+
+def remove_write_leftovers(folder: Path) -> list[Path]:
+    """Delete the temporary files that killed `atomic_write_text` calls left in ``folder`` (not below it);
+    the paths removed. Call it only while nothing writes there (a trainer holding its output folder's lock)."""
+    folder = Path(folder)
+    if not folder.is_dir():
+        return []
+    removed = []
+    for p in folder.glob(f".*{TMP_SUFFIX}"):
+        if p.is_file() and p.name.count(".") >= 3:  # ".<name>.<random>.tmp": the name has at least one character
+            p.unlink(missing_ok=True)
+            removed.append(p)
+    return removed
+
+
+def current_umask() -> int:
+    """This process's umask (from ``/proc/self/status`` where Linux has it; else set and put back at once)."""
+    try:
+        for line in Path("/proc/self/status").read_text().splitlines():
+            if line.startswith("Umask:"):
+                return int(line.split()[1], 8)
+    except (OSError, ValueError):
+        pass
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
 
 
 def write_all(fd: int, data: bytes) -> None:

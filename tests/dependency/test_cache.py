@@ -416,3 +416,47 @@ def test_spacy_parser_cached_rerun_does_not_load_the_model(tmp_path, spacy_parse
     assert parse_cached(items, fresh_parser, cache=cache) == first
     assert fresh_parser._nlp is None and cache.last_stats.hits == 2
     assert parse_cached(items[1:], SpacyParser(), cache=cache) == spacy_parser.parse_words(items[1:])
+
+
+def test_an_empty_database_file_is_said_and_started_again(cache, caplog):
+    cache.directory.mkdir(parents=True)
+    cache.path.write_bytes(b"")
+    parser = FakeParser()
+    with caplog.at_level(logging.WARNING, logger="structattn.dependency.cache"):
+        assert cache.get_or_parse(ITEMS, parser, FP, "words") == fresh(ITEMS)
+    assert parser.parsed == list(range(10)) and "is an empty file" in caplog.text
+
+
+@pytest.fixture
+def read_only_cache(tmp_path):
+    """A cache holding ITEMS[:6] on a tmpfs remounted read-only (root refused too); skipped where mount is."""
+    import subprocess
+
+    folder = tmp_path / "ro"
+    folder.mkdir()
+    if subprocess.run(["mount", "-t", "tmpfs", "-o", "size=4m", "tmpfs", str(folder)], capture_output=True).returncode:
+        pytest.skip("mount is refused here (needs root): no read-only file system to test on")
+    try:
+        cache = ParseCache(folder / "cache", flush_items=4)
+        cache.get_or_parse(ITEMS[:6], FakeParser(), FP, "words")
+        subprocess.run(["mount", "-o", "remount,ro", str(folder)], check=True)
+        yield cache
+    finally:
+        subprocess.run(["umount", "-l", str(folder)], capture_output=True)
+
+
+def test_a_read_only_cache_serves_its_entries_and_skips_writes_with_one_note(read_only_cache, caplog):
+    parser = FakeParser()
+    with caplog.at_level(logging.WARNING, logger="structattn.dependency.cache"):
+        assert read_only_cache.get_or_parse(ITEMS, parser, FP, "words") == fresh(ITEMS)
+    stats = read_only_cache.last_stats
+    assert parser.parsed == list(range(6, 10)) and stats.hits == 6  # the cached items are not parsed again
+    assert stats.read_only and stats.skipped_writes == 4 and stats.write_errors == 0
+    notes = [r.getMessage() for r in caplog.records]
+    assert len(notes) == 1 and "cannot be written, read it only: 6 of 10 items from it, 4 new parses" in notes[0]
+    info = cache_info(read_only_cache.directory)
+    assert [ns.entries for ns in info.namespaces] == [6]
+    from structattn.errors import UserError
+    with pytest.raises(UserError, match=r"is read-only: nothing was removed"):
+        prune(read_only_cache.directory, remove_all=True)
+    assert [ns.entries for ns in cache_info(read_only_cache.directory).namespaces] == [6]

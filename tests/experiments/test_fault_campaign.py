@@ -56,3 +56,25 @@ def test_the_classifier_on_made_up_outcomes(campaign, tmp_path):
     kept = tmp_path / "kept"
     kept.write_text("new")
     assert campaign.classify(o(2, "x: error: y\n", 0), unchanged=(kept, b"old")) == "data lost"
+
+
+def test_a_signalled_run_stops_cleanly_only_with_its_status_and_line(campaign):
+    import signal
+
+    line = "train-parsing step 3: dev f1 1\nstopped by SIGTERM; resume with the same command\n"
+    assert campaign.stopped_class(campaign.Outcome(143, line, 1.0), signal.SIGTERM) == "success"
+    assert campaign.stopped_class(campaign.Outcome(130, line, 1.0), signal.SIGTERM) == "unclear error"
+    assert campaign.stopped_class(campaign.Outcome(-15, "", 1.0), signal.SIGTERM) == "unclear error"  # no handler
+    assert campaign.stopped_class(campaign.Outcome(130, "Traceback (most recent call last):\n", 1.0),
+                                  signal.SIGINT) == "traceback"
+    assert campaign.stopped_class(campaign.Outcome(-9, "", 1.0), signal.SIGKILL) == "success"
+
+
+def test_a_damaged_copy_leaves_the_template_intact(campaign, tmp_path):
+    template = tmp_path / "t"
+    campaign.write(template / "a.json", '{"x": 1}')
+    for how in campaign.DAMAGES:
+        copy = campaign.damaged_copy(template, tmp_path / how, "a.json", how)
+        damaged = copy / "a.json"
+        assert not damaged.exists() if how == "deleted" else damaged.read_bytes() != b'{"x": 1}'
+    assert (template / "a.json").read_text() == '{"x": 1}'

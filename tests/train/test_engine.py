@@ -31,8 +31,7 @@ def test_settings_differences_name_each_key_and_absent_ones():
 
 
 def test_a_folder_with_other_settings_is_refused_before_anything_runs(tmp_path):
-    engine = Engine(tmp_path / "run", seed=0, show_progress=False)
-    engine.begin({"seed": 0})
+    (tmp_path / "run").mkdir()
     (tmp_path / "run" / "settings.json").write_text('{"seed": 1}')
     with pytest.raises(UserError, match=r"holds a run with other settings \(seed: 1 -> 0\).*--output-dir"):
         Engine(tmp_path / "run", seed=0, show_progress=False).begin({"seed": 0})

@@ -66,3 +66,18 @@ def test_lock_is_released_with_its_holder_and_shared_inside_one_process(tmp_path
                            env=env, timeout=120)
     assert other.stdout.strip() == "GOT"
 
+
+
+@pytest.mark.parametrize("argv", [["train", "--task", "sst2"], ["train-parsing"],
+                                  ["train-translation", "--size", "micro", "--max-length", "64"]],
+                         ids=["train", "train-parsing", "train-translation"])
+def test_a_run_whose_data_is_missing_creates_nothing(tmp_path, argv):
+    """The output folder is made once the data was read: a run refused for its data leaves no folder behind."""
+    (tmp_path / "data").mkdir()
+    env = dict(os.environ, STRUCTATTN_DATA=str(tmp_path / "data"), STRUCTATTN_CACHE=str(tmp_path / "cache"),
+               OMP_NUM_THREADS="1")
+    done = subprocess.run([sys.executable, "-m", "structattn.cli", *argv, "--output-dir", str(tmp_path / "out" / "run")],
+                          env=env, capture_output=True, text=True, timeout=300)
+    lines = done.stderr.strip().splitlines()
+    assert done.returncode == 2 and len(lines) == 1 and "not found" in lines[0], done.stderr[-2000:]
+    assert not (tmp_path / "out").exists()

@@ -46,6 +46,7 @@ import random
 import shutil
 import sqlite3
 import sys
+import tempfile
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
@@ -53,6 +54,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from .. import settings
+from ..errors import UserError
 from .cache_migration import OLD_DIR, mark_migrated, read_old_namespaces
 from .record import Parse
 
@@ -90,6 +92,8 @@ class CacheStats:
     rebuilt: int = 0       # items whose entry was damaged, parsed again
     parsed_items: int = 0  # distinct items sent to the parser
     write_errors: int = 0  # writes that failed (results still returned)
+    read_only: bool = False  # the database could only be opened for reading
+    skipped_writes: int = 0  # new entries not written because of that
 
     def summary(self) -> str:
         return (f"{self.hits:,} of {self.items:,} items from cache, {self.misses:,} new, "
@@ -118,7 +122,11 @@ class Namespace:
 
 # ---------------------------------------------------------------------- the database
 def _connect(path: Path) -> sqlite3.Connection:
-    """Open (creating) the database in WAL mode; a file SQLite cannot read is set aside and a new one made."""
+    """Open (creating) the database in WAL mode; a file SQLite cannot read is set aside and a new one made (an
+    empty file, which SQLite takes for a new database, is said too)."""
+    if path.is_file() and path.stat().st_size == 0:
+        log.warning("parse cache: %s is an empty file (a copy or a write cut short?); starting it again, its "
+                    "items are parsed again", path)
     for attempt in (1, 2):
         try:
             return _open_waiting(path)
@@ -194,6 +202,25 @@ def _migrate(conn: sqlite3.Connection, directory: Path) -> None:
     log.warning("parse cache: moved %d entries of %d parser namespaces from the old format in %s into %s "
                 "(%d damaged entries skipped); the old files stay in %s until `structattn cache prune`",
                 entries, len(old), directory, DATABASE, skipped, directory / "v2.migrated")
+
+
+def open_read_only(path: Path) -> sqlite3.Connection:
+    """The database ``path`` opened for reading only, where it cannot be written (a read-only folder, file or file
+    system): ``mode=ro``, else, when SQLite cannot make the WAL's shared-memory file there, ``immutable=1`` (no
+    writer can be active where nothing can be written). sqlite3.Error when it cannot be read either."""
+    from urllib.parse import quote
+
+    last: sqlite3.Error | None = None
+    for flags in ("mode=ro", "immutable=1"):
+        conn = sqlite3.connect(f"file:{quote(str(path))}?{flags}", uri=True, timeout=BUSY_TIMEOUT_S,
+                               isolation_level=None)
+        try:
+            conn.execute("SELECT COUNT(*) FROM namespaces").fetchone()
+            return conn
+        except sqlite3.Error as exc:
+            conn.close()
+            last = exc
+    raise last
 
 
 def open_store(directory: Path) -> sqlite3.Connection:
@@ -288,18 +315,30 @@ class ParseCache:
 
     @contextmanager
     def _store(self, stats: CacheStats) -> Iterator[sqlite3.Connection | None]:
-        """The database, or None when it cannot be opened (everything is then parsed, nothing written)."""
+        """The database; opened read-only when it cannot be written (its entries served, new ones not written:
+        one note at the end, counted in ``skipped_writes``); None when it cannot be opened at all (everything is
+        then parsed, nothing written)."""
         try:
             conn = open_store(self.directory)
         except (OSError, sqlite3.Error) as exc:
-            stats.write_errors += 1
-            log.warning("parse cache: cannot open %s (%s); parsing without the cache", self.path, exc)
             conn = None
+            if self.path.is_file():
+                try:
+                    conn = open_read_only(self.path)
+                    stats.read_only = True
+                except sqlite3.Error:
+                    pass
+            if conn is None:
+                stats.write_errors += 1
+                log.warning("parse cache: cannot open %s (%s); parsing without the cache", self.path, exc)
         try:
             yield conn
         finally:
             if conn is not None:
                 conn.close()
+        if stats.read_only:
+            log.warning("parse cache: %s cannot be written, read it only: %d of %d items from it, %d new parses "
+                        "not saved", self.path, stats.hits, stats.items, stats.skipped_writes)
 
     def _parse_missing(self, conn, ns, items, missing, parse_fn, results, stats, progress) -> None:
         todo = list(missing)
@@ -327,6 +366,9 @@ class ParseCache:
     def _write(self, conn, ns: Namespace, entries: list[tuple[str, bytes]], stats: CacheStats) -> None:
         """Add ``entries`` (key, payload) and mark the namespace used, in one transaction."""
         if conn is None:
+            return
+        if stats.read_only:
+            stats.skipped_writes += len(entries)
             return
         try:
             with _transaction(conn):
@@ -481,7 +523,7 @@ def cache_info(directory: str | Path | None = None) -> CacheInfo:
         return CacheInfo(directory, [], [])
     namespaces = []
     if (directory / DATABASE).exists() or (directory / OLD_DIR).is_dir():
-        conn = open_store(directory)
+        conn = _open_for_info(directory)
         try:
             namespaces = _namespaces(conn)
         finally:
@@ -491,9 +533,38 @@ def cache_info(directory: str | Path | None = None) -> CacheInfo:
     return CacheInfo(directory, namespaces, others, sum(_size(p) for p in ours if p.exists()))
 
 
+def _open_for_info(directory: Path) -> sqlite3.Connection:
+    """The database for reading what it holds: as `open_store`, else read-only; UserError when neither."""
+    try:
+        return open_store(directory)
+    except (OSError, sqlite3.Error) as exc:
+        try:
+            return open_read_only(directory / DATABASE)
+        except sqlite3.Error:
+            raise UserError(f"cannot open the parse cache {directory / DATABASE} ({exc}); check its permissions, "
+                            "or set STRUCTATTN_CACHE to another folder") from None
+
+
 def cached_fingerprints(directory: str | Path | None = None) -> set[str]:
     """The parser fingerprints the cache at ``directory`` holds parses of."""
     return {ns.fingerprint for ns in cache_info(directory).namespaces if isinstance(ns.fingerprint, str)}
+
+
+def _writable(directory: Path) -> bool:
+    """Whether files in ``directory`` can be created and removed, and its database written (tried, not guessed:
+    root passes permission checks, a read-only file system refuses it)."""
+    try:
+        probe = tempfile.NamedTemporaryFile(dir=directory, prefix=".write-probe-")
+        probe.close()
+    except OSError:
+        return False
+    database = directory / DATABASE
+    try:
+        if database.exists():
+            os.close(os.open(database, os.O_RDWR))
+    except OSError:
+        return False
+    return True
 
 
 @dataclass
@@ -526,6 +597,9 @@ def prune(directory: str | Path | None = None, *, remove_all: bool = False, days
             continue
         doomed.append(ns.id)
         removed.append(Removed(f"{info.directory / DATABASE} namespace {ns.id}", ns.bytes, ns.entries, reason))
+    if (info.others or doomed) and not _writable(info.directory):
+        raise UserError(f"the parse cache {info.directory} is read-only: nothing was removed. Make it writable, or "
+                        "prune it where it is writable")
     for other in info.others:
         if other.path.is_dir():
             shutil.rmtree(other.path)

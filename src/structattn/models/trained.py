@@ -13,7 +13,8 @@ A reader is a span-QA run's folder in the packed form of `structattn.models.pack
 [`resolve`][structattn.models.trained.resolve] turns what a user gave as ``--model`` (or the spaCy component's
 ``model=``) into a folder: an existing path is used as it is; else a shipped name gives its folder; a known but
 unshipped name, a name of another kind and an unknown name are [`UserError`][structattn.errors.UserError] saying what to
-do (the valid names listed).
+do (the valid names listed). The folder is checked first (`check_model_folder`): a damaged or missing file is one
+line, never a loader's traceback or a model that reads with a wrong vocabulary.
 """
 from __future__ import annotations
 
@@ -23,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import UserError
+from ..integrity import folder_damage
 
 # the package data folder that holds one sub-folder per shipped model
 TRAINED_DIR = Path(__file__).resolve().parents[1] / "trained"
@@ -135,7 +137,7 @@ def resolve(model: str | Path, kind: str) -> Path:
         raise ValueError(f"kind must be one of {KINDS}, got {kind!r}")
     path = Path(model).expanduser()
     if path.exists():
-        return path
+        return check_model_folder(path)
     text = str(model)
     entry = TRAINED.get(text)
     if entry is None:
@@ -148,4 +150,51 @@ def resolve(model: str | Path, kind: str) -> Path:
     if not entry.shipped:
         raise UserError(f"the trained {kind} {text!r} is not shipped with this install yet; build it from a "
                         f"checkout with `{entry.build}` (it writes {entry.folder}), or give a model folder")
-    return entry.folder
+    return check_model_folder(entry.folder)
+
+
+#: tokenizer classes (``tokenizer_config.json``) -> the files one of which must be there to load it
+TOKENIZER_FILES = {"BertTokenizer": ("vocab.txt", "tokenizer.json"),
+                   "BertTokenizerFast": ("vocab.txt", "tokenizer.json"),
+                   "TokenizersBackend": ("tokenizer.json",), "PreTrainedTokenizerFast": ("tokenizer.json",)}
+
+
+def model_folder_damage(folder: Path) -> str | None:
+    """What is wrong with a model folder's files (`structattn.integrity.folder_damage`: the manifest, or each
+    file's form), or a tokenizer file its ``tokenizer_config.json`` needs that is missing; None when intact."""
+    problem = folder_damage(folder) or _vocabulary_damage(folder)
+    if problem or not (folder / "tokenizer_config.json").is_file():
+        return problem
+    tokenizer_class = json.loads((folder / "tokenizer_config.json").read_text(encoding="utf-8")).get("tokenizer_class")
+    needed = TOKENIZER_FILES.get(tokenizer_class, ())
+    if needed and not any((folder / name).is_file() for name in needed):
+        return f"{folder / needed[0]} is missing (the {tokenizer_class} of tokenizer_config.json reads it)"
+    return None
+
+
+def _vocabulary_damage(folder: Path) -> str | None:
+    """A ``vocab.txt`` with fewer entries than ``config.json``'s ``vocab_size`` (cut short: the words past the cut
+    would be read as unknown, or the model would answer with other words), else None."""
+    vocab, config = folder / "vocab.txt", folder / "config.json"
+    if not (vocab.is_file() and config.is_file()):
+        return None
+    size = json.loads(config.read_text(encoding="utf-8")).get("vocab_size")
+    entries = vocab.read_bytes().count(b"\n") + (not vocab.read_bytes().endswith(b"\n"))
+    if isinstance(size, int) and entries < size:
+        return f"{vocab} has {entries:,} entries where the model's vocabulary has {size:,} (cut short)"
+    return None
+
+
+def check_model_folder(folder: Path) -> Path:
+    """``folder`` when it is no folder or an intact one (`model_folder_damage`); else UserError naming the
+    damaged file and what to do."""
+    folder = Path(folder)
+    if not folder.is_dir():
+        return folder
+    problem = model_folder_damage(folder)
+    if problem:
+        shipped = folder.resolve().parent == TRAINED_DIR.resolve()
+        todo = ("reinstall structattn to restore it (pip install --force-reinstall structattn, or `git checkout` "
+                "in a checkout)" if shipped else "copy the folder again from where it was made, or train it again")
+        raise UserError(f"{problem}: the model folder {folder} is damaged; {todo}")
+    return folder

@@ -22,6 +22,8 @@ import signal
 from pathlib import Path
 from typing import Any
 
+from .. import stopping
+from ..integrity import write_manifest
 from ..io import DiskFull, disk_full_message, is_disk_full
 
 
@@ -34,14 +36,20 @@ class AtomicDir:
     back, i.e. rolls back to the last committed one (see there why not forward).
 
     tag: ``None`` = this process id; processes that write one folder together pass one shared tag
-    (see `begin` / `commit` for splitting the steps between them).
+    (see `begin` / `commit` for splitting the steps between them). ``previous``: where the replaced
+    version is kept (one, the one before it deleted) instead of being deleted: a fallback if ``final`` is damaged.
+
+    Every committed folder holds a ``manifest.json`` (each file's size and SHA-256, `structattn.integrity`)
+    written last, so that a damaged file is found when the folder is read. SIGINT and SIGTERM wait for the commit
+    inside ``with`` (`structattn.stopping.deferred`); callers of `begin`/`commit` hold them themselves.
     """
 
-    def __init__(self, final: Path, tag: str | None = None):
+    def __init__(self, final: Path, tag: str | None = None, previous: Path | None = None):
         self.final = Path(final)
         tag = str(os.getpid()) if tag is None else tag
         self.tmp = self.final.with_name(f".{self.final.name}.tmp-{tag}")
         self.old = self.final.with_name(f".{self.final.name}.old-{tag}")
+        self.previous = previous
 
     def begin(self) -> Path:
         """Create an empty temporary folder (removing a stale one of the same tag) and return it."""
@@ -50,14 +58,20 @@ class AtomicDir:
         self.tmp.mkdir(parents=True)
         return self.tmp
 
-    def commit(self) -> None:
-        """Move the finished temporary folder onto ``final`` (the old version aside, then deleted)."""
+    def commit(self, **manifest) -> None:
+        """Record the temporary folder's manifest (with the ``manifest`` JSON values), move it onto ``final`` (the
+        old version aside, then deleted or, with `previous`, kept there)."""
+        write_manifest(self.tmp, **manifest)
         if self.final.exists():
             os.replace(self.final, self.old)
             _maybe_kill_between_renames(self.final)
         os.replace(self.tmp, self.final)
         if self.old.exists():
-            shutil.rmtree(self.old)
+            if self.previous is None:
+                shutil.rmtree(self.old)
+            else:  # a kill in between leaves no previous copy, never a half one
+                shutil.rmtree(self.previous, ignore_errors=True)
+                os.replace(self.old, self.previous)
 
     def abort(self) -> None:
         shutil.rmtree(self.tmp, ignore_errors=True)  # best effort while another error propagates
@@ -83,13 +97,23 @@ class AtomicDir:
             raise DiskFull(disk_full_message(self.final, max(written, last), kept, at_least=last <= written)) from exc
 
     def __enter__(self) -> Path:
-        return self.begin()
+        stopping.hold()
+        try:
+            return self.begin()
+        except BaseException:
+            stopping.release(raise_pending=False)
+            raise
 
     def __exit__(self, exc_type, exc, tb) -> bool:
-        if exc is not None:
-            self._failed(exc)
-        else:
-            self.commit()
+        try:
+            if exc is not None:
+                self._failed(exc)
+            else:
+                self.commit()
+        except BaseException:
+            stopping.release(raise_pending=False)
+            raise
+        stopping.release(raise_pending=exc is None)  # a signal received meanwhile: Stopped, now it is committed
         return False
 
 

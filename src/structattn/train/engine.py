@@ -33,8 +33,17 @@ calls them in order and does the rest, written once (``docs/engine.md``):
       tensors.pt          optimizer state, fp16 loss scale (tensors and numbers, read with weights_only=True)
       rng-<rank>.json     each process's Python, NumPy and torch RNG states and its running training loss
       state.json          EngineState: step, epoch, position in the epoch, best, patience, history, family records
+      manifest.json       each file's size and SHA-256 (`structattn.integrity`), written last
 
-- resume: ``settings`` (what decides a run's result) are recorded in ``<output_dir>/settings.json``; a rerun with
+  the one before kept as ``previous-checkpoint/``;
+- resume from the newest checkpoint whose files are intact (``checkpoint/``, else ``previous-checkpoint/``, else step
+  0; one line says which and how many updates are trained again, `Engine._resume`); the output folder is
+  created only once the data was read (`Engine.open_output`), which also removes the temporary files of
+  interrupted writes;
+- SIGINT and SIGTERM (`structattn.stopping`): a signal during an update stops the run after it, with a
+  checkpoint of it; elsewhere at once, never inside a checkpoint write; ``STRUCTATTN_SIGNAL_AT`` sends one at a
+  named point (the signal tests);
+- settings: ``settings`` (what decides a run's result) are recorded in ``<output_dir>/settings.json``; a rerun with
   other settings or another number of processes is refused (UserError), the same one continues from the
   checkpoint exactly (same batches, same RNG streams). ``STRUCTATTN_KILL_AT_STEP=N`` SIGKILLs every process
   right after update N (the kill tests).
@@ -46,6 +55,7 @@ import dataclasses
 import json
 import math
 import os
+import shutil
 import signal
 import sys
 import time
@@ -55,13 +65,17 @@ from typing import Any, Callable, Sequence
 
 import torch
 
+from .. import stopping
 from ..errors import UserError
-from ..io import atomic_write_json
+from ..integrity import file_damage, folder_damage, read_manifest, write_manifest
+from ..io import atomic_write_json, remove_write_leftovers
+from ..stopping import Stopped
 from .checkpoint import AtomicDir, load_model_tensors, model_tensors, recover_atomic_dirs, rng_json, set_rng_json
 from .config import RESULT_NEUTRAL_FIELDS, check_precision, emulated_bf16_note
 from .output_lock import hold_output_dir
 
 CHECKPOINT = "checkpoint"
+PREVIOUS_CHECKPOINT = "previous-checkpoint"  # the one before, kept as a fallback when checkpoint/ is damaged
 FAULT_ENV = "STRUCTATTN_KILL_AT_STEP"
 AUTO_CHECKPOINT_SECONDS = 300  # checkpoint_every=0: at most this much work is lost to a kill
 
@@ -367,6 +381,7 @@ class Engine:
         self.running = [0.0, 0]  # this process's training loss (weighted sum, weight) since the last evaluation
         self.session_start = time.time()
         self.settings: dict | None = None  # given by begin()
+        self._opened = False  # open_output() done
 
     @property
     def device(self) -> torch.device:
@@ -400,22 +415,40 @@ class Engine:
             torch.use_deterministic_algorithms(True, warn_only=True)
 
     def begin(self, settings: dict) -> None:
-        """Create the output folder, repair interrupted atomic writes, and refuse a folder that holds a run with
-        other ``settings`` (recorded by [`prepare`][structattn.train.engine.Engine.prepare], once the family has read
-        its data without error)."""
-        if self.is_main:
-            self.out.mkdir(parents=True, exist_ok=True)
-            self.output_lock = self.output_lock or hold_output_dir(self.out)  # before repairing: no other writer
-            for folder in recover_atomic_dirs(self.out):
-                print(f"restored {folder}: a previous run was killed while replacing it", file=sys.stderr)
+        """Refuse a folder that holds a run with other ``settings`` (recorded by
+        [`prepare`][structattn.train.engine.Engine.prepare], once the family has read its data without error); an
+        existing folder is taken and repaired (`open_output`), a new one is created only by `open_output` after the
+        data was read."""
+        if self.is_main and self.out.is_dir():
+            self.open_output()
         self.acc.wait_for_everyone()
         path = self.out / "settings.json"
         if path.is_file():
+            problem = file_damage(path)
+            if problem:
+                raise UserError(f"{problem}; it records the settings a resume must match. Restore it, or give "
+                                "another --output-dir (or delete that folder) to start over")
             diffs = settings_differences(json.loads(path.read_text(encoding="utf-8")), settings)
             if diffs:
                 raise UserError(f"{self.out} holds a run with other settings ({'; '.join(diffs)}); resuming it "
                                 "would mix two runs. Use another --output-dir, or delete that folder to start over.")
         self.settings = settings
+
+    def open_output(self) -> None:
+        """Main process: create the output folder (once the run's data was found), take its lock, repair interrupted
+        folder writes and remove the temporary files of interrupted single-file writes (no other writer can be
+        active: the lock is held)."""
+        if self._opened:
+            return
+        self.out.mkdir(parents=True, exist_ok=True)
+        self.output_lock = self.output_lock or hold_output_dir(self.out)  # before repairing: no other writer
+        for folder in recover_atomic_dirs(self.out):
+            print(f"restored {folder}: a previous run was killed while replacing it", file=sys.stderr)
+        removed = remove_write_leftovers(self.out)
+        if removed:
+            print(f"removed {len(removed)} temporary file(s) of interrupted writes in {self.out} "
+                  f"({', '.join(p.name for p in removed[:3])})", file=sys.stderr)
+        self._opened = True
 
     def prepare(self, model: torch.nn.Module, optimizer: torch.optim.Optimizer,
                 schedule: Callable[[int], float] = lambda step: 1.0) -> EngineState:
@@ -423,45 +456,134 @@ class Engine:
         when there is one; the state to continue from."""
         self.model, self.optimizer, self.schedule = model.to(self.device), optimizer, schedule
         if self.settings is not None and self.is_main and not (self.out / "settings.json").is_file():
+            if any((f / "state.json").is_file() for f in (self.ckpt, self.out / PREVIOUS_CHECKPOINT)):
+                print(f"note: {self.out / 'settings.json'} is missing beside a checkpoint, so the checkpoint's "
+                      "settings cannot be compared with this run's; it is written again with this run's",
+                      file=sys.stderr)
             atomic_write_json(self.out / "settings.json", self.settings)
         self.base_lrs = [group["lr"] for group in optimizer.param_groups]
         if self.num_processes > 1:
             for tensor in model.state_dict().values():
                 torch.distributed.broadcast(tensor.data, src=0)
-        if (self.ckpt / "state.json").is_file():
-            self._load_checkpoint()
-            print(f"resuming {self.ckpt} at step {self.state.step:,} (epoch {self.state.epoch}, best "
-                  f"{self.state.best})", file=sys.stderr)
+        self._resume()
         return self.state
 
     # ------------------------------------------------------------------ checkpoints
-    def _load_checkpoint(self) -> None:
+    def _resume(self) -> None:
+        """Continue from the newest intact checkpoint: ``checkpoint/``, else ``previous-checkpoint/`` (one line says
+        which and how many updates are trained again), else from step 0 (one line says so). A checkpoint that has
+        found a best model needs ``best/``, where there is one, intact. Folders not used are set aside as ``<name>.set-aside``."""
+        folders = [f for f in (self.ckpt, self.out / PREVIOUS_CHECKPOINT) if f.is_dir()]
+        if not folders:
+            return
+        best = self.out / "best"
+        # a family may write no best/ (--keep-best-model false, probes): only a damaged one counts
+        best_problem = folder_damage(best) if best.is_dir() else None
+        problems, claimed, chosen = [], [], None
+        for folder in folders:
+            loaded, problem, step = self._read_checkpoint(folder)
+            claimed.append(step)
+            if problem is None and loaded["state"].best_step >= 0 and best_problem:
+                problem = f"{best_problem} (the best model of {folder})"
+            if problem is None:
+                chosen = (folder, loaded)
+                break
+            problems.append(problem)
+        self.acc.wait_for_everyone()  # every process has read before the main one moves anything
+        if chosen is not None and chosen[0] == self.ckpt:
+            self._apply_checkpoint(chosen[1])
+            print(f"resuming {self.ckpt} at step {self.state.step:,} (epoch {self.state.epoch}, best "
+                  f"{self.state.best})", file=sys.stderr)
+            return
+        lost_from = max((s for s in claimed if s is not None), default=None)
+        aside = [f for f in folders if chosen is None or f != chosen[0]]
+        if self.is_main:
+            for folder in aside:
+                self._set_aside(folder)
+            if best_problem and best.is_dir() and chosen is None:
+                self._set_aside(best)
+        self.acc.wait_for_everyone()
+        kept = f"; set aside: {', '.join(f.name + '.set-aside' for f in aside)}" if aside else ""
+        if chosen is not None:
+            self._apply_checkpoint(chosen[1])
+            lost = f"{lost_from - self.state.step:,} updates" if lost_from is not None else "the updates after it"
+            print(f"{problems[0]}; resuming from {chosen[0]} at step {self.state.step:,} instead ({lost} are "
+                  f"trained again){kept}", file=sys.stderr)
+        else:
+            lost = f"{lost_from:,} updates" if lost_from is not None else "every update"
+            print(f"{problems[0]}; no intact checkpoint is left: starting again from step 0 ({lost} are trained "
+                  f"again){kept}", file=sys.stderr)
+
+    def _set_aside(self, folder: Path) -> None:
+        aside = folder.with_name(folder.name + ".set-aside")
+        shutil.rmtree(aside, ignore_errors=True)
+        os.replace(folder, aside)
+
+    def _read_checkpoint(self, folder: Path) -> tuple[dict | None, str | None, int | None]:
+        """Verify and read one checkpoint folder, changing nothing: ``(what it holds, None, step)``, or
+        ``(None, what is damaged, the step it claims or None)``. A checkpoint of another number of processes is
+        refused (UserError)."""
         from safetensors.torch import load_file
 
-        state = EngineState(**json.loads((self.ckpt / "state.json").read_text(encoding="utf-8")))
-        rng_file = self.ckpt / f"rng-{self.acc.process_index}.json"
-        if state.num_processes != self.num_processes or not rng_file.is_file():
-            raise UserError(f"{self.ckpt} was written by {state.num_processes} process(es), this run has "
-                            f"{self.num_processes}: the batches and RNG states would not match. Resume with "
-                            f"{state.num_processes} process(es), or give a new --output-dir to start over.")
-        load_model_tensors(self.model, load_file(str(self.ckpt / "model.safetensors")))
-        tensors = torch.load(self.ckpt / "tensors.pt", map_location="cpu", weights_only=True)
+        manifest = read_manifest(folder) or {}
+        step = manifest.get("step")
+        rng_name = f"rng-{self.acc.process_index}.json"
+        problem = folder_damage(folder, required=("state.json", "model.safetensors", "tensors.pt"))
+        if problem is None:
+            try:
+                state = EngineState(**json.loads((folder / "state.json").read_text(encoding="utf-8")))
+            except (ValueError, TypeError) as exc:
+                return None, f"{folder / 'state.json'} is damaged ({exc})", step
+            if state.num_processes != self.num_processes or not (folder / rng_name).is_file():
+                raise UserError(f"{folder} was written by {state.num_processes} process(es), this run has "
+                                f"{self.num_processes}: the batches and RNG states would not match. Resume with "
+                                f"{state.num_processes} process(es), or give a new --output-dir to start over.")
+            try:
+                loaded = {"state": state, "weights": load_file(str(folder / "model.safetensors")),
+                          "tensors": torch.load(folder / "tensors.pt", map_location="cpu", weights_only=True),
+                          "rng": json.loads((folder / rng_name).read_text(encoding="utf-8"))}
+                return loaded, None, state.step
+            except Exception as exc:  # any reader's error on a file that passed the form checks: damaged
+                problem = f"{folder} cannot be read ({type(exc).__name__}: {str(exc).splitlines()[0][:200]})"
+        if step is None:
+            try:
+                step = json.loads((folder / "state.json").read_text(encoding="utf-8"))["step"]
+            except (OSError, ValueError, KeyError, TypeError):
+                pass
+        return None, problem, step
+
+    def _load_checkpoint(self, folder: Path | None = None) -> None:
+        """Read and apply one checkpoint folder (default ``checkpoint/``); UserError naming what is damaged."""
+        loaded, problem, _ = self._read_checkpoint(folder or self.ckpt)
+        if problem:
+            raise UserError(f"{problem}; give another --output-dir, or delete that folder to start over")
+        self._apply_checkpoint(loaded)
+
+    def _apply_checkpoint(self, loaded: dict) -> None:
+        """Load what `_read_checkpoint` read into the model, optimizer, scaler and RNGs."""
+        load_model_tensors(self.model, loaded["weights"])
+        tensors = loaded["tensors"]
         self.optimizer.load_state_dict(tensors["optimizer"])
         if self.scaler.is_enabled() and tensors.get("scaler"):
             self.scaler.load_state_dict(tensors["scaler"])
-        rng = json.loads(rng_file.read_text(encoding="utf-8"))
-        set_rng_json(rng)
-        self.running = list(rng.get("running_loss", [0.0, 0]))
-        self.state = state
+        set_rng_json(loaded["rng"])
+        self.running = list(loaded["rng"].get("running_loss", [0.0, 0]))
+        self.state = loaded["state"]
 
     def save_checkpoint(self) -> None:
-        """Write ``checkpoint/`` atomically: every process its RNG file, the main process the rest."""
+        """Write ``checkpoint/`` atomically (the one before kept as ``previous-checkpoint/``, with its manifest): every
+        process its RNG file, the main process the rest. SIGINT and SIGTERM wait for the commit."""
+        with stopping.deferred():
+            self._save_checkpoint()
+
+    def _save_checkpoint(self) -> None:
         from safetensors.torch import save_file
 
         state, acc = self.state, self.acc
         state.elapsed_seconds += time.time() - self.session_start
         self.session_start = time.time()
-        staging = AtomicDir(self.ckpt, tag="ranks")  # one name every process computes alike
+        # one name every process computes alike
+        staging = AtomicDir(self.ckpt, tag="ranks", previous=self.out / PREVIOUS_CHECKPOINT)
         if self.is_main:
             staging.begin()
         acc.wait_for_everyone()
@@ -472,11 +594,12 @@ class Engine:
                 save_file(model_tensors(self.model), str(staging.tmp / "model.safetensors"))
                 scaler = self.scaler.state_dict() if self.scaler.is_enabled() else {}
                 with open(staging.tmp / "tensors.pt", "wb") as fh:  # Python's file: ENOSPC stays an errno
+                    stopping.signal_point("optimizer-save")
                     torch.save({"optimizer": self.optimizer.state_dict(), "scaler": scaler}, fh)
                 atomic_write_json(staging.tmp / "state.json", dataclasses.asdict(state))
         acc.wait_for_everyone()
         if self.is_main:
-            staging.commit()
+            staging.commit(step=state.step)
         acc.wait_for_everyone()
         self.last_save = time.time()
 
@@ -562,22 +685,32 @@ class Engine:
         data, model, optimizer, the updates and evaluations, the final steps. The summary (see
         `Family.summary_on_every_process`), or None when ``stop_after`` (tests only) stopped it first."""
         family.engine = self
-        if self.is_main:
-            family.upgrade_legacy()
-        self.begin(family.settings())
-        if self.is_main and family.config_file:
-            family.config.save(self.out / family.config_file)
-        family.load_data()
-        model = family.build_model()
-        total, eval_every = family.updates()
-        state = self.prepare(model, family.build_optimizer(model), family.schedule(total))
-        if not self.run(family, total=total, eval_every=eval_every, stop_after=stop_after):
-            return None
-        if not (self.is_main or family.summary_on_every_process):
-            return self.worker_summary()
-        summary = family.summary(state)
-        self.acc.wait_for_everyone()
-        return summary
+        try:
+            if self.is_main:
+                family.upgrade_legacy()
+            self.begin(family.settings())
+            stopping.signal_point("data")
+            family.load_data()
+            stopping.raise_if_pending()  # between phases: a signal that a library swallowed
+            model = family.build_model()
+            total, eval_every = family.updates()
+            stopping.raise_if_pending()
+            if self.is_main:  # the data was found: now the folder may be created
+                self.open_output()
+                if family.config_file:
+                    family.config.save(self.out / family.config_file)
+            state = self.prepare(model, family.build_optimizer(model), family.schedule(total))
+            if not self.run(family, total=total, eval_every=eval_every, stop_after=stop_after):
+                return None
+            if not (self.is_main or family.summary_on_every_process):
+                return self.worker_summary()
+            stopping.signal_point("summary")
+            summary = family.summary(state)
+            self.acc.wait_for_everyone()
+            return summary
+        except Stopped as exc:  # what was committed is kept: the same command continues from it
+            exc.resumable = True
+            raise
 
     def run(self, family: Family, *, total: int, eval_every: int, stop_after: int | None = None) -> bool:
         """Train until ``total`` updates or early stopping; True when finished (False: ``stop_after``, tests only,
@@ -599,23 +732,28 @@ class Engine:
             local = self.local_batches(family.epoch_batches(state.epoch))
             groups = [local[i:i + self.grad_accum] for i in range(0, len(local), self.grad_accum)]
             for k, group in enumerate(groups[state.step_in_epoch:], start=state.step_in_epoch + 1):
-                t0 = time.time()
-                for batch in group:
-                    self._batch_backward(family, batch)
-                self._step()
-                state.step, state.step_in_epoch = state.step + 1, k
-                spent = time.time() - t0
-                state.train_seconds += spent
-                state.extra["current_epoch_seconds"] = state.extra.get("current_epoch_seconds", 0.0) + spent
-                bar.update(1)
-                if stop_after is not None and state.step >= stop_after:
-                    bar.close()
-                    return False
-                _maybe_inject_fault(state.step)
-                end_of_epoch = k == len(groups)
-                if end_of_epoch:  # counted before an evaluation, so its entry and checkpoint name the next epoch
-                    self._end_epoch()
-                if state.step % eval_every == 0 or state.step >= total:
+                with stopping.deferred(raise_pending=False):  # a signal stops the run after the update (below)
+                    t0 = time.time()
+                    for batch in group:
+                        self._batch_backward(family, batch)
+                    stopping.signal_point("update")
+                    self._step()
+                    state.step, state.step_in_epoch = state.step + 1, k
+                    spent = time.time() - t0
+                    state.train_seconds += spent
+                    state.extra["current_epoch_seconds"] = state.extra.get("current_epoch_seconds", 0.0) + spent
+                    bar.update(1)
+                    if stop_after is not None and state.step >= stop_after:
+                        bar.close()
+                        return False
+                    _maybe_inject_fault(state.step)
+                    end_of_epoch = k == len(groups)
+                    if end_of_epoch:  # counted before an evaluation, so its entry and checkpoint name the next epoch
+                        self._end_epoch()
+                evaluate = state.step % eval_every == 0 or state.step >= total
+                if stopping.pending():
+                    self._stop_after_update(checkpoint=not evaluate)
+                if evaluate:
                     stop = self._evaluate(family, end_of_epoch)
                     state.finished = stop or state.step >= total
                     if self.checkpoints:
@@ -632,6 +770,15 @@ class Engine:
         bar.close()
         return True
 
+    def _stop_after_update(self, checkpoint: bool) -> None:
+        """A signal came during the update just taken: save a checkpoint of it (``checkpoint``: unless an evaluation
+        is due, which a checkpoint must follow; one process only, as the others may not have been signalled), then
+        raise `structattn.stopping.Stopped`."""
+        if checkpoint and self.checkpoints and self.num_processes == 1:
+            with stopping.deferred(raise_pending=False):
+                self._save_checkpoint()
+        stopping.raise_if_pending()
+
     def _end_epoch(self) -> None:
         state = self.state
         state.epoch_seconds.append(round(state.extra.pop("current_epoch_seconds", 0.0), 3))
@@ -645,6 +792,7 @@ class Engine:
         # end_of_epoch: the epoch counter already counts the finished epoch; the family decides what to record
         result = None
         if self.is_main:
+            stopping.signal_point("evaluation")
             evaluation = family.evaluate_dev(state, end_of_epoch)
             score = evaluation.score if evaluation.score is not None else evaluation.entry.get(main_metric)
             result = (evaluation.entry, score)
@@ -681,7 +829,9 @@ class Engine:
         if self.checkpoints and self.is_main and (self.ckpt / "state.json").is_file():
             saved = json.loads((self.ckpt / "state.json").read_text(encoding="utf-8"))
             if saved["step"] == self.state.step:
-                atomic_write_json(self.ckpt / "state.json", dataclasses.asdict(self.state))
+                with stopping.deferred():  # state.json and the manifest that vouches for it, together
+                    atomic_write_json(self.ckpt / "state.json", dataclasses.asdict(self.state))
+                    write_manifest(self.ckpt, step=self.state.step)
         self.acc.wait_for_everyone()
 
     def worker_summary(self) -> dict:

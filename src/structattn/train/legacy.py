@@ -22,6 +22,7 @@ import torch
 
 from ..errors import UserError
 from ..io import atomic_write_json
+from ..integrity import MANIFEST
 from .checkpoint import AtomicDir
 from .config import LATER_FIELDS, without_later_fields
 from .engine import CHECKPOINT, EngineState
@@ -84,7 +85,7 @@ def upgrade_translation_checkpoint(out: Path, seed: int, neutral: frozenset, lat
     ckpt = out / CHECKPOINT
     if (out / "run_config.json").is_file():  # recorded by every version at the start of a run
         _record_settings(out, json.loads((out / "run_config.json").read_text(encoding="utf-8")), neutral, later)
-    if not (ckpt / "state.json").is_file() or (ckpt / "rng-0.json").is_file():
+    if not (ckpt / "state.json").is_file() or _engine_layout(ckpt):
         return
     old = json.loads((ckpt / "state.json").read_text(encoding="utf-8"))
     if (ckpt / "tensors.pt").is_file():
@@ -114,12 +115,18 @@ def upgrade_translation_checkpoint(out: Path, seed: int, neutral: frozenset, lat
     _rewrite(ckpt, load_file(str(ckpt / "model.safetensors")), tensors["optimizer"], tensors.get("scaler"), rng, state)
 
 
+def _engine_layout(ckpt: Path) -> bool:
+    """Whether ``ckpt`` is in the engine's layout already: an RNG file, or a manifest (which only the engine writes;
+    a checkpoint of it that lost its RNG file is damaged, for the engine's resume to fall back from)."""
+    return (ckpt / "rng-0.json").is_file() or (ckpt / MANIFEST).is_file()
+
+
 def upgrade_parser_checkpoint(out: Path, neutral: frozenset, sample: dict) -> None:
     """Rewrite an earlier parser ``checkpoint/`` (its ``config.json`` without the ``neutral`` fields and its
     ``data.json``, or ``sample``, the WSJ sample's description, when it predates ``data.json``, become
     ``settings.json``)."""
     ckpt = out / CHECKPOINT
-    if not (ckpt / "tensors.pt").is_file() or (ckpt / "rng-0.json").is_file():
+    if not (ckpt / "tensors.pt").is_file() or _engine_layout(ckpt):
         return
     try:
         saved = json.loads((ckpt / "config.json").read_text(encoding="utf-8"))

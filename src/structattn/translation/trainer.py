@@ -38,9 +38,11 @@ from typing import Any, Callable
 
 import torch
 
+from .. import stopping
 from .config import NMT_LATER_FIELDS, NMT_PRESETS, NMTConfig  # noqa: F401  (re-exported)
 from ..errors import UserError
 from ..io import atomic_write_json
+from ..models.trained import model_folder_damage
 from ..train.checkpoint import AtomicDir, load_model_tensors, model_tensors
 from .data import TRAINING_BATCHES
 from ..train.config import RESULT_NEUTRAL_FIELDS, without_later_fields
@@ -112,6 +114,10 @@ def load_tokenizer(config: NMTConfig, out: Path, train) -> Any:
 
     folder = out / "tokenizer"
     if folder.is_dir():
+        problem = model_folder_damage(folder)
+        if problem:  # the run's weights were trained with it: learning another one would not match them
+            raise UserError(f"{problem}: the run's tokenizer is damaged and its checkpoint needs that one; restore "
+                            f"{folder}, or give another --output-dir (or delete {out}) to start over")
         return AutoTokenizer.from_pretrained(str(folder))
     texts = [t for t in train.sources + train.targets if t.strip()]
     tokenizer = train_bpe_tokenizer(texts, vocab_size=config.vocab_size)
@@ -302,7 +308,8 @@ class TranslationFamily(Family):
         state.extra["recent"] = (state.extra.get("recent", []) + [state.step])[-config.average_last:]
         if self.engine.is_main:
             (out / RECENT).mkdir(exist_ok=True)
-            save_file(model_tensors(self.model), str(out / RECENT / f"step-{state.step}.safetensors"))
+            with stopping.deferred():  # a signal waits for the file (a kill's half file is rewritten on resume)
+                save_file(model_tensors(self.model), str(out / RECENT / f"step-{state.step}.safetensors"))
             for p in (out / RECENT).glob("step-*.safetensors"):
                 if int(p.stem.split("-")[1]) not in state.extra["recent"]:
                     p.unlink()
