@@ -55,7 +55,7 @@ def test_registry():
     assert list(MC_TASKS) == ["race", "race_m", "race_h", "mctest160", "mctest500"]
     assert get_mc_task("race").groups == ("middle", "high") and get_mc_task("race_m").groups == ("middle",)
     assert all(spec.num_choices == 4 and spec.splits == ("train", "dev", "test") for spec in MC_TASKS.values())
-    with pytest.raises(UserError, match="unknown multiple-choice task 'dream'; valid tasks: race, race_m"):
+    with pytest.raises(UserError, match="unknown multiple-choice task 'dream'; valid tasks: mctest160, mctest500, race, race_h, race_m"):
         get_mc_task("dream")
     with pytest.raises(UserError, match="task race: unknown split 'validation'; valid splits: train, dev, test"):
         get_mc_task("race").read("validation", data_dir="/nonexistent")

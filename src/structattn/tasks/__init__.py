@@ -28,8 +28,7 @@ whose entries name their family.
 """
 from __future__ import annotations
 
-from ..errors import UserError
-from .base import Example, TaskSpec
+from .base import Example, TaskSpec, registered
 from .conll2003 import CONLL2003
 from .fce import FCE
 from .glue import GLUE_TASKS
@@ -41,10 +40,7 @@ TASKS: dict[str, TaskSpec] = {spec.name: spec for spec in (*GLUE_TASKS, CONLL200
 def get_task(name: str) -> TaskSpec:
     """The task registered as ``name``; an unknown name raises [`UserError`][structattn.errors.UserError] listing the
     valid ones."""
-    try:
-        return TASKS[name]
-    except (KeyError, TypeError):
-        raise UserError(f"unknown task {name!r}; valid tasks: {', '.join(sorted(TASKS))}") from None
+    return registered(TASKS, name)
 
 
 __all__ = ["TASKS", "get_task", "TaskSpec", "Example"]

@@ -191,3 +191,12 @@ def iter_blocks(lines: list[str], *, skip=None):
 def words_of(text: str) -> list[str]:
     """Whitespace tokenisation used for every sentence task (see the module docstring)."""
     return text.split()
+
+
+def registered(table: Mapping[str, Any], name: str, what: str = "task", valid: str = "tasks") -> Any:
+    """``table[name]`` of a registry of ``what``s; an unknown name raises [`UserError`][structattn.errors.UserError]
+    listing the valid ones (sorted)."""
+    try:
+        return table[name]
+    except (KeyError, TypeError):
+        raise UserError(f"unknown {what} {name!r}; valid {valid}: {', '.join(sorted(table))}") from None

@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Callable, Mapping, Sequence
 
 from ..errors import UserError
+from .base import registered
 from ..settings import data_dir as _default_data_dir
 from .mc_question import SPLITS, MCQuestion, answer_index  # noqa: F401  (re-exported for its callers)
 from .mc_question import predicted_indices
@@ -119,10 +120,7 @@ def results_file(task: str) -> str:
 def get_mc_task(name: str) -> MCTaskSpec:
     """The task registered as ``name``; an unknown name raises [`UserError`][structattn.errors.UserError] listing the
     valid ones."""
-    try:
-        return MC_TASKS[name]
-    except (KeyError, TypeError):
-        raise UserError(f"unknown multiple-choice task {name!r}; valid tasks: {', '.join(MC_TASKS)}") from None
+    return registered(MC_TASKS, name, "multiple-choice task")
 
 
 # ------------------------------------------------------------------------------------------- metric

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any
 
-from ..errors import UserError
+from .base import registered
 
 #: the families, in the order ``structattn train --help`` lists them
 FAMILIES = ("sentence", "span_qa", "multiple_choice")
@@ -52,7 +52,4 @@ def registry() -> dict[str, TaskEntry]:
 
 def task_entry(name: str) -> TaskEntry:
     """The entry of ``name``; an unknown name is one line listing the valid ones."""
-    try:
-        return registry()[name]
-    except (KeyError, TypeError):
-        raise UserError(f"unknown task {name!r}; valid tasks: {', '.join(sorted(registry()))}") from None
+    return registered(registry(), name)

@@ -39,6 +39,7 @@ from pathlib import Path
 from typing import Mapping, Sequence
 
 from ..errors import UserError
+from .base import registered
 
 log = logging.getLogger(__name__)
 
@@ -404,10 +405,7 @@ QA_TASKS: dict[str, QATask] = {task.name: task for task in (SQUAD2, SQUAD11, SQU
 
 def get_qa_task(name: str) -> QATask:
     """The span-QA task registered as ``name``; an unknown name raises UserError listing the valid ones."""
-    try:
-        return QA_TASKS[name]
-    except (KeyError, TypeError):
-        raise UserError(f"unknown QA task {name!r}; valid QA tasks: {', '.join(sorted(QA_TASKS))}") from None
+    return registered(QA_TASKS, name, "QA task", "QA tasks")
 
 
 # -------------------------------------------------------------------------------------------- alignment
