@@ -224,8 +224,8 @@ def to_old_layout(out: Path, precision_field: bool = True) -> None:
     (ckpt / "state.json").write_text(json.dumps(old))
     (ckpt / "config.json").write_text(json.dumps({**settings, "output_dir": str(out)}))
     (ckpt / "data.json").write_text(json.dumps(data))
-    for name in ("rng-0.json", "model.safetensors"):
-        (ckpt / name).unlink()
+    for name in ("rng-0.json", "model.safetensors", "manifest.json"):  # earlier versions wrote no manifest
+        (ckpt / name).unlink(missing_ok=True)
     (out / "settings.json").unlink()
 
 

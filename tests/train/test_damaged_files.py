@@ -104,7 +104,7 @@ def _garbage(path: Path) -> None:
 DAMAGE = {  # case -> (what is done to the killed run's folder, what the rerun must say)
     "weights-cut": (lambda out: _truncate(out / "checkpoint" / "model.safetensors"),
                     r"checkpoint/model.safetensors has [\d,]+ bytes where [\d,]+ were written.*; resuming from \S+previous-checkpoint at step 3 "
-                    r"instead \(1 updates are trained again\)"),
+                    r"instead \(1 update is trained again\)"),
     "state-deleted": (lambda out: (out / "checkpoint" / "state.json").unlink(),
                       r"checkpoint/state.json is missing; resuming from \S+previous-checkpoint at step 3"),
     "both-damaged": (lambda out: (_garbage(out / "checkpoint" / "tensors.pt"),

@@ -139,6 +139,7 @@ def _to_old_layout(ckpt, layout: str, extra: dict | None = None) -> None:
                    ckpt / "trainer.pt")
         (ckpt / "tensors.pt").unlink()
     (ckpt / "rng-0.json").unlink()
+    (ckpt / "manifest.json").unlink(missing_ok=True)  # earlier versions wrote no manifest
     (ckpt / "state.json").write_text(json.dumps(old))
     (ckpt.parent / "settings.json").unlink()
 

@@ -506,12 +506,12 @@ class Engine:
         kept = f"; set aside: {', '.join(f.name + '.set-aside' for f in aside)}" if aside else ""
         if chosen is not None:
             self._apply_checkpoint(chosen[1])
-            lost = f"{lost_from - self.state.step:,} updates" if lost_from is not None else "the updates after it"
-            print(f"{problems[0]}; resuming from {chosen[0]} at step {self.state.step:,} instead ({lost} are "
-                  f"trained again){kept}", file=sys.stderr)
+            lost = _updates(lost_from - self.state.step) if lost_from is not None else "the updates after it"
+            print(f"{problems[0]}; resuming from {chosen[0]} at step {self.state.step:,} instead ({lost} trained "
+                  f"again){kept}", file=sys.stderr)
         else:
-            lost = f"{lost_from:,} updates" if lost_from is not None else "every update"
-            print(f"{problems[0]}; no intact checkpoint is left: starting again from step 0 ({lost} are trained "
+            lost = _updates(lost_from) if lost_from is not None else "every update"
+            print(f"{problems[0]}; no intact checkpoint is left: starting again from step 0 ({lost} trained "
                   f"again){kept}", file=sys.stderr)
 
     def _set_aside(self, folder: Path) -> None:
@@ -852,3 +852,8 @@ def _maybe_inject_fault(step: int) -> None:
     target = os.environ.get(FAULT_ENV)
     if target and int(target) == step:
         os.kill(os.getpid(), signal.SIGKILL)
+
+
+def _updates(n: int) -> str:
+    """``"1 update is"`` / ``"3 updates are"``: the resume line's count."""
+    return f"{n:,} update is" if n == 1 else f"{n:,} updates are"
