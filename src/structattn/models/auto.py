@@ -20,7 +20,6 @@ imported first; importing ``structattn`` itself imports neither torch nor transf
 from __future__ import annotations
 
 import importlib.abc
-import importlib.machinery
 import sys
 from typing import Any
 
@@ -122,8 +121,10 @@ class _RegisterAfterImport(importlib.abc.MetaPathFinder):
     def find_spec(self, fullname, path, target=None):
         if fullname not in _AFTER_IMPORT:
             return None
-        spec = importlib.machinery.PathFinder.find_spec(fullname, path)
-        if spec is None or spec.loader is None:
+        # the spec the other finders give (a plain, zipped or editable install of transformers alike)
+        spec = next((found for finder in sys.meta_path if finder is not self and hasattr(finder, "find_spec")
+                     for found in [finder.find_spec(fullname, path, target)] if found is not None), None)
+        if spec is None or spec.loader is None or not hasattr(spec.loader, "exec_module"):
             return None
         exec_module = spec.loader.exec_module
 
