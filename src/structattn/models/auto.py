@@ -4,8 +4,8 @@ A model with a mechanism (``structattn.from_pretrained``, ``apply_mechanism``) s
 ([`structattn.models.saved_type`][structattn.models.saved_type]). So a folder saved from it
 
 * loads through ``AutoConfig`` / ``AutoModel*`` once ``structattn`` is imported, as ``structattn.from_pretrained``
-  loads it (same mechanism, same gates, same outputs): [`register`][structattn.models.auto.register] maps the
-  ``structattn`` type to `StructattnConfig` and each Auto class of `structattn.models.encoder.TASKS` to a loader;
+  loads it (same mechanism, same gates, same outputs): the ``structattn`` type is registered with ``AutoConfig`` as
+  `StructattnConfig`, and each Auto class of `structattn.models.encoder.TASKS` gets a loader;
 * fails loudly in a process that has not imported ``structattn`` (transformers does not know the type), instead
   of loading the stock model and dropping the gates and the structure mask without a word.
 
@@ -13,9 +13,9 @@ Folders that the Auto classes cannot rebuild (an SG-Net model: a syntax-guided l
 translation model with DeepNet residual weights, which need forward hooks) are refused in one line that names the
 loader that can.
 
-[`register`][structattn.models.auto.register] runs when transformers' Auto modules are imported after ``structattn``
-(an import hook, [`install_import_hook`][structattn.models.auto.install_import_hook]), or at once when they were
-imported first; importing ``structattn`` itself imports neither torch nor transformers.
+The registration runs when transformers' Auto modules are imported after ``structattn`` (an import hook,
+[`install_import_hook`][structattn.models.auto.install_import_hook]), or at once when they were imported first;
+importing ``structattn`` itself imports neither torch nor transformers.
 """
 from __future__ import annotations
 
@@ -105,14 +105,6 @@ def _register_models() -> None:
 
 #: what each of transformers' Auto modules needs registered once it is imported
 _AFTER_IMPORT = {_AUTO_MODULES[0]: _register_config, _AUTO_MODULES[1]: _register_models}
-
-
-def register() -> None:
-    """Make transformers' ``AutoConfig`` and ``AutoModel*`` load structure-aware folders (idempotent)."""
-    _register_config()
-    import transformers.models.auto.modeling_auto  # noqa: F401  (the hook registers the loaders)
-
-    _register_models()
 
 
 class _RegisterAfterImport(importlib.abc.MetaPathFinder):

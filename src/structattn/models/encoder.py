@@ -167,16 +167,11 @@ def from_pretrained(name_or_path: str, task: str = "base", mechanism: str | Mech
     if "attn_implementation" in options:
         raise UserError("pass base='sdpa' or base='eager' instead of attn_implementation "
                         "(structattn sets the attention implementation itself)")
-    from transformers import AutoConfig
-
     config = options.pop("config", None)   # a config already read (an Auto class passes the one it read)
     if config is not None:
         model_kwargs = dict(options)
     else:
-        try:
-            config, model_kwargs = AutoConfig.from_pretrained(name_or_path, return_unused_kwargs=True, **options)
-        except OSError as exc:
-            raise UserError(_load_error(name_or_path, exc)) from exc
+        config, model_kwargs = _read_config(name_or_path, options)
     saved = getattr(config, "structattn", None)
     if isinstance(saved, dict) and (mechanism is None or mechanism == saved.get("name")):
         mech = MechanismConfig.from_dict(saved).replace(**mech_opts)
@@ -208,16 +203,21 @@ def load_as_saved(name_or_path: str, task: str = "base", **options: Any) -> nn.M
     ([`from_pretrained`][structattn.models.encoder.from_pretrained]), else the stock model, even from a folder that the
     Auto classes refuse (``base``: the encoder part of an SG-Net model; ``translation``: a DeepNet model, whose
     residual weights its loader adds). ``options`` go to transformers' ``from_pretrained``."""
+    config, model_kwargs = _read_config(name_or_path, options)
+    if isinstance(getattr(config, "structattn", None), dict):
+        return from_pretrained(name_or_path, task=task, config=config, **model_kwargs)
+    try:
+        return _model_class(task, config).from_pretrained(name_or_path, config=unmark(config), **model_kwargs)
+    except OSError as exc:
+        raise UserError(_load_error(name_or_path, exc)) from exc
+
+
+def _read_config(name_or_path: str, options: dict) -> tuple[Any, dict]:
+    """(config, the options it did not take) of a checkpoint; a missing one is one line."""
     from transformers import AutoConfig
 
     try:
-        config, model_kwargs = AutoConfig.from_pretrained(name_or_path, return_unused_kwargs=True, **options)
-    except OSError as exc:
-        raise UserError(_load_error(name_or_path, exc)) from exc
-    if isinstance(getattr(config, "structattn", None), dict):
-        return from_pretrained(name_or_path, task=task, **options)
-    try:
-        return _model_class(task, config).from_pretrained(name_or_path, config=unmark(config), **model_kwargs)
+        return AutoConfig.from_pretrained(name_or_path, return_unused_kwargs=True, **options)
     except OSError as exc:
         raise UserError(_load_error(name_or_path, exc)) from exc
 

@@ -14,6 +14,7 @@ different mechanisms see the same tokens); ``is_split_into_words=True`` takes th
 """
 from __future__ import annotations
 
+import json
 import logging
 import sys
 from pathlib import Path
@@ -86,7 +87,6 @@ class StructureProcessor:
 
     def save_pretrained(self, folder: str | Path) -> None:
         """Write the tokenizer's files and `PROCESSOR_FILE` (mechanism and parser) into ``folder``."""
-        import json
         from importlib import metadata
 
         from ..io import atomic_write_text
