@@ -179,6 +179,32 @@ def test_no_brackets_gives_zero_not_nan():
     assert r.complete_match == 100.0
 
 
+def test_label_scores_by_hand():
+    # kept words The(0) cat(1) sat(2) on(3) mats(4); gold S(0,5) NP(0,2) VP(2,5) PP(3,5) NP(4,5)
+    gold = "(S (NP (DT The) (NN cat)) (VP (VBD sat) (PP (IN on) (NP (NNS mats)))) (. .))"
+    # test S(0,5) NP(0,3) NP(0,2) PRT(2,3) PP(3,5) NP(4,5): no VP, an extra NP, PRT scored as ADVP
+    test = "(S (NP (NP (DT The) (NN cat)) (PRT (RP sat))) (PP (IN on) (NP (NNS mats))) (. .))"
+    r = score(gold, test)
+    # gold: S(0,5) NP(0,2) VP(2,5) PP(3,5) NP(4,5); matched: S, NP(0,2), PP(3,5), NP(4,5) = 4 of 5 gold, 6 test
+    assert counts(r) == (4, 5, 6)
+    by = {s.label: s for s in r.label_scores()}
+    assert [s.label for s in r.label_scores()] == ["NP", "PP", "S", "VP", "ADVP"]  # gold count, then name
+    assert (by["NP"].gold_brackets, by["NP"].test_brackets, by["NP"].matched) == (2, 3, 2)
+    assert (by["NP"].recall, round(by["NP"].precision, 2), by["NP"].f1) == (100.0, 66.67, 80.0)
+    assert (by["VP"].gold_brackets, by["VP"].test_brackets, by["VP"].matched) == (1, 0, 0) and by["VP"].f1 == 0.0
+    assert (by["ADVP"].gold_brackets, by["ADVP"].test_brackets) == (0, 1)  # PRT is scored as ADVP
+    assert sum(s.matched for s in r.label_scores()) == r.matched
+    group = r.label_scores({"NP+PP": ("NP", "PP"), "SBARQ/SQ": ("SBARQ", "SQ")})
+    assert [(g.label, g.gold_brackets, g.test_brackets, g.matched) for g in group] == [
+        ("NP+PP", 3, 4, 3), ("SBARQ/SQ", 0, 0, 0)]
+
+
+def test_label_scores_skip_error_sentences():
+    r = score("(S (NP (NN a)) (VP (VB b)))\n(S (NP (NN c)))", "(S (NP (NN a)) (VP (VB b)))\n(S (NP (NN d)))")
+    assert r.error_sentences == 1
+    assert {s.label: s.gold_brackets for s in r.label_scores()} == {"NP": 1, "S": 1, "VP": 1}
+
+
 def test_different_tree_counts_raise():
     with pytest.raises(UserError, match="2 gold trees but 1 test trees"):
         score("(S (VB a))\n(S (VB b))", "(S (VB a))")

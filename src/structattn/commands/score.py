@@ -207,6 +207,8 @@ def _add_evalb(scorers) -> None:
     add_retired_positional(e, "gold", "--gold")
     add_retired_positional(e, "pred", "--predictions")
     e.add_argument("--per-sentence", action="store_true", help="also print EVALB's per-sentence table")
+    e.add_argument("--per-label", action="store_true",
+                   help="also print recall, precision and F1 of each constituent label (JSON: a \"labels\" list)")
     e.add_argument("--cutoff", type=int, default=40, help="length cut-off of the second block (default 40)")
     e.set_defaults(func=run_evalb)
 
@@ -323,6 +325,8 @@ def run_evalb(args) -> int:
         out = result.to_dict()
         out["gold"] = [str(p) for p in golds]
         out["pred"] = str(pred)
+        if args.per_label:
+            out["labels"] = [score.to_dict() for score in result.label_scores()]
         print(json.dumps(out))
         return 0
     where = str(golds[0]) if len(golds) == 1 else f"{len(golds)} files, {golds[0]} .. {golds[-1]}"
@@ -336,4 +340,15 @@ def run_evalb(args) -> int:
             print(sentence.table_line())
         print("=" * 76)
     print(result.summary())
+    if args.per_label:
+        print("", *label_table(result.label_scores()), sep="\n")
     return 0
+
+
+def label_table(scores) -> list[str]:
+    """The ``--per-label`` block: one line per label (`structattn.tasks.evalb.LabelScore`), most frequent first."""
+    lines = ["=== Per label ===", "", "label       gold   test  match  Recall   Prec.  FMeasure"]
+    for score in scores:
+        lines.append(f"{score.label:<10} {score.gold_brackets:5d}  {score.test_brackets:5d}  {score.matched:5d}  "
+                     f"{score.recall:6.2f}  {score.precision:6.2f}    {score.f1:6.2f}")
+    return lines

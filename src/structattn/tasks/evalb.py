@@ -156,6 +156,8 @@ class EvalbSentence:
     words: int = 0               # kept words (tags scored)
     correct_tags: int = 0
     error: str | None = None     # "Length unmatch (g|t)" / "Words unmatch (g|t)" / "no words in the test tree"
+    # label -> (gold, test, matched) brackets of that label (canonical: PRT counts as ADVP); valid sentences only
+    by_label: dict[str, tuple[int, int, int]] = field(default_factory=dict, repr=False)
 
     @property
     def recall(self) -> float:
@@ -184,12 +186,55 @@ def evalb_sentence(gold: Tree, test: Tree, id: int = 1) -> EvalbSentence:
         if gw != tw:
             return EvalbSentence(id, g.length, 1, error=f"Words unmatch ({gw}|{tw})")
     gold_b, test_b = _kept_brackets(g.brackets), _kept_brackets(t.brackets)
-    matched = sum((Counter(gold_b) & Counter(test_b)).values())
+    common = Counter(gold_b) & Counter(test_b)
+    matched = sum(common.values())
     crossing = sum(
         any((gs < ts < ge < te) or (ts < gs < te < ge) for gs, ge, _ in gold_b)
         for ts, te, _ in test_b)
     correct = sum(_canonical(gt) == _canonical(tt) for (_, gt), (_, tt) in zip(g.terminals, t.terminals))
-    return EvalbSentence(id, g.length, 0, len(gold_b), len(test_b), matched, crossing, len(g.terminals), correct)
+    return EvalbSentence(id, g.length, 0, len(gold_b), len(test_b), matched, crossing, len(g.terminals), correct,
+                         by_label=_label_counts(gold_b, test_b, common))
+
+
+def _label_counts(gold_b, test_b, common: Counter) -> dict[str, tuple[int, int, int]]:
+    """label -> (gold brackets, test brackets, matched brackets) of one sentence; ``common`` is rule 7's matching
+    (the multiset intersection), so the matched counts sum to the sentence's ``matched``."""
+    gold = Counter(label for _, _, label in gold_b)
+    test = Counter(label for _, _, label in test_b)
+    hits = Counter()
+    for (_, _, label), n in common.items():
+        hits[label] += n
+    return {label: (gold[label], test[label], hits[label]) for label in sorted(gold | test)}
+
+
+@dataclass(frozen=True)
+class LabelScore:
+    """Labelled bracketing scores of the brackets of one label (or a group of labels) over the valid sentences:
+    recall over that label's gold brackets, precision over the parser's brackets with that label."""
+
+    label: str
+    gold_brackets: int
+    test_brackets: int
+    matched: int
+
+    @property
+    def recall(self) -> float:
+        return 100.0 * self.matched / self.gold_brackets if self.gold_brackets else 0.0
+
+    @property
+    def precision(self) -> float:
+        return 100.0 * self.matched / self.test_brackets if self.test_brackets else 0.0
+
+    @property
+    def f1(self) -> float:
+        r, p = self.recall, self.precision
+        return 2 * p * r / (p + r) if p + r > 0 else 0.0
+
+    def to_dict(self) -> dict:
+        """JSON-ready, percentages rounded to 2 decimals as EVALB prints them."""
+        return {"label": self.label, "recall": float(f"{self.recall:.2f}"),
+                "precision": float(f"{self.precision:.2f}"), "f1": float(f"{self.f1:.2f}"),
+                "gold_brackets": self.gold_brackets, "test_brackets": self.test_brackets, "matched": self.matched}
 
 
 @dataclass
@@ -225,6 +270,24 @@ class EvalbResult:
     def evalb_would_abort(self) -> bool:
         """The C program exits without a summary at its (MAX_ERROR + 2)th error sentence."""
         return self.error_sentences > MAX_ERROR + 1
+
+    def label_scores(self, groups: dict[str, Sequence[str]] | None = None) -> list[LabelScore]:
+        """Scores per label over the valid sentences, most frequent gold label first; ``groups`` (name -> labels,
+        e.g. ``{"SBARQ/SQ": ("SBARQ", "SQ")}``) gives the listed groups instead, in their order, each summing its
+        labels' counts. Labels are canonical (``PRT`` is scored as ``ADVP``); the matched counts of all labels sum
+        to `matched`."""
+        totals: dict[str, list[int]] = {}
+        for sentence in self.per_sentence:
+            for label, counts in sentence.by_label.items():
+                row = totals.setdefault(label, [0, 0, 0])
+                for k, n in enumerate(counts):
+                    row[k] += n
+        if groups is None:
+            order = sorted(totals, key=lambda label: (-totals[label][0], label))
+            return [LabelScore(label, *totals[label]) for label in order]
+        return [LabelScore(name, *(sum(totals.get(_canonical(label), [0, 0, 0])[k] for label in labels)
+                                   for k in range(3)))
+                for name, labels in groups.items()]
 
     def to_dict(self) -> dict:
         """JSON-ready: percentages rounded to 2 decimals like EVALB's ``%6.2f``, the counts, and ``le40``."""
