@@ -113,3 +113,10 @@ def test_a_plan_without_a_measured_run_names_it(tmp_path):
     costs.write_text(json.dumps({"name": "supar-minilm", "cpu_s_per_epoch": 100.0, "parameters": 1}) + "\n")
     with pytest.raises(SystemExit, match="minilm-ft-bna: no line in the costs file"):
         load_experiment("peers/lane_hours").main(["--costs", str(costs)])
+
+
+@needs(str(ptb.PTB_SUBDIR / "wsj_0199.mrg"))
+def test_the_per_label_table_rescores_to_its_committed_lines(capsys):
+    load_experiment("peers/per_label").main([])
+    committed = [json.loads(line) for line in (RESULTS / "peers" / "per_label.jsonl").read_text().splitlines()]
+    assert _lines(capsys) == committed
