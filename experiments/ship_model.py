@@ -8,7 +8,9 @@ NAME is an entry of ``structattn.models.trained.TRAINED``; its kind says what RU
 * ``parser``: a ``structattn train-parsing`` run. ``RUN_DIR/best`` is saved into the package
   (``src/structattn/trained/NAME/``) with a frozen packaged encoder stored by reference
   (``ChartParser.save_pretrained(..., encoder_package=...)``, which first checks every encoder tensor against
-  the package's: no copy of the encoder is committed). The shipped folder is then loaded BY NAME and parses the
+  the package's: no copy of the encoder is committed); a parser whose encoder was fine-tuned is packed instead
+  (``save_pretrained(..., packed=True)``: int8 matrices with a float scale per row, the packing's time and the F1
+  it costs against the run's own float32 trees on the card). The shipped folder is then loaded BY NAME and parses the
   whole test split as the run did (the cached spaCy tags as input when the parser reads tags, the gold tags on
   the output preterminals); those trees are ``results/shipped/NAME.test.trees`` and their EVALB score (the
   figure ``structattn score evalb --gold "<treebank>/wsj_01[6-9]?.mrg" --predictions results/shipped/NAME.test.trees`` prints) is the
@@ -95,8 +97,12 @@ def ship_parser(run_dir: Path, entry: TrainedModel) -> dict:
     best = ChartParser.from_pretrained(run_dir / "best")
     frozen = best.config.encoder != "none" and not best.config.fine_tune_encoder
     by_reference = frozen and best.config.encoder == ""  # the default encoder: the package's model
+    # a fine-tuned encoder is the model's own (23M parameters, 92 MB in float32): int8 per row, as the reader ships
+    packed = best.config.encoder != "none" and best.config.fine_tune_encoder
     tmp = _fresh_folder(entry)
-    best.save_pretrained(tmp, encoder_package=DEFAULT_ENCODER_PACKAGE if by_reference else None)
+    start = time.perf_counter()
+    best.save_pretrained(tmp, encoder_package=DEFAULT_ENCODER_PACKAGE if by_reference else None, packed=packed)
+    pack_seconds = time.perf_counter() - start
     _move_into_place(tmp, entry)
     del best
 
@@ -144,7 +150,7 @@ def ship_parser(run_dir: Path, entry: TrainedModel) -> dict:
         "encoder": "all-MiniLM-L6-v2, frozen, stored by reference (package, version, SHA-256 of its weights)"
                    if by_reference else ("word embeddings + character BiLSTM" if cfg.get("encoder") == "none"
                                          else cfg.get("encoder")),
-        "precision": "float32",
+        "precision": "int8 per row, dequantised to float32 on loading" if packed else "float32",
         "size_bytes": entry.size_bytes(),
         "train": {"wall_seconds": summary.get("wall_seconds"), "device": summary.get("device"),
                   "torch_threads": summary.get("torch_threads"), "epochs_completed": summary.get("epochs_completed"),
@@ -155,6 +161,14 @@ def ship_parser(run_dir: Path, entry: TrainedModel) -> dict:
     }
     if by_reference:
         card["encoder_reference"] = json.loads((entry.folder / "config.json").read_text())["encoder_reference"]
+    if packed:
+        meta = json.loads((entry.folder / "config.json").read_text())["structattn_packing"]
+        run_f1 = card["run_test_f1"]
+        card["packing"] = {"int8_tensors": len(meta["quantized"]), "min_elements": meta["min_elements"],
+                           "float32_bytes": (run_dir / "best" / "model.safetensors").stat().st_size,
+                           "seconds": round(pack_seconds, 1),
+                           "f1_lost": None if run_f1 is None else round(run_f1 - score["f1"], 2)}
+        card["encoder"] = "all-MiniLM-L6-v2, fine-tuned with the parser, packed int8 per row"
     return card
 
 
@@ -416,6 +430,11 @@ def card_markdown(card: dict) -> str:
             ref = card["encoder_reference"]
             lines.append(f"  (pip package {ref['package']} {ref['version']}, weights SHA-256 {ref['sha256']})")
         lines.append(f"- parameters: {card['parameters']:,} ({card['trainable_parameters']:,} trained)")
+        if packing := card.get("packing"):
+            lines.append(f"- packing: {packing['int8_tensors']} int8 matrices (one float scale per row) in "
+                         f"{packing['seconds']} s; the float32 weights file: {packing['float32_bytes'] / 1e6:.2f} MB;"
+                         f" test F1 lost to packing: {packing['f1_lost']} (the run's own float32 trees: "
+                         f"{card['run_test_f1']})")
     elif card["kind"] == "translator":
         decoding = card["decoding"]
         lines.append("- all test sets: " + ", ".join(f"{s} {t['bleu']}" for s, t in card["tests"].items())

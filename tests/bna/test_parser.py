@@ -267,6 +267,29 @@ def test_pretrained_round_trip_works_offline(trees, tiny_bert, tmp_path):
     assert state.keys() == again.keys() and all(torch.equal(state[k], again[k]) for k in state)
 
 
+def test_packed_fine_tuned_parser_loads_within_half_a_row_scale(trees, tiny_bert, tmp_path):
+    torch.manual_seed(0)
+    parser = ChartParser.build(tiny(encoder=str(tiny_bert), pooling="mean", fine_tune_encoder=True), trees)
+    parser.save_pretrained(tmp_path / "whole")
+    parser.save_pretrained(tmp_path / "packed", packed=True, min_elements=64)  # the tiny encoder's matrices too
+    whole, packed = (tmp_path / "whole" / "model.safetensors"), (tmp_path / "packed" / "model.safetensors")
+    assert packed.stat().st_size < 0.6 * whole.stat().st_size
+    loaded = ChartParser.from_pretrained(tmp_path / "packed")
+    state, again = parser.state_dict(), loaded.state_dict()
+    assert state.keys() == again.keys()
+    rounded = 0
+    for name, w in state.items():
+        if w.dim() == 2 and w.numel() >= 64:  # stored as int8: each row within half its step max|row| / 127
+            step = w.abs().amax(dim=1, keepdim=True) / 127
+            assert torch.all((again[name] - w).abs() <= step / 2 + 1e-7), name
+            rounded += 1
+        else:  # vectors and small matrices stay float32, unchanged
+            assert torch.equal(again[name], w), name
+    assert rounded > 0
+    words = [t.leaves() for t in trees]
+    assert len(loaded.parse(words)) == len(words)
+
+
 def _oracle_states(folder, words):
     """Hidden states of each word's sub-words, tokenizing word by word with the tokenizer directly."""
     from transformers import AutoModel, AutoTokenizer

