@@ -3,6 +3,7 @@
     tr = structattn.Translator.from_pretrained("hybrid-gate-en-de")   # or a run's folder: "runs/nmt/.../final"
     tr("A dog runs on the beach.")                                    # -> "Ein Hund läuft am Strand."
     tr.translate(["A dog runs on the beach."], beam=5, length_penalty=1.0)   # -> ["Ein Hund läuft am Strand."]
+    tr.evaluate(sources, references)                                   # -> {"bleu": ..., "signature": ..., ...}
 
 A model folder holds ``config.json`` + ``model.safetensors`` (``save_pretrained``; the mechanism's settings in
 ``config.structattn``) and the tokenizer files. Input lines get the training preprocessing (NFC, the BPE);
@@ -50,6 +51,24 @@ class Translator:
         if isinstance(text, str):
             return self.translate([text], **options)[0]
         return self.translate(list(text), **options)
+
+    def evaluate(self, sources: Sequence[str], references: Sequence[str], **options) -> dict:
+        """Translate ``sources`` (``options`` as [`translate`][structattn.translation.translator.Translator.translate])
+        and score them against ``references``, one per source, with the project's BLEU (`structattn.tasks.bleu`:
+        detokenised, case-sensitive sacreBLEU 13a, as ``structattn score bleu``).
+
+        Returns:
+            ``{"bleu", "signature", "details", "lines", "cut", "hypotheses"}``; ``cut``: source lines cut to the
+            model's position limit.
+        """
+        from ..tasks.bleu import corpus_bleu
+
+        if len(sources) != len(references):
+            raise UserError(f"{len(sources)} source lines for {len(references)} references: give one reference per "
+                            "source line")
+        hypotheses = self.translate(list(sources), **options)
+        return {**corpus_bleu(hypotheses, references), "lines": len(hypotheses), "cut": self.last_cut,
+                "hypotheses": hypotheses}
 
     @classmethod
     @quiet_loading()
