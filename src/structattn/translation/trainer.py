@@ -81,9 +81,11 @@ class NMTData:
     filter_summary: str = ""
 
 
-def _read_sets(config: NMTConfig):
-    """(train, dev, {test name: data}): Multi30k's splits, or the user's own files (own test set: ``test``)."""
-    from ..tasks.multi30k import read_parallel, read_split
+def _read_sets(config: NMTConfig, corpus: str | None = None):
+    """(train, dev, {test name: data}): the splits of the registered translation corpus ``corpus`` (None: the
+    default, Multi30k; `structattn.tasks.registry`), or the user's own files (own test set: ``test``)."""
+    from ..tasks.multi30k import read_parallel
+    from ..tasks.registry import corpus as registered_corpus
 
     own = [config.train_source, config.train_target, config.dev_source, config.dev_target]
     if any(own):
@@ -97,8 +99,9 @@ def _read_sets(config: NMTConfig):
                 raise UserError("an own test set needs both --test-source and --test-target")
             tests["test"] = read_parallel(config.test_source, config.test_target)
     else:
-        train, dev = read_split("train", config.data_dir), read_split("dev", config.data_dir)
-        tests = {s: read_split(s, config.data_dir) for s in config.test_splits}
+        reader = registered_corpus("translation", corpus)
+        train, dev = reader.read_split("train", config.data_dir), reader.read_split("dev", config.data_dir)
+        tests = {s: reader.read_split(s, config.data_dir) for s in config.test_splits}
     if config.max_train_examples:
         limit = config.max_train_examples
         train.sources, train.targets, train.line_numbers = (train.sources[:limit], train.targets[:limit],
@@ -220,10 +223,13 @@ class TranslationFamily(Family):
     config_file = "run_config.json"
     order_stride = TRANSLATION_ORDER_STRIDE
 
-    def __init__(self, config: NMTConfig, command: list[str] | None = None):
+    def __init__(self, config: NMTConfig, command: list[str] | None = None, corpus: str | None = None):
+        from ..tasks.registry import corpus_names
         from .model import variant_mechanism
 
         self.config, self.command = config, command
+        # the default corpus stays out of the settings: those of a Multi30k run are its config's alone
+        self.corpus = None if corpus == corpus_names("translation")[0] else corpus
         self.out = Path(config.output_dir)
         self.mechanism = variant_mechanism(config.variant, **config.mechanism_options())
         if config.batching not in TRAINING_BATCHES:
@@ -232,7 +238,8 @@ class TranslationFamily(Family):
             raise UserError(f"unknown --lr-decay {config.lr_decay!r}; valid: {', '.join(LR_DECAYS)}")
 
     def settings(self) -> dict:
-        return without_later_fields(resume_settings(self.config), NMT_LATER_FIELDS)
+        settings = without_later_fields(resume_settings(self.config), NMT_LATER_FIELDS)
+        return settings if self.corpus is None else {**settings, "corpus": self.corpus}
 
     def upgrade_legacy(self) -> None:
         from ..train.legacy import upgrade_translation_checkpoint
@@ -243,7 +250,7 @@ class TranslationFamily(Family):
         from .data import TranslationCollator
 
         config = self.config
-        train, dev, tests = _read_sets(config)
+        train, dev, tests = _read_sets(config, self.corpus)
         with self.engine.acc.main_process_first():  # the main process learns the BPE and parses; the others read
             self.tokenizer = load_tokenizer(config, self.out, train)
             self.data = prepare_data(config, self.tokenizer, train, dev, tests, self.mechanism)
@@ -329,9 +336,11 @@ class TranslationFamily(Family):
 
 
 def train_translation(config: NMTConfig, *, show_progress: bool = True, stop_after_updates: int | None = None,
-                      command: list[str] | None = None) -> dict:
+                      command: list[str] | None = None, corpus: str | None = None) -> dict:
     """Train, select and test one translation run in ``config.output_dir``; return the summary dict (on the main
     process; the others return where they stopped).
+
+    ``corpus``: the registered translation corpus read when the config names no own files (None: Multi30k).
 
     ``stop_after_updates`` (tests) returns right after that update without saving, as a kill would.
     """
@@ -340,7 +349,7 @@ def train_translation(config: NMTConfig, *, show_progress: bool = True, stop_aft
                     checkpoint_every=config.checkpoint_every, show_progress=show_progress, name=config.variant)
     if config.threads:
         torch.set_num_threads(config.threads)
-    summary = engine.train(TranslationFamily(config, command), stop_after=stop_after_updates)
+    summary = engine.train(TranslationFamily(config, command, corpus), stop_after=stop_after_updates)
     return summary if summary is not None else {"stopped_at_update": engine.state.step}
 
 
