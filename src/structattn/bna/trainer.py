@@ -42,10 +42,10 @@ import torch
 
 from ..errors import UserError
 from ..io import atomic_write_json, atomic_write_text
-from ..train.checkpoint import AtomicDir
+from ..train.checkpoint import save_pretrained_atomically
 from ..train.config import RESULT_NEUTRAL_FIELDS, without_later_fields
-from ..train.engine import (Engine, EngineState, Evaluation, Family, epoch_seed, resume_settings, run_facts,
-                            seeded_batches, warmup_factor)
+from ..train.engine import (Engine, EngineState, Evaluation, Family, resume_settings, run_facts, seeded_batches,
+                            warmup_factor)
 
 BEST = "best"
 
@@ -210,17 +210,6 @@ def cached_spacy_tags(words: list[list[str]], *, tagger=None, model_name: str | 
     return tags
 
 
-def epoch_batches(n: int, batch_size: int, seed: int, epoch: int,
-                  lengths: Sequence[int] | None = None) -> list[list[int]]:
-    """Tree indices of each batch of epoch ``epoch``: a permutation that depends only on (seed, epoch)
-    (`seeded_batches`).
-
-    With ``lengths`` (words per tree) the batches hold trees of similar length: the same trees per epoch with far
-    less padding, which matters because the span chart of a batch costs (longest sentence)^2.
-    """
-    return seeded_batches(n, batch_size, epoch_seed(seed, epoch), lengths)
-
-
 def chart_passes(batch: Sequence[int], lengths: Sequence[int], max_cells: int) -> list[tuple[list[int], float]]:
     """The forward passes of one batch of trees (indices into ``lengths``, words per tree) that keep each pass's
     span chart within ``max_cells`` cells (sentences x (longest + 1)^2, what the NSA layers and the label scorer
@@ -354,8 +343,7 @@ class ParserFamily(Family):
     def on_best(self, entry: dict) -> None:
         self.engine.state.extra["best_epoch"] = entry["epoch"]
         if self.engine.is_main:
-            with AtomicDir(self.out / BEST) as tmp:
-                self.model.save_pretrained(tmp)
+            save_pretrained_atomically(self.out / BEST, self.model)
 
     def summary(self, state: EngineState) -> dict:
         return _finish(self, state)

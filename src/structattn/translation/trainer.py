@@ -43,7 +43,7 @@ from .config import NMT_LATER_FIELDS, NMT_PRESETS, NMTConfig  # noqa: F401  (re-
 from ..errors import UserError
 from ..io import atomic_write_json
 from ..models.trained import model_folder_damage
-from ..train.checkpoint import AtomicDir, load_model_tensors, model_tensors
+from ..train.checkpoint import load_model_tensors, model_tensors, save_pretrained_atomically
 from .data import TRAINING_BATCHES
 from ..train.config import RESULT_NEUTRAL_FIELDS, without_later_fields
 from ..train.engine import (Engine, EngineState, Evaluation, Family, linear_schedule, resume_settings, run_facts,
@@ -124,8 +124,7 @@ def load_tokenizer(config: NMTConfig, out: Path, train) -> Any:
         return AutoTokenizer.from_pretrained(str(folder))
     texts = [t for t in train.sources + train.targets if t.strip()]
     tokenizer = train_bpe_tokenizer(texts, vocab_size=config.vocab_size)
-    with AtomicDir(folder) as tmp:
-        tokenizer.save_pretrained(str(tmp))
+    save_pretrained_atomically(folder, tokenizer)
     return tokenizer
 
 
@@ -182,12 +181,6 @@ def _translate(model, tokenizer, texts, beam, length_penalty) -> list[str]:
         return Translator(model, tokenizer).translate(texts, beam=beam, length_penalty=length_penalty)
     finally:
         model.train(was_training)
-
-
-def _save_model(model, tokenizer, folder: Path) -> None:
-    with AtomicDir(folder) as tmp:
-        model.save_pretrained(str(tmp))
-        tokenizer.save_pretrained(str(tmp))
 
 
 def _average_weights(paths: list[Path]) -> dict[str, torch.Tensor]:
@@ -323,7 +316,7 @@ class TranslationFamily(Family):
 
     def on_best(self, entry: dict) -> None:
         if self.engine.is_main:
-            _save_model(self.model, self.tokenizer, self.out / BEST)
+            save_pretrained_atomically(self.out / BEST, self.model, self.tokenizer)
 
     def summary(self, state: EngineState) -> dict:
         from .model import size_of
@@ -372,7 +365,7 @@ def _finish(config: NMTConfig, out: Path, state: EngineState, tokenizer, data: N
     chosen = max(dev_scores, key=dev_scores.get)
     weights = candidates[chosen]
     load_model_tensors(model, weights)
-    _save_model(model, tokenizer, out / FINAL)
+    save_pretrained_atomically(out / FINAL, model, tokenizer)
     results = {}
     hyp_dir = out / "hypotheses"
     hyp_dir.mkdir(exist_ok=True)
