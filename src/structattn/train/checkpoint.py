@@ -179,8 +179,8 @@ def recover_atomic_dirs(parent: Path) -> list[Path]:
 
 
 def latest_checkpoint(output_dir: Path) -> Path | None:
-    """The newest complete ``checkpoint-<step>`` folder (the layout of the earlier Accelerate loop, see
-    `structattn.train.legacy`) in ``output_dir`` (None if there is none)."""
+    """The newest complete ``checkpoint-<step>`` folder (the Accelerate loop's layout that
+    `structattn.train.legacy` reads) in ``output_dir`` (None if there is none)."""
     output_dir = Path(output_dir)
     best, best_step = None, -1
     for p in output_dir.glob("checkpoint-*"):
