@@ -74,6 +74,9 @@ def test_a_registered_translation_corpus_is_what_train_translation_reads(tmp_pat
     train, dev, tests = _read_sets(NMTConfig(data_dir=str(tmp_path), test_splits=["final"]), "tiny")
     assert (train.sources, train.targets, dev.sources, tests["final"].targets) == (["a b", "c"], ["x y", "z"],
                                                                                   ["d"], ["v u"])
+    own = dict(train_source="a", train_target="b", dev_source="c", dev_target="d")
+    with pytest.raises(UserError, match="exclude each other"):
+        _read_sets(NMTConfig(**own), "tiny")
     # a run on another corpus does not resume one on the default corpus, whose settings are its config's alone
     assert TranslationFamily(NMTConfig(), corpus="tiny").settings()["corpus"] == "tiny"
     assert "corpus" not in TranslationFamily(NMTConfig(), corpus="multi30k").settings()

@@ -85,10 +85,13 @@ def _read_sets(config: NMTConfig, corpus: str | None = None):
     """(train, dev, {test name: data}): the splits of the registered translation corpus ``corpus`` (None: the
     default, Multi30k; `structattn.tasks.registry`), or the user's own files (own test set: ``test``)."""
     from ..tasks.multi30k import read_parallel
-    from ..tasks.registry import corpus as registered_corpus
+    from ..tasks.registry import corpus as registered_corpus, corpus_names
 
     own = [config.train_source, config.train_target, config.dev_source, config.dev_target]
     if any(own):
+        if corpus is not None and corpus != corpus_names("translation")[0]:
+            raise UserError(f"--corpus {corpus} and own parallel files (--train-source, ...) exclude each other; "
+                            "give one of them")
         if not all(own):
             raise UserError("own data needs all four of --train-source, --train-target, --dev-source, --dev-target")
         train = read_parallel(config.train_source, config.train_target)
