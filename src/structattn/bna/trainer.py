@@ -125,15 +125,17 @@ class TreebankFiles:
         """The trees of ``split`` in file order (cleaned unless ``clean=False``)."""
         from ..tasks.ptb import read_treebank
 
-        return read_treebank(getattr(self, split), clean=clean) if self.own else self.reader.read_split(split,
-                                                                                                          clean=clean)
+        if self.own:
+            return read_treebank(getattr(self, split), clean=clean)
+        return self.reader.read_split(split, clean=clean)
 
     def raw_files(self, split: str) -> list[Path]:
         """The file(s) ``structattn score evalb`` scores ``<split>.trees`` against."""
         return [Path(getattr(self, split))] if self.own else self.reader.split_files(split)
 
     def describe(self) -> dict:
-        """What the run reads, for summary.json and the resume check: each own file's absolute path and SHA-256."""
+        """What the run reads, for summary.json and the resume check: the registered corpus's name and split, or each
+        own file's absolute path and SHA-256."""
         if not self.own:
             from ..tasks.registry import corpus_names
 

@@ -49,6 +49,8 @@ def parser_config_from_args(args: argparse.Namespace):
 
 
 def add_parser(sub) -> None:
+    from ..tasks.registry import corpus_names
+
     p = sub.add_parser("train-parsing", aliases=["train-parser"],
                        help="train the BNA constituency parser on the treebank sample or your own treebank",
                        description="Train one chart parser configuration on the fixed split of the NLTK WSJ "
@@ -61,8 +63,6 @@ def add_parser(sub) -> None:
                                                       "line, or the PTB's multi-line layout); needs --dev")
     data.add_argument("--dev", metavar="FILE", help="dev trees (model selection, early stopping); needs --train")
     data.add_argument("--test", metavar="FILE", help="test trees, parsed and scored once at the end (optional)")
-    from ..tasks.registry import corpus_names
-
     corpora = corpus_names("parsing")
     data.add_argument("--corpus", choices=corpora, help=f"a registered treebank instead of own files (default "
                                                         f"{corpora[0]}, the NLTK WSJ sample's fixed split)")
