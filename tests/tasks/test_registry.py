@@ -11,8 +11,7 @@ from structattn.tasks import TASKS
 from structattn.tasks.multiple_choice import MC_TASKS
 from structattn.tasks.multi30k import MULTI30K, TRANSLATION_CORPORA, ParallelCorpus
 from structattn.tasks.ptb import PARSING_CORPORA, PTB_SAMPLE, TreebankCorpus
-from structattn.tasks.registry import (FAMILIES, FINE_TUNING_FAMILIES, all_entries, corpus, corpus_names, registry,
-                                       task_entry)
+from structattn.tasks.registry import FAMILIES, FAMILY_TABLES, all_entries, corpus, corpus_names, registry, task_entry
 from structattn.tasks.squad import QA_TASKS
 
 
@@ -24,12 +23,12 @@ def test_every_table_is_in_the_registry_once_with_its_family():
     for table, family in tables:
         for name, spec in table.items():
             assert entries[name].family == family and entries[name].spec is spec
-    assert {e.family for e in entries.values()} == set(FAMILIES)
+    assert {e.family for e in entries.values()} == set(FAMILY_TABLES)
 
 
 def test_the_fine_tuning_tasks_are_those_structattn_train_trains():
-    assert FINE_TUNING_FAMILIES == ("sentence", "span_qa", "multiple_choice")
-    assert set(registry()) == {n for n, e in all_entries().items() if e.family in FINE_TUNING_FAMILIES}
+    assert FAMILIES == ("sentence", "span_qa", "multiple_choice")
+    assert set(registry()) == {n for n, e in all_entries().items() if e.family in FAMILIES}
     assert "multi30k" not in registry() and "ptb_sample_nltk" not in registry()
     with pytest.raises(UserError, match="unknown task 'multi30k'"):
         task_entry("multi30k")
@@ -51,7 +50,7 @@ def test_each_family_has_a_trainer_and_a_predictor():
     from structattn.train.config import task_family, task_names
     from structattn.trainers import TRAINERS
 
-    assert set(TRAINERS) == set(PREDICTORS) == set(FINE_TUNING_FAMILIES)
+    assert set(TRAINERS) == set(PREDICTORS) == set(FAMILIES)
     assert task_names() == sorted(registry())
     assert [task_family(n) for n in ("sst2", "squad2", "race_m")] == ["sentence", "span_qa", "multiple_choice"]
 

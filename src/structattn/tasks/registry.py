@@ -13,8 +13,8 @@ look and are scored, and the command that trains it) and its reader (the spec th
 
 A new corpus of one of these kinds is one entry of the family's table; the commands find its family (and from it
 its trainer: `structattn.trainers.TRAINERS` for the fine-tuning families) here, never by asking which table holds a
-name. `registry` and `task_entry` hold the fine-tuning tasks (those ``structattn train``, ``evaluate`` and
-``predict`` run); `corpus` and `corpus_names` the corpora of the other families.
+name. `registry` and `task_entry` hold the tasks of the fine-tuning `FAMILIES` (those ``structattn train``,
+``evaluate`` and ``predict`` run); `corpus` and `corpus_names` the corpora of the other families.
 """
 from __future__ import annotations
 
@@ -40,7 +40,7 @@ class FamilyTable:
                        self.attribute)
 
 
-#: the families, in the order ``structattn train --help`` lists them, with their tables
+#: every family with its table
 FAMILY_TABLES: dict[str, FamilyTable] = {
     "sentence": FamilyTable("train", "", "TASKS"),
     "span_qa": FamilyTable("train", "squad", "QA_TASKS"),
@@ -48,14 +48,14 @@ FAMILY_TABLES: dict[str, FamilyTable] = {
     "translation": FamilyTable("train-translation", "multi30k", "TRANSLATION_CORPORA"),
     "parsing": FamilyTable("train-parsing", "ptb", "PARSING_CORPORA"),
 }
-FAMILIES = tuple(FAMILY_TABLES)
-#: the families ``structattn train`` fine-tunes a pretrained encoder on
-FINE_TUNING_FAMILIES = tuple(name for name, family in FAMILY_TABLES.items() if family.command == "train")
+#: the families ``structattn train`` fine-tunes a pretrained encoder on, in the order its help lists them (each has
+#: a trainer, `structattn.trainers.TRAINERS`)
+FAMILIES = tuple(name for name, family in FAMILY_TABLES.items() if family.command == "train")
 
 
 @dataclass(frozen=True)
 class TaskEntry:
-    """A registered task: its ``name``, its ``family`` (one of `FAMILIES`) and its ``spec`` (the reader)."""
+    """A registered task: its ``name``, its ``family`` (one of `FAMILY_TABLES`) and its ``spec`` (the reader)."""
 
     name: str
     family: str
@@ -74,8 +74,8 @@ def all_entries() -> dict[str, TaskEntry]:
 
 
 def registry() -> dict[str, TaskEntry]:
-    """The fine-tuning tasks by name (`FINE_TUNING_FAMILIES`): what ``structattn train --task`` accepts."""
-    return {name: entry for name, entry in all_entries().items() if entry.family in FINE_TUNING_FAMILIES}
+    """The fine-tuning tasks by name (those of `FAMILIES`): what ``structattn train --task`` accepts."""
+    return {name: entry for name, entry in all_entries().items() if entry.family in FAMILIES}
 
 
 def task_entry(name: str) -> TaskEntry:
