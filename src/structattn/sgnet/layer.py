@@ -38,12 +38,10 @@ the paper's footnote 9) take h̄ = h exactly. The ``vanilla`` row has no syntax-
 """
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 from typing import Any, Callable
 
 import torch
-import torch.nn.functional as F
 from torch import nn
 
 from ..errors import UserError
@@ -52,7 +50,7 @@ from ..attention.multihead import masked_attention, merge_heads, reference_maske
 Tensor = torch.Tensor
 
 
-# --------------------------------------------------------------------------------------------- kernels
+# --------------------------------------------------------------------------------------------- masks
 
 
 def check_mask(mask: Tensor, b: int, T: int, name: str = "mask") -> Tensor:
