@@ -39,8 +39,8 @@ from structattn.bna.model import ChartParser, ParserConfig  # noqa: E402
 from structattn.translation.model import build_model  # noqa: E402
 from structattn.tasks import ptb  # noqa: E402
 from structattn.tasks.multi30k import read_split  # noqa: E402
-from structattn.bna.trainer import epoch_batches, make_optimizer, warmup_factor  # noqa: E402
-from structattn.train.engine import Engine  # noqa: E402
+from structattn.bna.trainer import make_optimizer, warmup_factor  # noqa: E402
+from structattn.train.engine import Engine, epoch_seed, seeded_batches  # noqa: E402
 from structattn.translation.trainer import _decoder_inputs, _label_smoothed_loss  # noqa: E402
 
 PRECISIONS = ("fp32", "bf16")
@@ -97,7 +97,7 @@ def nmt_workload(sentences: int, steps: int):
 def parser_workload(encoder: str, steps: int):
     train = ptb.read_split("train")
     lengths = [len(t.leaves()) for t in train]
-    batches = epoch_batches(len(train), 32, seed=1, epoch=0, lengths=lengths)[:steps]
+    batches = seeded_batches(len(train), 32, epoch_seed(1, 0), lengths)[:steps]  # the parser family's first epoch
     words = sum(lengths[i] for b in batches for i in b)
 
     def make(precision: str):

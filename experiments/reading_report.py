@@ -41,7 +41,7 @@ TRAINED_ON = {
     "race_m_on_base-s1-gpu": "the encoder of the squad2_plus11 reader trained on an H100 (base-s1-gpu); heads "
                              "started fresh, the first 10,000 RACE-M training questions, 1 epoch",
     "mctest500_on_race_m-cpuenc2-baseline-s1": "the encoder of the RACE-M baseline race_m-cpuenc2-baseline-s1 "
-                                               "(trained on an H200, rounded to bfloat16 to come back); heads "
+                                               "(trained on an H200, stored rounded to bfloat16); heads "
                                                "started fresh",
     "squad11": TASK_TRAINING["squad11"],
     "squad2": "small-scale record: trained on at most the 6,305 questions of the squad2 train part (the first "

@@ -20,7 +20,7 @@ from collections.abc import Iterator
 #: accepted for one release, hidden from help, with a deprecation line).
 SYNONYMS: tuple[tuple[str, ...], ...] = (
     ("--model", "--encoder", "--model-dir"),  # the trained model or pretrained encoder to use
-    ("--input", "--input-file", "--in", "--data"),  # the file read (predict's SQuAD file was --data)
+    ("--input", "--input-file", "--in", "--data"),  # the file read (--data: predict's SQuAD file)
     ("--output", "--out", "--output-file"),  # the file written
     ("--parser", "--spacy-model", "--spacy-pipeline"),  # the spaCy pipeline
     ("--max-train-examples", "--max-train-trees", "--train-examples"),  # use only the first N training examples

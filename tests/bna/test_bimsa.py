@@ -44,6 +44,8 @@ def test_masks_equal_relations_on_real_positions():
         dummy_heads = np.zeros((1, n), dtype=np.int64)
         assert np.array_equal(left[s, 0, :n, :n].numpy(), relations.backward_masks(dummy_heads)[0])
         assert np.array_equal(right[s, 0, :n, :n].numpy(), relations.forward_masks(dummy_heads)[0])
+        assert np.array_equal(left[s, 0, :n, :n].numpy(), np.tril(np.ones((n, n), dtype=bool)))  # j <= i
+        assert np.array_equal(right[s, 0, :n, :n].numpy(), np.triu(np.ones((n, n), dtype=bool)))  # j >= i
         for m in (left, right):
             assert not m[s, 0, :n, n:].any()  # padding keys excluded
             assert torch.equal(m[s, 0, n:], torch.eye(T, dtype=torch.bool)[n:])  # padded rows: themselves

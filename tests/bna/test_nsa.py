@@ -85,13 +85,13 @@ def test_attention_grows_with_n_times_L_squared(monkeypatch):
     import structattn.bna.nsa as nsa_module
 
     seen = []
-    real = nsa_module.attend
+    real = nsa_module.masked_attention
 
     def spy(q, k, v, mask, *args):
         seen.append((q.shape[-2], k.shape[-2]))
         return real(q, k, v, mask, *args)
 
-    monkeypatch.setattr(nsa_module, "attend", spy)
+    monkeypatch.setattr(nsa_module, "masked_attention", spy)
     n = 4
     attn = NgramSpanAttention(D, HEADS, E, n=n).eval()
     for L in (10, 40):

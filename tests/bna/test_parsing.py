@@ -21,7 +21,7 @@ from structattn.bna.model import ParserConfig  # noqa: E402
 from structattn.errors import UserError  # noqa: E402
 from structattn.train import engine as engine_module  # noqa: E402
 from structattn.bna.trainer import (  # noqa: E402
-    TreebankFiles, cached_spacy_tags, chart_passes, epoch_batches, make_optimizer, train_parser, warmup_factor)
+    ParserFamily, TreebankFiles, cached_spacy_tags, chart_passes, make_optimizer, train_parser, warmup_factor)
 
 TEMPLATES = [
     "( (S (NP-SBJ (DT the) (NN {n})) (VP (VBD {v}) (PP-LOC (IN on) (NP (DT the) (NN {m})))) (. .)) )",
@@ -315,11 +315,17 @@ def test_warmup_is_linear_then_constant():
     assert warmup_factor(0, 0) == 1.0
 
 
-def test_epoch_batches_are_seeded_permutations():
-    a = epoch_batches(10, 4, seed=1, epoch=0)
+def test_epoch_batches_are_seeded_permutations(tmp_path):
+    def batches(seed: int, epoch: int) -> list[list[int]]:
+        family = ParserFamily(ParserConfig(output_dir=str(tmp_path), seed=seed, batch_size=4, group_by_length=False),
+                              TreebankFiles())
+        family.train_trees, family.train_lengths = [None] * 10, list(range(10))
+        return family.epoch_batches(epoch)
+
+    a = batches(seed=1, epoch=0)
     assert [len(b) for b in a] == [4, 4, 2] and sorted(i for b in a for i in b) == list(range(10))
-    assert a == epoch_batches(10, 4, seed=1, epoch=0)
-    assert a != epoch_batches(10, 4, seed=1, epoch=1) and a != epoch_batches(10, 4, seed=2, epoch=0)
+    assert a == batches(seed=1, epoch=0)
+    assert a != batches(seed=1, epoch=1) and a != batches(seed=2, epoch=0)
 
 
 def test_chart_passes_keep_each_pass_within_the_budget():

@@ -61,7 +61,7 @@ def test_reference_follows_the_mask_by_hand():
     q = layer.query(h).view(1, 4, 4, 4).transpose(1, 2)
     k = layer.key(h).view(1, 4, 4, 4).transpose(1, 2)
     v = layer.value(h).view(1, 4, 4, 4).transpose(1, 2)
-    from structattn.sgnet.layer import masked_attention, reference_masked_attention
+    from structattn.attention.multihead import masked_attention, reference_masked_attention
     for fn in (masked_attention, reference_masked_attention):
         out = fn(q, k, v, mask.unsqueeze(1))
         torch.testing.assert_close(out[0, :, 2], v[0, :, 2], atol=1e-6, rtol=1e-6)

@@ -6,6 +6,7 @@ import pytest
 from tokenizers_fixture import ALL
 from structattn.errors import UserError
 from structattn.structure import encode_words, first_subword_positions
+from structattn.structure.align import repair_words, token_counts
 
 
 @pytest.fixture(params=sorted(ALL))
@@ -101,3 +102,31 @@ def test_first_subword_positions():
 def test_stride_too_large_is_a_clear_error():
     with pytest.raises(UserError, match="stride=32 must be >= 0 and smaller than the 30"):
         encode_words(ALL["wordpiece"](), ["a", "b"], max_length=32, stride=32, long_inputs="windows")
+
+
+@pytest.mark.parametrize("name", sorted(ALL))
+def test_token_counts_equal_one_word_at_a_time(name):
+    """The batched count against a plain one: each word tokenised alone, without special tokens."""
+    tok = ALL[name]()
+    lists = [["the", "unbelievably", "good", "film"], ["New", "York"], []]
+    counts = token_counts(tok, lists)
+    for words, got in zip(lists, counts):
+        plain = [len(tok([w], is_split_into_words=True, add_special_tokens=False).input_ids) for w in words]
+        assert got.tolist() == plain
+    assert token_counts(tok, []) == []
+
+
+def test_repair_words_replaces_only_the_empty_ones_and_recounts():
+    tok = ALL["wordpiece"]()
+    words = ["good", "\u200b", "film"]
+    (counts,) = token_counts(tok, [words])
+    assert counts.tolist()[1] == 0
+    with pytest.warns(UserWarning, match=r"here: 1 word\(s\) map to no sub-word token"):
+        fixed, fixed_counts = repair_words(tok, words, counts, "here")
+    assert fixed == ["good", tok.unk_token, "film"] and fixed_counts.tolist() == [1, 1, 1]
+    assert repair_words(tok, ["good"], token_counts(tok, [["good"]])[0], "here")[0] == ["good"]
+
+    class NoUnknown:
+        unk_token = None
+    with pytest.raises(UserError, match="has no unknown token"):
+        repair_words(NoUnknown(), words, counts, "here")

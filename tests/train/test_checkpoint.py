@@ -2,7 +2,7 @@ import pytest
 
 from structattn.io import atomic_write_text
 
-from structattn.train.checkpoint import AtomicDir, latest_checkpoint
+from structattn.train.checkpoint import AtomicDir, latest_checkpoint, save_pretrained_atomically
 
 
 def test_atomic_dir_leaves_old_on_failure(tmp_path):
@@ -27,3 +27,31 @@ def test_latest_checkpoint_needs_state_file(tmp_path):
     (tmp_path / "checkpoint-10" / "trainer_state.json").write_text("{}")
     (tmp_path / "checkpoint-20").mkdir()  # incomplete: no state file
     assert latest_checkpoint(tmp_path).name == "checkpoint-10"
+
+
+class _Part:
+    """A stand-in for a model or tokenizer: ``save_pretrained`` writes one file (or fails)."""
+
+    def __init__(self, name: str, fail: bool = False):
+        self.name, self.fail = name, fail
+
+    def save_pretrained(self, folder):
+        if self.fail:
+            raise OSError("disk gone")
+        (folder / self.name).write_text(self.name)
+
+
+def test_save_pretrained_atomically_writes_every_part_then_the_extra_files(tmp_path):
+    folder = tmp_path / "best"
+    save_pretrained_atomically(folder, _Part("model.safetensors"), _Part("tokenizer.json"),
+                               then=lambda tmp: (tmp / "metrics.json").write_text("{}"))
+    assert {p.name for p in folder.iterdir()} >= {"model.safetensors", "tokenizer.json", "metrics.json"}
+    assert not [p for p in tmp_path.iterdir() if p.name.startswith(".")]  # no temporary folder left
+
+
+def test_save_pretrained_atomically_keeps_the_previous_folder_when_a_part_fails(tmp_path):
+    folder = tmp_path / "best"
+    save_pretrained_atomically(folder, _Part("old.bin"))
+    with pytest.raises(OSError, match="disk gone"):
+        save_pretrained_atomically(folder, _Part("new.bin"), _Part("tokenizer.json", fail=True))
+    assert (folder / "old.bin").is_file() and not (folder / "new.bin").exists()

@@ -256,10 +256,9 @@ def shared_exp_mixed_attention(q: Tensor, k: Tensor, v: Tensor, local: Tensor, g
 
 # The op names carry the layout version of what the forward saves for the backward. torch.compile's
 # on-disk graph cache keys on the op name, not on the fake implementation: a cached graph compiled against
-# an older layout would otherwise be reused and fail its shape asserts. Bump the suffix on any change.
-# v4: every output a tensor of its own (out, dq, dk, dv were permuted views; same strides); v3: the dropout seed
-# is an int64 scalar tensor (drawn inside a compiled graph, no .item()); v2: one
-# log-normaliser per row ([b, h, n]); v1 kept four statistics ([b, h, n, 4])
+# another layout would otherwise be reused and fail its shape asserts. Bump the suffix on any change. The layout
+# of v4: every output a tensor of its own (none a view of another), the dropout seed an int64 scalar tensor (drawn
+# inside a compiled graph, no .item()), one log-normaliser per row ([b, h, n]).
 _OP_VERSION = "v4"
 _FORWARD_OP = f"structattn::mixed_attention_forward_{_OP_VERSION}"
 _BACKWARD_OP = f"structattn::mixed_attention_backward_{_OP_VERSION}"

@@ -230,7 +230,7 @@ class MechanismConfig:
         """Inverse of [`to_dict`][structattn.attention.mechanisms.MechanismConfig.to_dict]; unknown keys (from a newer
         version or set by the installer) are ignored.
 
-        A dict saved before ``window_unit`` existed gets the unit its model was built for: ``"token"`` for
+        A dict without ``window_unit`` gets the unit its model was built for: ``"token"`` for
         ``hybrid`` (Xu et al.'s sub-word window), ``"word"`` otherwise (the committed WLA runs).
         """
         names = {f.name for f in dataclasses.fields(cls)}

@@ -1,10 +1,13 @@
-"""Multi-head building blocks shared by the chart parser's attention layers (self-attention, BiMSA, NSA).
+"""Multi-head building blocks shared by the chart parser's attention layers (self-attention, BiMSA, NSA) and
+SG-Net's syntax-guided layer: masked attention (with its plain twin), head split and merge, padding masks.
 
 Notation: b batch, T positions, H heads of size e. A sentence of ``L_b`` words is ``[START, w_1 .. w_{L_b}, STOP]``:
 positions 0 .. L_b + 1 are real, the rest padding. Masks are bool, True = may attend, ``[b, 1, T_q, T_k]``; a padded
 query row attends to itself only, so no row is ever all False.
 """
 from __future__ import annotations
+
+import math
 
 import torch
 import torch.nn.functional as F
@@ -59,9 +62,22 @@ def merge_heads(x: Tensor) -> Tensor:
     return x.transpose(1, 2).reshape(b, n, heads * e)
 
 
-def attend(q: Tensor, k: Tensor, v: Tensor, mask: Tensor, dropout: float, training: bool) -> Tensor:
-    """Scaled dot-product attention, softmax(q k^T / sqrt(d_head)) v over the True entries of ``mask``.
+def masked_attention(q: Tensor, k: Tensor, v: Tensor, mask: Tensor, dropout_p: float = 0.0) -> Tensor:
+    """Scaled dot-product attention, softmax(q k^T / sqrt(e)) v over the True keys of ``mask`` (SDPA).
 
-    q [b, H, n, e], k [b, H, m, e], v [b, H, m, e_v], mask [b, 1, n, m] bool -> [b, H, n, e_v].
+    q [b, H, n, e], k [b, H, m, e], v [b, H, m, e_v], mask [b, 1|H, n, m] bool (every row has a True)
+    -> [b, H, n, e_v]. ``dropout_p`` > 0 drops attention weights (pass 0 outside training).
     """
-    return F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=dropout if training else 0.0)
+    return F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=dropout_p, scale=q.shape[-1] ** -0.5)
+
+
+def reference_masked_attention(q: Tensor, k: Tensor, v: Tensor, mask: Tensor, dropout_p: float = 0.0) -> Tensor:
+    """Plain twin of `masked_attention`: the masked softmax written out (autograd gives its gradients).
+
+    Shapes as there. ``dropout_p`` > 0 drops attention weights (kept ones scaled by 1 / (1 - p)), as SDPA does.
+    """
+    scores = torch.matmul(q, k.transpose(-1, -2)) / math.sqrt(q.shape[-1])
+    probs = torch.softmax(scores.masked_fill(~mask, float("-inf")), dim=-1)
+    if dropout_p > 0.0:
+        probs = F.dropout(probs, p=dropout_p, training=True)
+    return torch.matmul(probs, v)

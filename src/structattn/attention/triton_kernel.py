@@ -25,9 +25,9 @@ from .eager import eager_call, heads_inner, needs_grad, seed_tensor
 Tensor = torch.Tensor
 
 # The op names carry the layout version of what the forward saves for the backward (as the CPU op's do:
-# torch.compile's on-disk cache keys on the name). v1: out [b, h, n, d] as a view of [b, n, h, d], lse [b, h, n];
-# v2: the dropout seed is an int64 scalar tensor (CPU), so a compiled graph draws it without a graph break;
-# v3: every output a tensor of its own (out was a permuted view, the gate gradient a view of a scratch buffer).
+# torch.compile's on-disk cache keys on the name). The layout of v3: out [b, h, n, d] and lse [b, h, n], every output
+# a tensor of its own (none a view of another or of a scratch buffer); the dropout seed an int64 scalar tensor (CPU),
+# so a compiled graph draws it without a graph break.
 _OP_VERSION = "v3"
 _FORWARD_OP = f"structattn::triton_mixed_attention_forward_{_OP_VERSION}"
 _BACKWARD_OP = f"structattn::triton_mixed_attention_backward_{_OP_VERSION}"

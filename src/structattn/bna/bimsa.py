@@ -24,10 +24,12 @@ Padding keys are excluded; padded query rows attend to themselves only.
 """
 from __future__ import annotations
 
+import numpy as np
 import torch
 from torch import nn
 
-from ..attention.multihead import attend, check_lengths, merge_heads, self_attention_mask, split_heads
+from ..attention.multihead import check_lengths, masked_attention, merge_heads, self_attention_mask, split_heads
+from ..structure.relations import get_relation
 
 Tensor = torch.Tensor
 
@@ -37,10 +39,15 @@ def directional_masks(lengths: Tensor, size: int) -> tuple[Tensor, Tensor]:
 
     left: query i sees real keys j <= i (M^B); right: real keys j >= i (M^F). Padded query rows see themselves.
     """
-    ones = torch.ones(size, size, dtype=torch.bool, device=lengths.device)
-    left = self_attention_mask(lengths, size, torch.tril(ones))
-    right = self_attention_mask(lengths, size, torch.triu(ones))
+    left = self_attention_mask(lengths, size, _position_relation("backward", size, lengths.device))
+    right = self_attention_mask(lengths, size, _position_relation("forward", size, lengths.device))
     return left, right
+
+
+def _position_relation(name: str, size: int, device: torch.device) -> Tensor:
+    """[T, T] bool: the structure relation ``name`` over T positions; ``forward`` and ``backward`` depend on
+    positions only, so any tree (here: every position a root) gives them."""
+    return torch.from_numpy(get_relation(name).fn(np.zeros((1, size), dtype=np.int64))[0]).to(device)
 
 
 class BiMSA(nn.Module):
@@ -66,6 +73,7 @@ class BiMSA(nn.Module):
         check_lengths(h, lengths)
         q, k, v = (split_heads(proj(h), self.heads) for proj in (self.query, self.key, self.value))
         left_mask, right_mask = directional_masks(lengths, h.shape[1])
-        left = attend(q, k, v, left_mask, self.attn_dropout, self.training)  # [b, H, T, e/2]
-        right = attend(q, k, v, right_mask, self.attn_dropout, self.training)
+        dropout = self.attn_dropout if self.training else 0.0
+        left = masked_attention(q, k, v, left_mask, dropout)  # [b, H, T, e/2]
+        right = masked_attention(q, k, v, right_mask, dropout)
         return torch.cat([self.out_left(merge_heads(left)), self.out_right(merge_heads(right))], dim=-1)

@@ -382,18 +382,13 @@ def _reference_binary(scores, length: int, force_root: bool) -> tuple[float, lis
 # Training: gold table and the Hamming-augmented margin loss
 # ---------------------------------------------------------------------------------------------------------
 
-def gold_label_table(gold: Sequence[Sequence[Span]], lengths: Sequence[int], size: int,
-                     device: torch.device | str | None = None) -> Tensor:
+def gold_label_table(gold: Sequence[Sequence[Span]], lengths: Sequence[int], size: int) -> np.ndarray:
     """Gold label of every span: gold [b] lists of (i, j, label >= 1), lengths [b], size = N ->
-    LongTensor [b, N, N] with the span's label, 0 where it is not a gold constituent.
+    int64 [b, N, N] with the span's label, 0 where it is not a gold constituent.
 
     Spans outside 0 <= i < j <= L_b, labels < 1 and two labels on one span (unary chains must be collapsed
     into one label) raise ValueError.
     """
-    return torch.from_numpy(_gold_array(gold, lengths, size)).to(device)
-
-
-def _gold_array(gold: Sequence[Sequence[Span]], lengths: Sequence[int], size: int) -> np.ndarray:
     lens = _check_lengths(lengths, size)
     if len(gold) != len(lens):
         raise ValueError(f"{len(gold)} gold trees for {len(lens)} sentences")
@@ -428,7 +423,7 @@ def margin_loss(scores: Tensor, gold_spans: Sequence[Sequence[Span]],
     lens = _check_lengths(lengths, n)
     if b == 0:
         return scores.sum() * 0.0, []
-    gold = _gold_array(gold_spans, lens, n)
+    gold = gold_label_table(gold_spans, lens, n)
     device = scores.device
     with torch.no_grad():
         aug = scores.detach().float() + 1.0

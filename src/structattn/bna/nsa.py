@@ -22,7 +22,7 @@ import torch
 from torch import nn
 
 from .fenceposts import ngram_spans, span_vectors
-from ..attention.multihead import attend, check_lengths, merge_heads, split_heads
+from ..attention.multihead import check_lengths, masked_attention, merge_heads, split_heads
 
 Tensor = torch.Tensor
 
@@ -59,4 +59,4 @@ class NgramSpanAttention(nn.Module):
         k = split_heads(self.key(spans), self.heads)  # [b, H, S, e]
         v = split_heads(self.value(spans), self.heads)
         mask = valid[:, None, None, :]  # [b, 1, 1, S]: every query row of a sentence sees its spans
-        return self.out(merge_heads(attend(q, k, v, mask, self.attn_dropout, self.training)))
+        return self.out(merge_heads(masked_attention(q, k, v, mask, self.attn_dropout if self.training else 0.0)))

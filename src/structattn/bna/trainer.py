@@ -42,10 +42,10 @@ import torch
 
 from ..errors import UserError
 from ..io import atomic_write_json, atomic_write_text
-from ..train.checkpoint import AtomicDir
+from ..train.checkpoint import save_pretrained_atomically
 from ..train.config import RESULT_NEUTRAL_FIELDS, without_later_fields
-from ..train.engine import (Engine, EngineState, Evaluation, Family, epoch_seed, resume_settings, run_facts,
-                            seeded_batches, warmup_factor)
+from ..train.engine import (Engine, EngineState, Evaluation, Family, resume_settings, run_facts, seeded_batches,
+                            warmup_factor)
 
 BEST = "best"
 
@@ -53,22 +53,38 @@ BEST = "best"
 # ---------------------------------------------------------------------------------------------- data
 @dataclass(frozen=True)
 class TreebankFiles:
-    """Where a run's trees come from: the fixed split of the NLTK WSJ sample (every field None), or the user's
-    own bracketed treebank files (``train`` and ``dev`` required, ``test`` optional: without it, no test parse).
+    """Where a run's trees come from: a registered parsing corpus (``corpus``, None: the fixed split of the NLTK WSJ
+    sample; `structattn.tasks.registry`), or the user's own bracketed treebank files (``train`` and ``dev``
+    required, ``test`` optional: without it, no test parse).
     """
 
     train: str | None = None
     dev: str | None = None
     test: str | None = None
+    corpus: str | None = None
 
     def __post_init__(self):
         if (self.train is None) != (self.dev is None) or (self.test is not None and self.train is None):
             raise UserError("own treebank files: give --train FILE and --dev FILE (and optionally --test FILE); "
                             "without any of them the NLTK WSJ sample's fixed split is used")
+        if self.own and self.corpus is not None:
+            raise UserError(f"--corpus {self.corpus} and own treebank files (--train, --dev) exclude each other; "
+                            "give one of them")
+        if not self.own:
+            from ..tasks.registry import corpus
+
+            corpus("parsing", self.corpus)  # an unknown corpus is refused here, before anything is read
 
     @property
     def own(self) -> bool:
         return self.train is not None
+
+    @property
+    def reader(self):
+        """The registered corpus's reader (a `structattn.tasks.ptb.TreebankCorpus`)."""
+        from ..tasks.registry import corpus
+
+        return corpus("parsing", self.corpus)
 
     def splits(self) -> tuple[str, ...]:
         """The splits that are parsed and scored at the end: dev, and test unless own files lack one."""
@@ -107,20 +123,23 @@ class TreebankFiles:
 
     def read(self, split: str, *, clean: bool = True) -> list:
         """The trees of ``split`` in file order (cleaned unless ``clean=False``)."""
-        from ..tasks.ptb import read_split, read_treebank
+        from ..tasks.ptb import read_treebank
 
-        return read_treebank(getattr(self, split), clean=clean) if self.own else read_split(split, clean=clean)
+        if self.own:
+            return read_treebank(getattr(self, split), clean=clean)
+        return self.reader.read_split(split, clean=clean)
 
     def raw_files(self, split: str) -> list[Path]:
         """The file(s) ``structattn score evalb`` scores ``<split>.trees`` against."""
-        from ..tasks.ptb import split_files
-
-        return [Path(getattr(self, split))] if self.own else split_files(split)
+        return [Path(getattr(self, split))] if self.own else self.reader.split_files(split)
 
     def describe(self) -> dict:
-        """What the run reads, for summary.json and the resume check: each own file's absolute path and SHA-256."""
+        """What the run reads, for summary.json and the resume check: the registered corpus's name and split, or each
+        own file's absolute path and SHA-256."""
         if not self.own:
-            return {"treebank": "ptb_sample_nltk", "split": "fixed (train wsj_0001-0139, dev 0140-0159, test 0160-0199)"}
+            from ..tasks.registry import corpus_names
+
+            return {"treebank": self.corpus or corpus_names("parsing")[0], "split": self.reader.split_note}
         return {split: {"path": str(Path(name).resolve()),
                         "sha256": hashlib.sha256(Path(name).read_bytes()).hexdigest()}
                 for split in ("train", "dev", "test") if (name := getattr(self, split)) is not None}
@@ -191,17 +210,6 @@ def cached_spacy_tags(words: list[list[str]], *, tagger=None, model_name: str | 
     tags = [list(t) for t in tagger(words)]
     atomic_write_json(path, {"model": model_name, "tags": tags})
     return tags
-
-
-def epoch_batches(n: int, batch_size: int, seed: int, epoch: int,
-                  lengths: Sequence[int] | None = None) -> list[list[int]]:
-    """Tree indices of each batch of epoch ``epoch``: a permutation that depends only on (seed, epoch)
-    (`seeded_batches`).
-
-    With ``lengths`` (words per tree) the batches hold trees of similar length: the same trees per epoch with far
-    less padding, which matters because the span chart of a batch costs (longest sentence)^2.
-    """
-    return seeded_batches(n, batch_size, epoch_seed(seed, epoch), lengths)
 
 
 def chart_passes(batch: Sequence[int], lengths: Sequence[int], max_cells: int) -> list[tuple[list[int], float]]:
@@ -337,8 +345,7 @@ class ParserFamily(Family):
     def on_best(self, entry: dict) -> None:
         self.engine.state.extra["best_epoch"] = entry["epoch"]
         if self.engine.is_main:
-            with AtomicDir(self.out / BEST) as tmp:
-                self.model.save_pretrained(tmp)
+            save_pretrained_atomically(self.out / BEST, self.model)
 
     def summary(self, state: EngineState) -> dict:
         return _finish(self, state)

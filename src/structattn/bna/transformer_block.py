@@ -19,7 +19,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from ..errors import UserError
-from ..attention.multihead import attend, check_lengths, merge_heads, self_attention_mask, split_heads
+from ..attention.multihead import check_lengths, masked_attention, merge_heads, self_attention_mask, split_heads
 
 Tensor = torch.Tensor
 
@@ -81,7 +81,7 @@ class SelfAttention(nn.Module):
         check_lengths(h, lengths)
         q, k, v = (split_heads(proj(h), self.heads) for proj in (self.query, self.key, self.value))
         mask = self_attention_mask(lengths, h.shape[1])
-        return self.out(merge_heads(attend(q, k, v, mask, self.attn_dropout, self.training)))
+        return self.out(merge_heads(masked_attention(q, k, v, mask, self.attn_dropout if self.training else 0.0)))
 
 
 # --------------------------------------------------------------------------------------------- registry

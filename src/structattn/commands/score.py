@@ -16,8 +16,8 @@ Examples::
     structattn score mctest --task mctest500 --predictions results/mctest/RUN.json
 
 Every scorer reads the reference side from ``--gold`` (or a registered split) and the scored output from
-``--predictions``; the earlier spellings (``evalb GOLD PRED``, ``--data``, ``--references``, ``--hypotheses``) still
-work for one release, with a deprecation line.
+``--predictions``; the spellings ``evalb GOLD PRED``, ``--data``, ``--references`` and ``--hypotheses`` are accepted
+too for one release, with a deprecation line.
 
 ``score evalb`` is EVALB with COLLINS.prm (see [`structattn.tasks.evalb`][structattn.tasks.evalb] for the rules):
 ``--gold`` is a tree file, a folder (its ``*.mrg`` files in sorted order) or a quoted glob (matches in sorted order),

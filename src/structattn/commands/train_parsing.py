@@ -6,7 +6,8 @@ Every `ParserConfig` field is a flag (``--d-model 256``, ``--layers bimsa,nsa``,
 override it. Rerunning with the same settings in the same ``--output-dir`` resumes; the summary JSON is printed at
 the end.
 
-Data: the fixed split of the NLTK WSJ sample, or ``--train FILE --dev FILE [--test FILE]``: any bracketed
+Data: the fixed split of the NLTK WSJ sample (or ``--corpus NAME``, another corpus of the task registry's
+``parsing`` family, `structattn.tasks.registry`), or ``--train FILE --dev FILE [--test FILE]``: any bracketed
 treebank (one tree per line, or the PTB's multi-line layout), read and cleaned by the rules of
 `structattn.tasks.ptb` with the same errors (``FILE:LINE: what is wrong; what to do``). Without ``--test``
 there is no test parse.
@@ -48,6 +49,8 @@ def parser_config_from_args(args: argparse.Namespace):
 
 
 def add_parser(sub) -> None:
+    from ..tasks.registry import corpus_names
+
     p = sub.add_parser("train-parsing", aliases=["train-parser"],
                        help="train the BNA constituency parser on the treebank sample or your own treebank",
                        description="Train one chart parser configuration on the fixed split of the NLTK WSJ "
@@ -60,6 +63,9 @@ def add_parser(sub) -> None:
                                                       "line, or the PTB's multi-line layout); needs --dev")
     data.add_argument("--dev", metavar="FILE", help="dev trees (model selection, early stopping); needs --train")
     data.add_argument("--test", metavar="FILE", help="test trees, parsed and scored once at the end (optional)")
+    corpora = corpus_names("parsing")
+    data.add_argument("--corpus", choices=corpora, help=f"a registered treebank instead of own files (default "
+                                                        f"{corpora[0]}, the NLTK WSJ sample's fixed split)")
     add_parser_config_arguments(p)
     p.add_argument("--no-progress", action="store_true", help="no progress bar (one line per evaluation stays)")
     p.add_argument("--checkpoint-every", type=int, default=0, metavar="N",
@@ -71,7 +77,7 @@ def run(args) -> int:
     from ..paths import check_output_folder
     from ..bna.trainer import TreebankFiles, train_parser
 
-    data = TreebankFiles(train=args.train, dev=args.dev, test=args.test)
+    data = TreebankFiles(train=args.train, dev=args.dev, test=args.test, corpus=args.corpus)
     config = parser_config_from_args(args)
     check_output_folder(config.output_dir)  # before any model or data loads
     summary = train_parser(config, show_progress=not args.no_progress, command=getattr(args, "argv", None),

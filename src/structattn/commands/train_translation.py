@@ -1,5 +1,9 @@
 """``structattn train-translation``: train one translation run (Multi30k En->De by default; flags or --config JSON).
 
+``--corpus NAME`` picks another corpus of the task registry's ``translation`` family
+([`structattn.tasks.registry`][structattn.tasks.registry]); ``--train-source`` and the other file flags train on
+your own parallel text instead.
+
 Every `NMTConfig` field is a flag (``--mechanism hybrid_gate``,
 ``--seed 2``, ``--k 2``) over ``--preset laptop`` (the default: 800 updates) or ``--preset full`` (NMTConfig's own
 defaults, 8,000 updates); ``--config FILE.json`` is read next and the flags given override it. Rerunning with the
@@ -21,7 +25,7 @@ NMT_FIELD_HELP = {
     "dev_target": "own parallel text: the dev target file",
     "test_source": "own parallel text: a test source file (optional)",
     "test_target": "own parallel text: the test target file",
-    "test_splits": "Multi30k test sets translated and scored at the end",
+    "test_splits": "the corpus's test sets translated and scored at the end",
     "max_train_examples": "use only the first N training pairs; 0 = all",
     "vocab_size": "size of the joint BPE vocabulary",
     "max_tokens": "padded tokens per training batch (source and target)",
@@ -43,9 +47,11 @@ def add_parser(sub) -> None:
     from ..config_io import add_dataclass_arguments
     from ..translation.config import BATCHINGS, LR_DECAY_NAMES, NMT_PRESETS, NMTConfig
     from ..translation.model import INITIALISATIONS, RESIDUALS, SIZES, VARIANTS
-    from ..tasks.multi30k import TEST_SPLITS
+    from ..tasks.registry import corpus, corpus_names
     from ..train.config import PRECISIONS
 
+    corpora = corpus_names("translation")
+    test_splits = list(dict.fromkeys(s for name in corpora for s in corpus("translation", name).test_splits))
     p = sub.add_parser("train-translation", aliases=["train-nmt"],
                        help="train a translation model with structure-aware encoder attention",
                        description="Train one encoder-decoder run (variants: " + ", ".join(VARIANTS) + "), keep "
@@ -56,9 +62,11 @@ def add_parser(sub) -> None:
                                                                "variant": "mechanism"},
                             descriptions=NMT_FIELD_HELP,
                             choices={"variant": list(VARIANTS), "size": list(SIZES), "gate": ("token", "head", "none"),
-                                     "precision": PRECISIONS, "test_splits": TEST_SPLITS, "init": list(INITIALISATIONS),
+                                     "precision": PRECISIONS, "test_splits": test_splits, "init": list(INITIALISATIONS),
                                      "residual": RESIDUALS, "batching": BATCHINGS,
                                      "lr_decay": LR_DECAY_NAMES})
+    p.add_argument("--corpus", choices=corpora, default=corpora[0],
+                   help=f"the registered corpus trained on when no own files are given (default {corpora[0]})")
     p.add_argument("--no-progress", action="store_true", help="no progress bar (one line per evaluation stays)")
     p.set_defaults(func=run)
 
@@ -75,5 +83,6 @@ def run(args) -> int:
     from ..translation.trainer import train_translation
     from .train_parsing import print_summary
 
-    print_summary(train_translation(config, show_progress=not args.no_progress, command=getattr(args, "argv", None)))
+    print_summary(train_translation(config, show_progress=not args.no_progress, command=getattr(args, "argv", None),
+                                    corpus=args.corpus))
     return 0

@@ -313,12 +313,13 @@ class Trainer(Family):
         state.extra["kernels"] = sorted(set(state.extra.get("kernels", [])) | set(kernels_used(self.model)))
 
     def save_model(self, folder: Path, metrics: dict) -> None:
-        model = self.accelerator.unwrap_model(self.model)
-        with AtomicDir(folder) as tmp:
-            model.save_pretrained(tmp)
-            self.tokenizer.save_pretrained(tmp)
+        from ..train.checkpoint import save_pretrained_atomically
+
+        def run_files(tmp: Path) -> None:
             self.cfg.save(tmp / "train_config.json")
             atomic_write_json(tmp / "metrics.json", metrics)
+
+        save_pretrained_atomically(folder, self.accelerator.unwrap_model(self.model), self.tokenizer, then=run_files)
 
     def _summary(self, state: EngineState) -> dict:
         best = next((h for h in state.history if h["step"] == state.best_step), {})

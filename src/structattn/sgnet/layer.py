@@ -11,8 +11,8 @@ its dependency ancestors, special tokens only themselves):
     h' = LN(x + drop(W_2 act(W_1 x)))                        act = the encoder's activation (GELU for BERT)
 
 Two paths compute the attention: the fast one calls SDPA (``torch.nn.functional.scaled_dot_product_attention``),
-the plain one ([`reference_masked_attention`][structattn.sgnet.layer.reference_masked_attention]) writes the softmax
-out; they are tested against each other.
+the plain one ([`reference_masked_attention`][structattn.attention.multihead.reference_masked_attention]) writes the
+softmax out; they are tested against each other.
 
 The layer is sized from the encoder's config ([`LayerSizes`][structattn.sgnet.layer.LayerSizes]) and starts either
 ``fresh`` (BERT's initialisation: normal(0, initializer_range) weights, zero biases, unit LayerNorms; the official code)
@@ -38,43 +38,19 @@ the paper's footnote 9) take h̄ = h exactly. The ``vanilla`` row has no syntax-
 """
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 from typing import Any, Callable
 
 import torch
-import torch.nn.functional as F
 from torch import nn
 
 from ..errors import UserError
-from ..attention.multihead import merge_heads, split_heads
+from ..attention.multihead import masked_attention, merge_heads, reference_masked_attention, split_heads
 
 Tensor = torch.Tensor
 
 
-# --------------------------------------------------------------------------------------------- kernels
-
-
-def masked_attention(q: Tensor, k: Tensor, v: Tensor, mask: Tensor, dropout_p: float = 0.0) -> Tensor:
-    """Fast path: softmax(q k^T / sqrt(e)) v over the True keys of ``mask`` (SDPA).
-
-    q, k, v [b, H, T, e], mask [b, 1, T, T] bool (every row has a True) -> [b, H, T, e].
-    """
-    return F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=dropout_p, scale=q.shape[-1] ** -0.5)
-
-
-def reference_masked_attention(q: Tensor, k: Tensor, v: Tensor, mask: Tensor, dropout_p: float = 0.0) -> Tensor:
-    """Plain twin of [`masked_attention`][structattn.sgnet.layer.masked_attention]: the masked softmax written out
-    (autograd gives its gradients).
-
-    q, k, v [b, H, T, e], mask [b, 1, T, T] bool -> [b, H, T, e]. ``dropout_p`` > 0 drops attention weights
-    (kept ones scaled by 1 / (1 - p)), as SDPA does.
-    """
-    scores = torch.matmul(q, k.transpose(-1, -2)) / math.sqrt(q.shape[-1])
-    probs = torch.softmax(scores.masked_fill(~mask, float("-inf")), dim=-1)
-    if dropout_p > 0.0:
-        probs = F.dropout(probs, p=dropout_p, training=True)
-    return torch.matmul(probs, v)
+# --------------------------------------------------------------------------------------------- masks
 
 
 def check_mask(mask: Tensor, b: int, T: int, name: str = "mask") -> Tensor:
@@ -429,4 +405,4 @@ class SyntaxGuidedBlock(nn.Module):
 
 __all__ = ["AGGREGATIONS", "BiAttentionAggregation", "COPY_NAMINGS", "ConcatAggregation", "DualAggregation", "INITS",
            "LayerSizes", "SecondAggregation", "SyntaxGuidedBlock", "SyntaxGuidedLayer", "bert_init", "check_mask",
-           "copy_last_layer", "masked_attention", "reference_masked_attention"]
+           "copy_last_layer"]

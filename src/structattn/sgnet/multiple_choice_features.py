@@ -35,7 +35,6 @@ from __future__ import annotations
 import logging
 import re
 import sys
-import warnings
 from functools import lru_cache
 from typing import TYPE_CHECKING, Any, Callable, Sequence
 
@@ -45,7 +44,7 @@ import torch
 from ..errors import UserError
 from ..settings import DEFAULT_SPACY_MODEL
 from ..structure import ExpansionRules, StructureCollator, WordStructure, build_word_structures
-from ..structure.align import check_fast_tokenizer
+from ..structure.align import check_fast_tokenizer, repair_words, token_counts
 from ..structure.expand import SPECIAL
 from ..tasks.text_words import words_of, words_with_offsets_many
 from ..finetuning.features import contiguous_chunks, forked_map, forks_pay
@@ -101,32 +100,6 @@ def join_structures(passage: WordStructure, second: WordStructure) -> WordStruct
                          segments=[0] * len(passage.blocks) + [1] * len(second.blocks),
                          punct=np.concatenate([passage.punct, second.punct]),
                          parents=np.concatenate([passage.parents, parents]).astype(np.int64))
-
-
-def token_counts(tokenizer, word_lists: Sequence[list[str]]) -> list[np.ndarray]:
-    """Per word list, ``[N]`` int: sub-words of each word alone, without special tokens (one batched call)."""
-    if not word_lists:
-        return []
-    enc = tokenizer(list(word_lists), is_split_into_words=True, add_special_tokens=False, verbose=False)
-    return [np.bincount([w for w in enc.word_ids(i) if w is not None], minlength=len(words))
-            for i, words in enumerate(word_lists)]
-
-
-def repair_words(tokenizer, words: list[str], counts: np.ndarray, where: str) -> tuple[list[str], np.ndarray]:
-    """Words that give no sub-word replaced by the unknown token (with a warning), so that none loses its place
-    in the mask; returns the words to tokenise and their counts (the replaced ones count 1)."""
-    missing = np.nonzero(counts == 0)[0].tolist()
-    if not missing:
-        return words, counts
-    if tokenizer.unk_token is None:
-        raise UserError(f"{where}: words {[words[i] for i in missing]!r} give no token with this tokenizer and it has "
-                        "no unknown token to stand in for them; clean the text")
-    warnings.warn(f"{where}: {len(missing)} word(s) map to no sub-word token ({[words[i] for i in missing]!r}); "
-                  f"replaced by {tokenizer.unk_token!r}", stacklevel=2)
-    fixed, counts = list(words), counts.copy()
-    for i in missing:
-        fixed[i], counts[i] = tokenizer.unk_token, 1
-    return fixed, counts
 
 
 def passage_words_kept(passage_cum: np.ndarray, second_tokens: int, room: int, *, max_length: int,

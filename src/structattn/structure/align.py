@@ -69,20 +69,24 @@ def check_long_inputs(long_inputs: str) -> None:
                         "--long-inputs truncate|windows")
 
 
-def _word_token_counts(tokenizer, words: list[str]) -> np.ndarray:
-    """``[N]`` int: sub-words of each word in the un-truncated encoding (no special tokens)."""
+def token_counts(tokenizer, word_lists: Sequence[list[str]]) -> list[np.ndarray]:
+    """Per word list, ``[N]`` int: sub-words of each word in the un-truncated encoding, without special tokens
+    (one batched call)."""
+    if not word_lists:
+        return []
     # verbose=False: a long example is measured here, never fed to the model whole
-    word_ids = tokenizer(words, is_split_into_words=True, add_special_tokens=False, verbose=False).word_ids()
-    return np.bincount([w for w in word_ids if w is not None], minlength=len(words))
+    enc = tokenizer(list(word_lists), is_split_into_words=True, add_special_tokens=False, verbose=False)
+    return [np.bincount([w for w in enc.word_ids(i) if w is not None], minlength=len(words))
+            for i, words in enumerate(word_lists)]
 
 
-def _repair_empty_words(tokenizer, words: list[str], where: str) -> tuple[list[str], np.ndarray]:
-    """Replace words the tokenizer maps to no token by its unknown token; return words and token counts.
+def repair_words(tokenizer, words: list[str], counts: np.ndarray, where: str) -> tuple[list[str], np.ndarray]:
+    """Words that give no sub-word (``counts[i] == 0``, ``counts`` from `token_counts`) replaced by the unknown
+    token; returns the words to tokenise and their ``[N]`` counts.
 
-    A word with no token would lose its place in the mask and its label, so it is
-    replaced (and a warning is given) rather than dropped.
+    A word with no token would lose its place in the mask and its label, so it is replaced (and a warning names
+    it and ``where``) rather than dropped; a tokenizer without an unknown token is a UserError.
     """
-    counts = _word_token_counts(tokenizer, words)
     missing = np.nonzero(counts == 0)[0].tolist()
     if not missing:
         return words, counts
@@ -95,7 +99,7 @@ def _repair_empty_words(tokenizer, words: list[str], where: str) -> tuple[list[s
     fixed = list(words)
     for i in missing:
         fixed[i] = unk
-    return fixed, _word_token_counts(tokenizer, fixed)
+    return fixed, token_counts(tokenizer, [fixed])[0]
 
 
 def word_windows(counts: np.ndarray, room: int, stride: int) -> list[tuple[int, int]]:
@@ -155,7 +159,8 @@ def encode_words(tokenizer, words_a: Sequence[str], words_b: Sequence[str] | Non
     segments = [list(words_a)] + ([list(words_b)] if words_b is not None else [])
     if any(len(seg) == 0 for seg in segments):
         raise UserError(f"{where}: a segment has no words")
-    repaired = [_repair_empty_words(tokenizer, seg, where) for seg in segments]
+    repaired = [repair_words(tokenizer, seg, counts, where)
+                for seg, counts in zip(segments, token_counts(tokenizer, segments))]
     segments = [words for words, _ in repaired]
     counts = [c for _, c in repaired]
     room = max_length - tokenizer.num_special_tokens_to_add(pair=len(segments) == 2)

@@ -36,10 +36,6 @@ class WordStructure:
     def num_words(self) -> int:
         return int(sum(b.shape[0] for b in self.blocks))
 
-    def sentence_of_word(self) -> np.ndarray:
-        """``[N]`` int: index of the sentence each word belongs to."""
-        return np.repeat(np.arange(len(self.blocks)), [b.shape[0] for b in self.blocks])
-
     def segment_of_word(self) -> np.ndarray:
         """``[N]`` int: segment (0/1) of each word."""
         return np.repeat(np.asarray(self.segments, dtype=np.int64), [b.shape[0] for b in self.blocks])

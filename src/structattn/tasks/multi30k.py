@@ -1,5 +1,8 @@
 """Multi30k task 1 (English -> German) and any parallel text files: reading, checks and filters.
 
+A translation corpus is a `ParallelCorpus` (where its split files are); `TRANSLATION_CORPORA` is the
+``translation`` family of the task registry ([`structattn.tasks.registry`][structattn.tasks.registry]).
+
 The raw (true-case, untokenised) files of ``../shared/data/multi30k/raw`` are used: the model's own BPE
 splits them, its output is detokenised text, and BLEU is sacreBLEU's on detokenised references
 ([`structattn.tasks.bleu`][structattn.tasks.bleu]).
@@ -18,23 +21,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable, Sequence
+from typing import Callable, Mapping, Sequence
 
 from ..errors import UserError
 from ..settings import data_dir
 from .base import read_lines
-
-#: split name -> file stem under multi30k/raw (``<stem>.en`` / ``<stem>.de``)
-SPLITS: dict[str, str] = {
-    "train": "train",
-    "dev": "val",
-    "test2016": "test_2016_flickr",
-    "test2017": "test_2017_flickr",
-    "test2018": "test_2018_flickr",
-    "mscoco2017": "test_2017_mscoco",
-}
-TEST_SPLITS = ("test2016", "test2017", "test2018", "mscoco2017")
-SOURCE_LANG, TARGET_LANG = "en", "de"
 
 
 @dataclass
@@ -55,15 +46,6 @@ class ParallelText:
         return len(self.sources)
 
 
-def split_paths(split: str, root: str | Path | None = None) -> tuple[Path, Path]:
-    """(English file, German file) of a Multi30k split under ``root`` (default: the data folder)."""
-    if split not in SPLITS:
-        raise UserError(f"unknown Multi30k split {split!r}; valid splits: {', '.join(SPLITS)}")
-    folder = (Path(root) if root is not None else data_dir()) / "multi30k" / "raw"
-    stem = SPLITS[split]
-    return folder / f"{stem}.{SOURCE_LANG}", folder / f"{stem}.{TARGET_LANG}"
-
-
 def read_parallel(source_path: str | Path, target_path: str | Path | None = None) -> ParallelText:
     """Read a source file and (optionally) its line-aligned target file.
 
@@ -81,9 +63,58 @@ def read_parallel(source_path: str | Path, target_path: str | Path | None = None
     return ParallelText(sources, targets, str(source_path), str(target_path or ""), list(range(1, len(sources) + 1)))
 
 
+@dataclass(frozen=True)
+class ParallelCorpus:
+    """A translation corpus of line-aligned file pairs: split ``<split>`` is ``<folder>/<stem>.<source_lang>`` and
+    ``<folder>/<stem>.<target_lang>`` under the data folder, ``stem = splits[split]``. ``train`` and ``dev`` are
+    needed; ``test_splits`` are those a run translates and scores at the end. ``name`` is said in messages."""
+
+    name: str
+    folder: str
+    splits: Mapping[str, str]
+    test_splits: tuple[str, ...]
+    source_lang: str
+    target_lang: str
+
+    def split_paths(self, split: str, root: str | Path | None = None) -> tuple[Path, Path]:
+        """(source file, target file) of ``split`` under ``root`` (default: the data folder)."""
+        if split not in self.splits:
+            raise UserError(f"unknown {self.name} split {split!r}; valid splits: {', '.join(self.splits)}")
+        folder = (Path(root) if root is not None else data_dir()) / self.folder
+        stem = self.splits[split]
+        return folder / f"{stem}.{self.source_lang}", folder / f"{stem}.{self.target_lang}"
+
+    def read_split(self, split: str, root: str | Path | None = None) -> ParallelText:
+        """One split's pairs (raw, true-case text)."""
+        return read_parallel(*self.split_paths(split, root))
+
+
+#: split name -> file stem under multi30k/raw (``<stem>.en`` / ``<stem>.de``)
+SPLITS: dict[str, str] = {
+    "train": "train",
+    "dev": "val",
+    "test2016": "test_2016_flickr",
+    "test2017": "test_2017_flickr",
+    "test2018": "test_2018_flickr",
+    "mscoco2017": "test_2017_mscoco",
+}
+TEST_SPLITS = ("test2016", "test2017", "test2018", "mscoco2017")
+SOURCE_LANG, TARGET_LANG = "en", "de"
+MULTI30K = ParallelCorpus("Multi30k", "multi30k/raw", SPLITS, TEST_SPLITS, SOURCE_LANG, TARGET_LANG)
+
+#: The ``translation`` family's table of `structattn.tasks.registry`: corpus name -> reader. The first is the
+#: default of ``structattn train-translation``.
+TRANSLATION_CORPORA: dict[str, ParallelCorpus] = {"multi30k": MULTI30K}
+
+
+def split_paths(split: str, root: str | Path | None = None) -> tuple[Path, Path]:
+    """(English file, German file) of a Multi30k split under ``root`` (default: the data folder)."""
+    return MULTI30K.split_paths(split, root)
+
+
 def read_split(split: str, root: str | Path | None = None) -> ParallelText:
     """One Multi30k split (raw, true-case text)."""
-    return read_parallel(*split_paths(split, root))
+    return MULTI30K.read_split(split, root)
 
 
 @dataclass

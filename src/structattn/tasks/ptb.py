@@ -22,7 +22,8 @@ Punctuation is kept (EVALB, not the reader, ignores it when scoring; see
 
 Split by file, fixed for every run (`PTB_SPLIT`): train wsj_0001-0139 (3,068 trees), dev
 wsj_0140-0159 (328), test wsj_0160-0199 (518). Any other bracketed treebank file (one tree per line, or the
-PTB's multi-line layout) is read and cleaned by the same rules with `read_treebank`.
+PTB's multi-line layout) is read and cleaned by the same rules with `read_treebank`. A corpus split by file is a
+`TreebankCorpus`; `PARSING_CORPORA` is the ``parsing`` family of the task registry.
 
 Spans (`tree_to_spans`, `spans_to_tree`): a sentence of L words has fenceposts 0..L; span
 ``(i, j)`` covers words ``i+1..j``. Unary chains become one label joined top-down with ``::`` (``S::VP``).
@@ -32,6 +33,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Mapping
 
 from ..errors import UserError
 
@@ -228,35 +230,72 @@ def clean_tree(tree: Tree) -> Tree:
 
 
 # ------------------------------------------------------------------------------------------------ split
+@dataclass(frozen=True)
+class TreebankCorpus:
+    """A parsing corpus split by file: split ``<split>`` is the files ``<folder>/<pattern.format(n)>`` for ``n``
+    from ``first`` to ``last`` of ``splits[split]``, under the data folder, read and cleaned by `read_treebank`.
+    ``name`` and ``what`` are said in messages; ``split_note`` describes the split in a run's summary and settings."""
+
+    name: str
+    what: str
+    folder: Path
+    pattern: str
+    splits: Mapping[str, tuple[int, int]]
+    split_note: str
+
+    def directory(self, data_dir=None) -> Path:
+        """``<data>/<folder>``; UserError saying where it looked when missing."""
+        from ..settings import data_dir as default_data_dir
+
+        root = Path(data_dir) if data_dir is not None else default_data_dir()
+        path = root / self.folder
+        if not path.is_dir():
+            first, last = min(f for f, _ in self.splits.values()), max(last for _, last in self.splits.values())
+            raise UserError(f"{path}: {self.what} not found (expected {self.pattern.format(first)} .. "
+                            f"{self.pattern.format(last)} there); set STRUCTATTN_DATA to the folder that holds "
+                            f"{self.folder.parts[0]}/")
+        return path
+
+    def split_files(self, split: str, data_dir=None) -> list[Path]:
+        """The files of ``split`` in treebank order; UserError if one is missing."""
+        if split not in self.splits:
+            raise UserError(f"unknown {self.name} split {split!r}; expected one of {', '.join(self.splits)}")
+        folder = self.directory(data_dir)
+        first, last = self.splits[split]
+        paths = [folder / self.pattern.format(n) for n in range(first, last + 1)]
+        missing = [p.name for p in paths if not p.is_file()]
+        if missing:
+            raise UserError(f"{folder}: {len(missing)} file(s) of the {split} split missing "
+                            f"({', '.join(missing[:5])}{', ...' if len(missing) > 5 else ''}); restore the full "
+                            f"{self.what}")
+        return paths
+
+    def read_split(self, split: str, data_dir=None, *, clean: bool = True) -> list[Tree]:
+        """The trees of a split in treebank order, cleaned unless ``clean=False``."""
+        return [tree for path in self.split_files(split, data_dir) for tree in read_treebank(path, clean=clean)]
+
+
+PTB_SAMPLE = TreebankCorpus("PTB", "Penn Treebank sample", PTB_SUBDIR, "wsj_{:04d}.mrg", PTB_SPLIT,
+                            "fixed (train wsj_0001-0139, dev 0140-0159, test 0160-0199)")
+
+#: The ``parsing`` family of the task registry ([`structattn.tasks.registry`][structattn.tasks.registry]): corpus
+#: name -> reader. The first is the default of ``structattn train-parsing``.
+PARSING_CORPORA: dict[str, TreebankCorpus] = {"ptb_sample_nltk": PTB_SAMPLE}
+
+
 def ptb_dir(data_dir=None) -> Path:
     """``<data>/ptb_sample_nltk/treebank/combined``; UserError saying where it looked when missing."""
-    from ..settings import data_dir as default_data_dir
-
-    root = Path(data_dir) if data_dir is not None else default_data_dir()
-    path = root / PTB_SUBDIR
-    if not path.is_dir():
-        raise UserError(f"{path}: Penn Treebank sample not found (expected wsj_0001.mrg .. wsj_0199.mrg there); "
-                        "set STRUCTATTN_DATA to the folder that holds ptb_sample_nltk/")
-    return path
+    return PTB_SAMPLE.directory(data_dir)
 
 
 def split_files(split: str, data_dir=None) -> list[Path]:
     """The files of ``split`` (``train``, ``dev``, ``test``) in treebank order; UserError if one is missing."""
-    if split not in PTB_SPLIT:
-        raise UserError(f"unknown PTB split {split!r}; expected one of {', '.join(PTB_SPLIT)}")
-    folder = ptb_dir(data_dir)
-    first, last = PTB_SPLIT[split]
-    paths = [folder / f"wsj_{n:04d}.mrg" for n in range(first, last + 1)]
-    missing = [p.name for p in paths if not p.is_file()]
-    if missing:
-        raise UserError(f"{folder}: {len(missing)} file(s) of the {split} split missing ({', '.join(missing[:5])}"
-                        f"{', ...' if len(missing) > 5 else ''}); restore the full NLTK treebank sample")
-    return paths
+    return PTB_SAMPLE.split_files(split, data_dir)
 
 
 def read_split(split: str, data_dir=None, *, clean: bool = True) -> list[Tree]:
     """The trees of a split in treebank order (train 3,068 / dev 328 / test 518), cleaned unless ``clean=False``."""
-    return [tree for path in split_files(split, data_dir) for tree in read_treebank(path, clean=clean)]
+    return PTB_SAMPLE.read_split(split, data_dir, clean=clean)
 
 
 def read_treebank(path, *, clean: bool = True, starts: list[int] | None = None) -> list[Tree]:

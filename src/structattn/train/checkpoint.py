@@ -9,7 +9,8 @@ folder stays as it was.
 RNG states are stored without pickle: Python's and NumPy's as JSON values (`python_rng_json`,
 `numpy_rng_json`), torch's as tensors (`torch_rng_tensors`) or, in the engine's checkpoints, all
 of them as one JSON object (`rng_json`). Model weights go to safetensors once each
-(`model_tensors`, `load_model_tensors`).
+(`model_tensors`, `load_model_tensors`). A saved model (weights, tokenizer, the files beside them) is written
+the same way (`save_pretrained_atomically`).
 """
 from __future__ import annotations
 
@@ -20,7 +21,7 @@ import re
 import shutil
 import signal
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 from .. import stopping
 from ..integrity import write_manifest
@@ -117,6 +118,17 @@ class AtomicDir:
         return False
 
 
+def save_pretrained_atomically(folder: Path, *parts: Any, then: Callable[[Path], None] | None = None) -> None:
+    """Save a model folder whole or not at all: each of ``parts`` (a model, its tokenizer: anything with
+    ``save_pretrained(folder)``) and then ``then(folder)`` (more files beside them) write into a temporary folder
+    that is renamed onto ``folder`` (`AtomicDir`), so a kill or a full disk leaves the previous ``folder``."""
+    with AtomicDir(folder) as tmp:
+        for part in parts:
+            part.save_pretrained(tmp)
+        if then is not None:
+            then(tmp)
+
+
 def _folder_bytes(folder: Path) -> int:
     """Bytes of the files under ``folder`` (0 when it does not exist)."""
     if not folder.is_dir():
@@ -167,8 +179,8 @@ def recover_atomic_dirs(parent: Path) -> list[Path]:
 
 
 def latest_checkpoint(output_dir: Path) -> Path | None:
-    """The newest complete ``checkpoint-<step>`` folder (the layout of the earlier Accelerate loop, see
-    `structattn.train.legacy`) in ``output_dir`` (None if there is none)."""
+    """The newest complete ``checkpoint-<step>`` folder (the Accelerate loop's layout that
+    `structattn.train.legacy` reads) in ``output_dir`` (None if there is none)."""
     output_dir = Path(output_dir)
     best, best_step = None, -1
     for p in output_dir.glob("checkpoint-*"):

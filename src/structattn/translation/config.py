@@ -73,10 +73,9 @@ class NMTConfig(JsonConfig):
 #: ``structattn train-translation --preset NAME``; the command line's default is "laptop": 800 updates, the peak
 #: learning rate at update 400 and then down linearly to 0, a dev evaluation every 200, about half an hour on one core
 #: of a 2-core CPU (README), with DeepNet's residual weights, which learn faster in 800 updates (test2016 BLEU 27.03
-#: against 20.27 with plain residuals, one seed). The schedule came later: over two seeds it moved dev greedy BLEU at
-#: update 800 from 24.60 / 24.04 to 24.85 / 25.08 and test2016 BLEU from 27.03 / 26.35 to 27.00 / 27.86
-#: (results/PEERS.md, "Why our recipe learns more slowly"); ``--warmup-steps 800 --lr-decay inverse_sqrt`` is the
-#: preset before it.
+#: against 20.27 with plain residuals, one seed). Against ``--warmup-steps 800 --lr-decay inverse_sqrt``, the linear
+#: schedule gives dev greedy BLEU at update 800 of 24.85 / 25.08 against 24.60 / 24.04 and test2016 BLEU of
+#: 27.00 / 27.86 against 27.03 / 26.35 (two seeds; results/PEERS.md, "Why our recipe learns more slowly").
 #: "full" is this class's own defaults, the Multi30k recipe at full length (8,000 updates, 2,000 warm-up; hours
 #: on a CPU; experiments/recipes/nmt.toml stops at 4,000).
 NMT_PRESETS: dict[str, dict[str, Any]] = {

@@ -236,8 +236,3 @@ class TranslationCollator:
                 mask[row, len(tw):, len(tw):] = torch.eye(s_len - len(tw), dtype=torch.bool)  # padding: itself
             batch["structure_mask"] = mask
         return batch
-
-
-def padded_tokens(batches: Sequence[Sequence[int]], lengths: Sequence[int]) -> int:
-    """Total padded size of ``batches`` on one side (for throughput figures)."""
-    return sum(len(b) * max(lengths[i] for i in b) for b in batches)

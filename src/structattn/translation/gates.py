@@ -1,8 +1,9 @@
 """Gate statistics of a trained translation model: the data of Xu et al.'s Figures 2-4.
 
-    python -m structattn.translation.gates MODEL_DIR [--split dev] [--out FILE.json]
+    python -m structattn.translation.gates MODEL_DIR [--corpus multi30k] [--split dev] [--out FILE.json]
 
-Runs the encoder over the English side of a Multi30k split (the source only: the gate depends on nothing else)
+Runs the encoder over the source side of a split of a registered translation corpus (default Multi30k's English;
+`structattn.tasks.registry`; the source only: the gate depends on nothing else)
 and averages the gate g (the weight of the local pattern, Eq. 5) over every source piece, padding and ``</s>``
 excluded: per encoder layer with a gate (Figure 3), and at the lowest such layer per universal POS tag of the
 parser word each piece belongs to (Figure 4; tags from the spaCy parse of the source, carried to the word's BPE
@@ -75,17 +76,18 @@ def gate_statistics(translator, texts: Sequence[str], max_tokens: int = 4096, pa
 
 
 def main(argv: list[str] | None = None) -> int:
-    from ..tasks.multi30k import read_split
+    from ..tasks.registry import corpus, corpus_names
     from .translator import Translator
 
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("model", type=Path)
+    ap.add_argument("--corpus", choices=corpus_names("translation"), default=corpus_names("translation")[0])
     ap.add_argument("--split", default="dev")
     ap.add_argument("--out", type=Path)
     args = ap.parse_args(argv)
     translator = Translator.load(args.model)
     stats = {"model": str(args.model), "split": args.split,
-             **gate_statistics(translator, read_split(args.split).sources)}
+             **gate_statistics(translator, corpus("translation", args.corpus).read_split(args.split).sources)}
     text = json.dumps(stats, indent=2, sort_keys=True)
     print(text)
     if args.out:

@@ -164,7 +164,7 @@ def fairseq_initialisation(model) -> None:
     Why: Marian's own initialisation draws every linear weight from N(0, init_std). On Multi30k (tiny size,
     lr 5e-3, 2,000 warm-up updates) learnt about half as fast as a plain ``nn.Transformer`` with Xavier
     weights on the same batches (dev NLL per token 3.96 vs 3.44 after 1,000 updates); with this
-    initialisation the same Marian model reached 3.58 after 750 updates, where the old one needed about
+    initialisation the same Marian model reached 3.58 after 750 updates, where Marian's needed about
     1,500 (3.55).
     """
     import torch

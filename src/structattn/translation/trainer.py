@@ -43,7 +43,7 @@ from .config import NMT_LATER_FIELDS, NMT_PRESETS, NMTConfig  # noqa: F401  (re-
 from ..errors import UserError
 from ..io import atomic_write_json
 from ..models.trained import model_folder_damage
-from ..train.checkpoint import AtomicDir, load_model_tensors, model_tensors
+from ..train.checkpoint import load_model_tensors, model_tensors, save_pretrained_atomically
 from .data import TRAINING_BATCHES
 from ..train.config import RESULT_NEUTRAL_FIELDS, without_later_fields
 from ..train.engine import (Engine, EngineState, Evaluation, Family, linear_schedule, resume_settings, run_facts,
@@ -81,12 +81,17 @@ class NMTData:
     filter_summary: str = ""
 
 
-def _read_sets(config: NMTConfig):
-    """(train, dev, {test name: data}): Multi30k's splits, or the user's own files (own test set: ``test``)."""
-    from ..tasks.multi30k import read_parallel, read_split
+def _read_sets(config: NMTConfig, corpus: str | None = None):
+    """(train, dev, {test name: data}): the splits of the registered translation corpus ``corpus`` (None: the
+    default, Multi30k; `structattn.tasks.registry`), or the user's own files (own test set: ``test``)."""
+    from ..tasks.multi30k import read_parallel
+    from ..tasks.registry import corpus as registered_corpus, corpus_names
 
     own = [config.train_source, config.train_target, config.dev_source, config.dev_target]
     if any(own):
+        if corpus is not None and corpus != corpus_names("translation")[0]:
+            raise UserError(f"--corpus {corpus} and own parallel files (--train-source, ...) exclude each other; "
+                            "give one of them")
         if not all(own):
             raise UserError("own data needs all four of --train-source, --train-target, --dev-source, --dev-target")
         train = read_parallel(config.train_source, config.train_target)
@@ -97,8 +102,9 @@ def _read_sets(config: NMTConfig):
                 raise UserError("an own test set needs both --test-source and --test-target")
             tests["test"] = read_parallel(config.test_source, config.test_target)
     else:
-        train, dev = read_split("train", config.data_dir), read_split("dev", config.data_dir)
-        tests = {s: read_split(s, config.data_dir) for s in config.test_splits}
+        reader = registered_corpus("translation", corpus)
+        train, dev = reader.read_split("train", config.data_dir), reader.read_split("dev", config.data_dir)
+        tests = {s: reader.read_split(s, config.data_dir) for s in config.test_splits}
     if config.max_train_examples:
         limit = config.max_train_examples
         train.sources, train.targets, train.line_numbers = (train.sources[:limit], train.targets[:limit],
@@ -121,8 +127,7 @@ def load_tokenizer(config: NMTConfig, out: Path, train) -> Any:
         return AutoTokenizer.from_pretrained(str(folder))
     texts = [t for t in train.sources + train.targets if t.strip()]
     tokenizer = train_bpe_tokenizer(texts, vocab_size=config.vocab_size)
-    with AtomicDir(folder) as tmp:
-        tokenizer.save_pretrained(str(tmp))
+    save_pretrained_atomically(folder, tokenizer)
     return tokenizer
 
 
@@ -181,12 +186,6 @@ def _translate(model, tokenizer, texts, beam, length_penalty) -> list[str]:
         model.train(was_training)
 
 
-def _save_model(model, tokenizer, folder: Path) -> None:
-    with AtomicDir(folder) as tmp:
-        model.save_pretrained(str(tmp))
-        tokenizer.save_pretrained(str(tmp))
-
-
 def _average_weights(paths: list[Path]) -> dict[str, torch.Tensor]:
     from safetensors.torch import load_file
 
@@ -220,10 +219,13 @@ class TranslationFamily(Family):
     config_file = "run_config.json"
     order_stride = TRANSLATION_ORDER_STRIDE
 
-    def __init__(self, config: NMTConfig, command: list[str] | None = None):
+    def __init__(self, config: NMTConfig, command: list[str] | None = None, corpus: str | None = None):
+        from ..tasks.registry import corpus_names
         from .model import variant_mechanism
 
         self.config, self.command = config, command
+        # the default corpus stays out of the settings: those of a Multi30k run are its config's alone
+        self.corpus = None if corpus == corpus_names("translation")[0] else corpus
         self.out = Path(config.output_dir)
         self.mechanism = variant_mechanism(config.variant, **config.mechanism_options())
         if config.batching not in TRAINING_BATCHES:
@@ -232,7 +234,8 @@ class TranslationFamily(Family):
             raise UserError(f"unknown --lr-decay {config.lr_decay!r}; valid: {', '.join(LR_DECAYS)}")
 
     def settings(self) -> dict:
-        return without_later_fields(resume_settings(self.config), NMT_LATER_FIELDS)
+        settings = without_later_fields(resume_settings(self.config), NMT_LATER_FIELDS)
+        return settings if self.corpus is None else {**settings, "corpus": self.corpus}
 
     def upgrade_legacy(self) -> None:
         from ..train.legacy import upgrade_translation_checkpoint
@@ -243,7 +246,7 @@ class TranslationFamily(Family):
         from .data import TranslationCollator
 
         config = self.config
-        train, dev, tests = _read_sets(config)
+        train, dev, tests = _read_sets(config, self.corpus)
         with self.engine.acc.main_process_first():  # the main process learns the BPE and parses; the others read
             self.tokenizer = load_tokenizer(config, self.out, train)
             self.data = prepare_data(config, self.tokenizer, train, dev, tests, self.mechanism)
@@ -316,7 +319,7 @@ class TranslationFamily(Family):
 
     def on_best(self, entry: dict) -> None:
         if self.engine.is_main:
-            _save_model(self.model, self.tokenizer, self.out / BEST)
+            save_pretrained_atomically(self.out / BEST, self.model, self.tokenizer)
 
     def summary(self, state: EngineState) -> dict:
         from .model import size_of
@@ -329,9 +332,11 @@ class TranslationFamily(Family):
 
 
 def train_translation(config: NMTConfig, *, show_progress: bool = True, stop_after_updates: int | None = None,
-                      command: list[str] | None = None) -> dict:
+                      command: list[str] | None = None, corpus: str | None = None) -> dict:
     """Train, select and test one translation run in ``config.output_dir``; return the summary dict (on the main
     process; the others return where they stopped).
+
+    ``corpus``: the registered translation corpus read when the config names no own files (None: Multi30k).
 
     ``stop_after_updates`` (tests) returns right after that update without saving, as a kill would.
     """
@@ -340,7 +345,7 @@ def train_translation(config: NMTConfig, *, show_progress: bool = True, stop_aft
                     checkpoint_every=config.checkpoint_every, show_progress=show_progress, name=config.variant)
     if config.threads:
         torch.set_num_threads(config.threads)
-    summary = engine.train(TranslationFamily(config, command), stop_after=stop_after_updates)
+    summary = engine.train(TranslationFamily(config, command, corpus), stop_after=stop_after_updates)
     return summary if summary is not None else {"stopped_at_update": engine.state.step}
 
 
@@ -363,7 +368,7 @@ def _finish(config: NMTConfig, out: Path, state: EngineState, tokenizer, data: N
     chosen = max(dev_scores, key=dev_scores.get)
     weights = candidates[chosen]
     load_model_tensors(model, weights)
-    _save_model(model, tokenizer, out / FINAL)
+    save_pretrained_atomically(out / FINAL, model, tokenizer)
     results = {}
     hyp_dir = out / "hypotheses"
     hyp_dir.mkdir(exist_ok=True)
