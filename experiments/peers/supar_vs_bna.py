@@ -2,11 +2,12 @@
 
     python experiments/peers/supar_vs_bna.py               # the 12-epoch runs (results/peers/supar.test.txt)
     python experiments/peers/supar_vs_bna.py --converged   # both trained until dev F1 stopped improving, seeds 1 and 2
+    python experiments/peers/supar_vs_bna.py --minilm      # both on all-MiniLM-L6-v2 fine-tuned, to convergence
 
 (from the repository root, the library importable). One JSON line per SuPar parse, then one per (ours, SuPar) pair
 with our F1, the difference and its p. With --converged the pairs are by seed (BNA seed k against SuPar seed k), then
 one line for both seeds at once (the mean difference, a seed-paired bootstrap), each p also Holm-adjusted over the
-lines printed.
+lines printed; --minilm pairs the same way, our BNA on the fine-tuned encoder against SuPar's CRF parser on it.
 """
 from __future__ import annotations
 
@@ -27,8 +28,11 @@ def counts(gold, pred: Path):
     return result.to_dict(), [(s.matched, s.gold_brackets, s.test_brackets) for s in result.per_sentence]
 
 
-def runs(converged: bool) -> tuple[dict[str, Path], dict[str, Path]]:
+def runs(converged: bool, minilm: bool = False) -> tuple[dict[str, Path], dict[str, Path]]:
     """(ours, SuPar's): name -> committed test parse."""
+    if minilm:
+        return ({f"bna-minilm-ft-s{s}": RESULTS / "peers" / f"bna-minilm-ft-s{s}.test.trees" for s in (1, 2)},
+                {f"supar-minilm-s{s}": RESULTS / "peers" / f"supar-minilm-s{s}.test.txt" for s in (1, 2)})
     if converged:
         return ({f"bna-converged-s{s}": RESULTS / "peers" / f"bna-converged-s{s}.test.trees" for s in (1, 2)},
                 {f"supar-converged-s{s}": RESULTS / "peers" / f"supar-converged-s{s}.test.txt" for s in (1, 2)})
@@ -40,16 +44,17 @@ def runs(converged: bool) -> tuple[dict[str, Path], dict[str, Path]]:
 def main(argv=None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--converged", action="store_true", help="the runs trained until dev F1 stopped improving")
+    parser.add_argument("--minilm", action="store_true", help="the runs on all-MiniLM-L6-v2 fine-tuned")
     args = parser.parse_args(argv)
     gold = split_files("test")
-    ours, peers = runs(args.converged)
+    ours, peers = runs(args.converged, args.minilm)
     scored = {name: counts(gold, path) for name, path in {**peers, **ours}.items() if path.is_file()}
     for name in (n for n in [*peers, *ours] if n not in scored):
         # the path in the repository: the line may be committed, the checkout's place is not
         print(json.dumps({"run": name, "missing": str((peers | ours)[name].relative_to(RESULTS.parent))}))
     for peer in (p for p in peers if p in scored):
         print(json.dumps({"run": peer, **{k: scored[peer][0][k] for k in ("recall", "precision", "f1")}}))
-    if args.converged:
+    if args.converged or args.minilm:
         converged(ours, peers, scored)
         return
     for mine in (m for m in ours if m in scored):
@@ -72,7 +77,8 @@ def converged(ours: dict[str, Path], peers: dict[str, Path], scored: dict) -> No
         delta, p = seed_paired_bootstrap_f1([(scored[m][1], scored[q][1]) for m, q in pairs])
         ours_mean, ours_std = mean_std([scored[m][0]["f1"] for m, _ in pairs])
         peer_mean, peer_std = mean_std([scored[q][0]["f1"] for _, q in pairs])
-        lines.append({"run": "bna-converged (seeds " + ", ".join(m.rsplit("-s", 1)[1] for m, _ in pairs) + ")",
+        setting = pairs[0][0].rsplit("-s", 1)[0]  # the runs' name without its seed: bna-converged, bna-minilm-ft
+        lines.append({"run": f"{setting} (seeds " + ", ".join(m.rsplit("-s", 1)[1] for m, _ in pairs) + ")",
                       "f1": f"{ours_mean:.2f} ± {ours_std:.2f}", "supar_f1": f"{peer_mean:.2f} ± {peer_std:.2f}",
                       "minus_supar": round(delta, 2), "p": p})
     for line, adjusted in zip(lines, holm([line["p"] for line in lines])):
