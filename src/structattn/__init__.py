@@ -38,11 +38,8 @@ Above them:
  9. ``trainers`` (which trainer runs a task) and ``sweep`` (grids of fine-tuning runs).
 10. ``analysis``: mask views, the sentence tasks' report tables and figures.
 11. ``commands`` and ``cli``: one module per command; ``cli`` dispatches.
-
-Old module paths (``structattn.modeling``, ``structattn.train.loop``, ``structattn.parsing``, ...) still import, with a
-`ModuleMovedWarning` naming the new one (`structattn._moved.MOVED`).
 """
-__version__ = "0.2.0"
+__version__ = "0.3.0"
 
 _LAZY = {
     "from_pretrained": "structattn.models.encoder",
@@ -62,10 +59,6 @@ _LAZY = {
 }
 
 __all__ = sorted(_LAZY)
-
-from . import _moved  # noqa: E402  (old module paths: one import hook, see the docstring)
-
-_moved.install()
 
 from .models import auto as _auto  # noqa: E402  (AutoConfig / AutoModel* load saved structure-aware models)
 
