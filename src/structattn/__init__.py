@@ -23,7 +23,8 @@ The core, bottom to top:
  5. ``attention``: kernels (pure functions over q, k, v, masks), mechanisms (with the Gaussian biases), their
     registration in transformers, and a plain multi-head attention module.
  6. ``models``: an encoder with a mechanism (``models.encoder``), encoders by reference, int8 packing, the
-    shipped trained models by name (``models.trained``; their files are package data in ``trained/``).
+    shipped trained models by name (``models.trained``; their files are package data in ``trained/``), the one
+    refusal of a folder an earlier structattn wrote (``models.saved_version``).
  7. ``train``: the training engine (the ``Family`` interface), checkpoints, configuration, provenance,
     significance.
 
