@@ -698,7 +698,7 @@ def checkpoint_cases(root: Path) -> Iterator[dict]:
                 cls = classify(out)
             else:
                 same, note = compare_runs(run, ref, PARSER_FILES)
-                # a deleted manifest leaves a checkpoint of the earlier layout, which resumes as it is
+                # a deleted manifest (beside previous-checkpoint/'s) leaves files whose form is checked: it resumes
                 cls = "data lost" if not same else ("handled" if named else
                                                     "success" if file.endswith("manifest.json") else "silent")
             yield record(f"checkpoint-{file.replace('/', '-')}-{how}", "checkpoint", cmd, out, cls,

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import re
+import shutil
 import sys
 from pathlib import Path
 
@@ -225,6 +226,7 @@ def to_old_layout(out: Path) -> None:
     for name in ("rng-0.json", "model.safetensors", "manifest.json"):  # earlier versions wrote no manifest
         (ckpt / name).unlink(missing_ok=True)
     (out / "settings.json").unlink()
+    shutil.rmtree(out / "previous-checkpoint", ignore_errors=True)  # nor kept the one before
 
 
 def test_a_checkpoint_of_the_earlier_layout_is_refused_naming_the_version(treebank, tmp_path):

@@ -49,6 +49,17 @@ def test_a_checkpoint_without_a_manifest_is_refused_naming_the_version(run_folde
     assert "structattn==0.2.0" in message
 
 
+def test_a_checkpoint_that_lost_its_manifest_beside_one_that_has_it_is_this_versions(run_folder):
+    engine = Engine(run_folder, seed=0, show_progress=False)
+    model = torch.nn.Linear(4, 2)
+    engine.prepare(model, torch.optim.SGD(model.parameters(), lr=0.1))
+    engine.open_output()
+    engine.save_checkpoint()  # a second checkpoint: the first becomes previous-checkpoint/
+    assert (run_folder / "previous-checkpoint" / "manifest.json").is_file()
+    (run_folder / "checkpoint" / "manifest.json").unlink()  # damage: the engine form-checks its files instead
+    _begin(run_folder)
+
+
 def test_an_accelerate_checkpoint_is_refused_as_older_than_0_1_0(tmp_path):
     old = tmp_path / "run" / "checkpoint-10"  # the sentence trainer's save_state folder before the engine
     old.mkdir(parents=True)

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import json
 import random
+import shutil
 
 import pytest
 
@@ -142,6 +143,7 @@ def _to_old_layout(ckpt, layout: str, extra: dict | None = None) -> None:
     (ckpt / "manifest.json").unlink(missing_ok=True)  # earlier versions wrote no manifest
     (ckpt / "state.json").write_text(json.dumps(old))
     (ckpt.parent / "settings.json").unlink()
+    shutil.rmtree(ckpt.parent / "previous-checkpoint", ignore_errors=True)  # nor kept the one before
 
 
 class _RunsCode:

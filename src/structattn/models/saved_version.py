@@ -7,8 +7,10 @@ Every loader calls [`check_saved_version`][structattn.models.saved_version.check
 ``Parser`` / ``Translator`` / ``Reader`` folders (`structattn.models.trained.resolve`). Folders an earlier version
 wrote, told apart by what that version wrote and this one never does:
 
-* a run folder whose ``checkpoint/`` or ``previous-checkpoint/`` has no ``manifest.json`` (this version's engine
-  writes one into every checkpoint, last; `structattn.integrity`): structattn 0.2.0 or earlier;
+* a run folder none of whose checkpoints (``checkpoint/``, ``previous-checkpoint/``) has a ``manifest.json`` (this
+  version's engine writes one into every checkpoint, last; `structattn.integrity`): structattn 0.2.0 or earlier. A
+  checkpoint that lost its manifest beside one that has it is this version's, and the engine reads it as it reads
+  any checkpoint without one (each file's form checked);
 * a run folder with a ``checkpoint-<step>/`` holding ``trainer_state.json`` (Accelerate's ``save_state``): the
   sentence trainer of a structattn before 0.1.0;
 * a model folder whose ``config.json`` records a mechanism (``structattn``) or an SG-Net layer (``structattn_sgnet``
@@ -35,10 +37,10 @@ _INSTALL = f'pip install "structattn=={READS_EARLIER}"'
 
 def _run_folder_writer(folder: Path) -> str | None:
     """The version that wrote the run folder ``folder``'s checkpoints when it is an earlier one, else None."""
-    for name in ("checkpoint", "previous-checkpoint"):
-        ckpt = folder / name
-        if ckpt.is_dir() and any(ckpt.iterdir()) and not (ckpt / MANIFEST).exists():
-            return f"structattn {READS_EARLIER} or earlier"
+    checkpoints = [c for c in (folder / "checkpoint", folder / "previous-checkpoint")
+                   if c.is_dir() and any(c.iterdir())]
+    if checkpoints and not any((c / MANIFEST).exists() for c in checkpoints):
+        return f"structattn {READS_EARLIER} or earlier"
     if any((p / "trainer_state.json").is_file() for p in folder.glob("checkpoint-*")):
         return "a structattn before 0.1.0"
     return None
