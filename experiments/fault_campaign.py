@@ -288,7 +288,7 @@ def input_cases(root: Path) -> list[Case]:
     for name in ("truncated", "jsonl_bad_line", "binary", "missing"):
         add(f"answer-input-{name}", ["answer", "--model", "sgnet-squad2", "--input", squad[name]])
 
-    # score squad: --data, --predictions, --na-prob
+    # score squad: --gold, --predictions, --na-prob
     good_pred = write(sq / "pred.json", json.dumps({"q1": "on the mat"}))
     for name in ("truncated", "no_data_key", "no_title", "no_context", "no_question", "not_object", "binary", "empty",
                  "folder", "missing"):
@@ -309,7 +309,7 @@ def input_cases(root: Path) -> list[Case]:
     add("score-squad-naprob-strings", ["score", "squad", "--gold", good_squad, "--predictions", good_pred,
                                        "--na-prob", write(sq / "na_str.json", '{"q1": "high"}')])
 
-    # score bleu: hypotheses and references
+    # score bleu: predictions and references
     ref3 = write(root / "bleu" / "ref.txt", "Ein Mann geht.\nEin Hund läuft.\nEine Katze schläft.\n")
     hyp2 = write(root / "bleu" / "hyp2.txt", "Ein Mann geht.\nEin Hund läuft.\n")
     add("score-bleu-unequal-lines", ["score", "bleu", "--gold", ref3, "--predictions", hyp2])
@@ -320,7 +320,7 @@ def input_cases(root: Path) -> list[Case]:
         add(f"score-bleu-ref-{name}", ["score", "bleu", "--gold", txt[name][0], "--predictions", ref3])
     add("score-bleu-unknown-split", ["score", "bleu", "--split", "test2099", "--predictions", ref3])
 
-    # score evalb: GOLD and PRED
+    # score evalb: --gold and --predictions
     gold2 = write(root / "evalb" / "gold2.trees", "\n".join(TINY_TREES[:2]) + "\n")
     add("score-evalb-unequal-count", ["score", "evalb", "--gold", gold2, "--predictions", good_trees])
     for name in ("empty", "binary", "nul", "malformed", "unbalanced_open", "unbalanced_close", "plain_text",
@@ -356,7 +356,7 @@ def input_cases(root: Path) -> list[Case]:
     en = write(par / "tr.en", "A man walks.\nA dog runs.\nA cat sleeps.\nTwo men talk.\n")
     de = write(par / "tr.de", "Ein Mann geht.\nEin Hund rennt.\nEine Katze schläft.\nZwei Männer reden.\n")
     de3 = write(par / "tr3.de", "Ein Mann geht.\nEin Hund rennt.\nEine Katze schläft.\n")
-    tt = ["--size", "micro", "--max-length", "64", "--vocab-size", "120", "--max-updates", "2", "--eval-every", "2",
+    tt = ["--size", "micro", "--max-length", "64", "--vocab-size", "120", "--max-steps", "2", "--eval-every", "2",
           "--warmup-steps", "1", "--max-tokens", "256", "--beam", "1", "--no-progress"]
     par_cases = {
         "unequal-lines": (en, de3, en, de),
@@ -383,13 +383,13 @@ def input_cases(root: Path) -> list[Case]:
                                      "--output-dir", str(root / "runs" / f"train-cfg-{name}")])
     add("train-config-binary", ["train", "--config", txt["binary"][0], "--output-dir", str(root / "runs" / "tc-bin")])
 
-    # predict and probe: model folders that are not what they should be, hostile --data
+    # predict and probe: model folders that are not what they should be, hostile --input
     empty_dir = root / "emptydir"
     empty_dir.mkdir(exist_ok=True)
     for name, model in (("missing", str(root / "nomodel")), ("file", good_trees), ("empty-folder", str(empty_dir))):
         add(f"predict-model-{name}", ["predict", "--model", model])
         add(f"probe-model-{name}", ["probe", "--model", model, "--tasks", "SeLn"])
-    add("predict-data-truncated", ["predict", "--model", str(empty_dir), "--data", squad["truncated"]])
+    add("predict-data-truncated", ["predict", "--model", str(empty_dir), "--input", squad["truncated"]])
     return cases
 
 
@@ -422,7 +422,7 @@ def output_cases(root: Path, ro_dir: Path | None) -> list[Case]:
         cases.append(Case("train-parsing-output-dir-read-only", "output",
                           [*trainer, "--output-dir", str(ro_dir / "run")]))
         cases.append(Case("train-translation-output-dir-read-only", "output",
-                          ["train-translation", "--size", "micro", "--max-length", "64", "--max-updates", "1",
+                          ["train-translation", "--size", "micro", "--max-length", "64", "--max-steps", "1",
                            "--output-dir", str(ro_dir / "nmt")]))
     keep = write(root / "keep.trees", "(TOP (X keep))\n")
     cases.append(Case("parse-failed-run-keeps-output", "output",
@@ -534,7 +534,7 @@ def nmt_setup(root: Path) -> tuple[list[str], Path] | None:
             "--train-source", head("train.en", 60, "tr.en"), "--train-target", head("train.de", 60, "tr.de"),
             "--dev-source", head("val.en", 40, "dv.en"), "--dev-target", head("val.de", 40, "dv.de"),
             "--test-source", str(root / "dv.en"), "--test-target", str(root / "dv.de"),
-            "--max-updates", "6", "--eval-every", "3", "--warmup-steps", "2", "--max-tokens", "256",
+            "--max-steps", "6", "--eval-every", "3", "--warmup-steps", "2", "--max-tokens", "256",
             "--beam", "2", "--checkpoint-every", "1", "--no-progress"]
     return argv, root
 
@@ -698,7 +698,7 @@ def checkpoint_cases(root: Path) -> Iterator[dict]:
                 cls = classify(out)
             else:
                 same, note = compare_runs(run, ref, PARSER_FILES)
-                # a deleted manifest leaves a checkpoint of the earlier layout, which resumes as it is
+                # a deleted manifest (beside previous-checkpoint/'s) leaves files whose form is checked: it resumes
                 cls = "data lost" if not same else ("handled" if named else
                                                     "success" if file.endswith("manifest.json") else "silent")
             yield record(f"checkpoint-{file.replace('/', '-')}-{how}", "checkpoint", cmd, out, cls,

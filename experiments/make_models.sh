@@ -18,7 +18,7 @@ export PRECISION=${PRECISION:-fp32} READER_RUN=${READER_RUN:-reader-fp32}
 # experiments/recipes/parsing.toml's CPU configuration; POS tags from spaCy (the best BNA rows of PARSING.md)
 PARSING="--preset full --d-model 128 --heads 4 --d-head 32 --d-ff 256 --label-hidden 128 --epochs 12 --patience 4 --max-chart-cells 0 --no-progress"  # one pass per batch, as recorded
 # experiments/recipes/nmt.toml's recipe
-NMT="--preset full --max-updates 4000 --warmup-steps 2000 --learning-rate 5e-3 --eval-every 500 --patience 4 --average-last 5
+NMT="--preset full --max-steps 4000 --warmup-steps 2000 --learning-rate 5e-3 --eval-every 500 --patience 4 --average-last 5
      --max-tokens 4096 --beam 5 --length-penalty 1.0 --threads 1 --no-progress"
 
 train() {  # train RUN_DIR COMMAND FLAGS...: record the commit, train (or resume / finish) with its log beside it

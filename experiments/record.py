@@ -13,7 +13,7 @@ in :data:`KINDS` declares only what differs: which files, which scorer, which fi
                --outputs results/peers/ablation).
     parsing    RUN_DIR NAME [--note TEXT]
                `structattn train-parsing`: test.trees -> results/parsing/NAME.test.trees, EVALB against the test
-               split's treebank files (what `structattn score evalb ... --json` prints); results/parsing.jsonl.
+               split's treebank files (what `structattn score evalb --gold ... --predictions ... --json` prints); results/parsing.jsonl.
     laptop     RUN_DIR NAME OUTPUT_FILE --seconds S --threads N --load-before L --load-after L --command "structattn ..."
                one timed README training command: RUN_DIR/OUTPUT_FILE (test trees or test2016 translations) ->
                results/laptop/NAME.<file>, EVALB or BLEU; results/laptop_defaults.jsonl.
@@ -33,7 +33,7 @@ in :data:`KINDS` declares only what differs: which files, which scorer, which fi
                in RUN_DIR named test_predictions.TASK.json; never "no answer" on squad11). Multiple choice (race*,
                mctest*): test predictions {qid: option letter} -> results/<race|mctest>/NAME.json (and the option
                scores beside it), accuracy overall, per level / set / question kind. --predictions PRED.json: made
-               elsewhere (`structattn predict RUN/best --split test`), RUN_DIR needs only trainer_state.json and
+               elsewhere (`structattn predict --model RUN/best --split test`), RUN_DIR needs only trainer_state.json and
                train_config.json; --stopped-log: the run was stopped by a wall-clock limit and left no
                trainer_state.json, its dev evaluations are read from the trainer's lines in TRAIN_LOG ("finished":
                false, "planned_steps"). Every line keeps the run's dev learning curve ("dev_curve").

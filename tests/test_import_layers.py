@@ -11,7 +11,7 @@ PACKAGE = SRC / "structattn"
 
 # bottom to top; a module's layer is that of the longest prefix of its dotted path listed here
 LAYERS: list[tuple[str, ...]] = [
-    ("structattn.errors", "structattn.settings", "structattn.io", "structattn.config_io", "structattn._moved",
+    ("structattn.errors", "structattn.settings", "structattn.io", "structattn.config_io",
      "structattn.textcheck", "structattn.paths", "structattn.cli_grammar", "structattn.verbosity",
      "structattn.stopping", "structattn.integrity"),
     ("structattn.structure",),

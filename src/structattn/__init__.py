@@ -23,7 +23,8 @@ The core, bottom to top:
  5. ``attention``: kernels (pure functions over q, k, v, masks), mechanisms (with the Gaussian biases), their
     registration in transformers, and a plain multi-head attention module.
  6. ``models``: an encoder with a mechanism (``models.encoder``), encoders by reference, int8 packing, the
-    shipped trained models by name (``models.trained``; their files are package data in ``trained/``).
+    shipped trained models by name (``models.trained``; their files are package data in ``trained/``), the one
+    refusal of a folder an earlier structattn wrote (``models.saved_version``).
  7. ``train``: the training engine (the ``Family`` interface), checkpoints, configuration, provenance,
     significance.
 
@@ -38,11 +39,8 @@ Above them:
  9. ``trainers`` (which trainer runs a task) and ``sweep`` (grids of fine-tuning runs).
 10. ``analysis``: mask views, the sentence tasks' report tables and figures.
 11. ``commands`` and ``cli``: one module per command; ``cli`` dispatches.
-
-Old module paths (``structattn.modeling``, ``structattn.train.loop``, ``structattn.parsing``, ...) still import, with a
-`ModuleMovedWarning` naming the new one (`structattn._moved.MOVED`).
 """
-__version__ = "0.2.0"
+__version__ = "0.3.0"
 
 _LAZY = {
     "from_pretrained": "structattn.models.encoder",
@@ -62,10 +60,6 @@ _LAZY = {
 }
 
 __all__ = sorted(_LAZY)
-
-from . import _moved  # noqa: E402  (old module paths: one import hook, see the docstring)
-
-_moved.install()
 
 from .models import auto as _auto  # noqa: E402  (AutoConfig / AutoModel* load saved structure-aware models)
 

@@ -1,9 +1,9 @@
-"""The command line's one grammar: one spelling per meaning, retired spellings kept for one release, and the
-subcommand's usage with the closest valid flag when a flag is misspelled.
+"""The command line's one grammar: one spelling per meaning, and the subcommand's usage with the closest valid
+flag when a flag is misspelled.
 
 * `SYNONYMS`: groups of spellings that mean one thing; the first of each group is the spelling every
-  subcommand uses, the others are retired. `add_retired_flags` registers a retired spelling as a hidden
-  alias (``help=argparse.SUPPRESS``) that still works and prints one deprecation line on stderr.
+  subcommand uses, the others are retired: no command accepts them, and one given is answered with its
+  replacement (`RETIRED`).
 * `CommandLineParser`: an ``ArgumentParser`` whose unrecognised arguments are reported by the
   subcommand that was chosen (its usage line) with the closest valid flag (`difflib`).
 * `walk_parsers`: every (sub)parser of a command line, for tests and the generated flag tables.
@@ -16,8 +16,8 @@ import re
 import sys
 from collections.abc import Iterator
 
-#: Spellings with one meaning: the first is the one every subcommand uses; the others are retired (still
-#: accepted for one release, hidden from help, with a deprecation line).
+#: Spellings with one meaning: the first is the one every subcommand uses; the others are retired (an unknown
+#: argument whose error names the first).
 SYNONYMS: tuple[tuple[str, ...], ...] = (
     ("--model", "--encoder", "--model-dir"),  # the trained model or pretrained encoder to use
     ("--input", "--input-file", "--in", "--data"),  # the file read (--data: predict's SQuAD file)
@@ -34,7 +34,7 @@ SYNONYMS: tuple[tuple[str, ...], ...] = (
     ("--mechanism", "--variant"),  # the attention mechanism (or BNA's layer stack) a model is built with
 )
 
-#: Retired spelling -> the spelling that replaces it (derived from `SYNONYMS`).
+#: Retired spelling -> the spelling that replaces it (derived from `SYNONYMS`), suggested when given.
 RETIRED: dict[str, str] = {old: group[0] for group in SYNONYMS for old in group[1:]}
 
 
@@ -42,48 +42,6 @@ RETIRED: dict[str, str] = {old: group[0] for group in SYNONYMS for old in group[
 #: even where they are too far from the flag for a spelling match.
 SUGGESTED: dict[str, str] = {"--passage": "--context", "--passage-file": "--context-file", "--text": "--context",
                              "--file": "--input"}
-
-
-def warn_deprecated(old: str, new: str) -> None:
-    """One line on stderr: ``old`` still works in this release, ``new`` is its replacement."""
-    print(f"structattn: warning: {old} is deprecated and will be removed in the next release; use {new}",
-          file=sys.stderr)
-
-
-class RetiredFlag(argparse.Action):
-    """A retired spelling (a flag, or a positional replaced by a flag): stores into its replacement's destination
-    (``into``, default its own) after a deprecation line."""
-
-    def __init__(self, option_strings, dest, replacement: str, into: str | None = None, **kwargs):
-        super().__init__(option_strings, dest, **kwargs)
-        self.replacement = replacement
-        self.into = into or dest
-
-    def __call__(self, parser, namespace, values, option_string=None):
-        warn_deprecated(option_string or f"the positional {self.metavar or self.dest.upper()}", self.replacement)
-        setattr(namespace, self.into, values)
-
-
-def add_retired_flags(parser: argparse.ArgumentParser, *old_flags: str) -> None:
-    """Accept each retired spelling in ``old_flags`` (of `RETIRED`) as a hidden alias of its replacement."""
-    for old in old_flags:
-        add_retired_alias(parser, old, RETIRED[old])
-
-
-def add_retired_alias(parser: argparse.ArgumentParser, old: str, new: str) -> None:
-    """Accept the flag ``old`` as a hidden alias of ``new`` (already added to ``parser``), with the same
-    destination, type and number of values: for a spelling one subcommand alone had (``score squad --data``)."""
-    target = parser._option_string_actions[new]  # noqa: SLF001  (argparse keeps no public index)
-    parser.add_argument(old, dest=target.dest, type=target.type, nargs=target.nargs, metavar=target.metavar,
-                        default=argparse.SUPPRESS, help=argparse.SUPPRESS, action=RetiredFlag, replacement=new)
-
-
-def add_retired_positional(parser: argparse.ArgumentParser, name: str, replacement: str) -> None:
-    """Accept an optional positional ``name`` (hidden) as the value of the flag ``replacement``, with a
-    deprecation line: the command line before the flag existed."""
-    target = parser._option_string_actions[replacement]  # noqa: SLF001
-    parser.add_argument(name, nargs="?", metavar=name.upper(), default=argparse.SUPPRESS, help=argparse.SUPPRESS,
-                        action=RetiredFlag, replacement=replacement, into=target.dest)
 
 
 def add_line_io_flags(parser: argparse.ArgumentParser, kind: str, folder: str, each_line: str, written: str,
@@ -99,9 +57,9 @@ def add_line_io_flags(parser: argparse.ArgumentParser, kind: str, folder: str, e
 
 
 def require_in_usage(parser: argparse.ArgumentParser, flag: str) -> None:
-    """Show ``flag`` as required in ``parser``'s usage line although argparse cannot require it (a retired
-    positional may give its value instead; the command checks it): ``[--model DIR]`` -> ``--model DIR``. Call it
-    again after adding flags (it keeps ``flag`` in ``parser.required_in_usage``)."""
+    """Show ``flag`` as required in ``parser``'s usage line where the command checks it itself (its one-line
+    error says what to give): ``[--model DIR]`` -> ``--model DIR``. Call it again after adding flags (it keeps
+    ``flag`` in ``parser.required_in_usage``)."""
     parser.required_in_usage = flag
     parser.usage = None
     usage = parser.format_usage().removeprefix("usage: ").rstrip("\n")
@@ -111,11 +69,6 @@ def require_in_usage(parser: argparse.ArgumentParser, flag: str) -> None:
 def plain_text(text: str) -> str:
     """Help text from reStructuredText docstrings: ````x```` -> ```x``` (help pages are read as plain text)."""
     return text.replace("``", "`")
-
-
-def is_retired(action: argparse.Action) -> bool:
-    """True for a spelling added by `add_retired_flags` or `add_retired_positional`."""
-    return isinstance(action, RetiredFlag)
 
 
 def subparser_actions(parser: argparse.ArgumentParser) -> list[argparse._SubParsersAction]:
@@ -137,27 +90,29 @@ def walk_parsers(parser: argparse.ArgumentParser) -> Iterator[argparse.ArgumentP
 
 
 def visible_flags(parser: argparse.ArgumentParser) -> list[str]:
-    """The option strings shown in ``parser``'s help (retired aliases left out)."""
+    """The option strings shown in ``parser``'s help."""
     return [s for a in parser._actions if a.help is not argparse.SUPPRESS for s in a.option_strings]  # noqa: SLF001
 
 
 def closest_flag(parser: argparse.ArgumentParser, word: str) -> str | None:
     """The valid flag of ``parser`` closest to the misspelled ``word`` (``--modle=x`` -> ``--model``), or None."""
     flag = word.split("=", 1)[0]
-    if SUGGESTED.get(flag) in visible_flags(parser):
-        return SUGGESTED[flag]
+    for table in (SUGGESTED, RETIRED):
+        if table.get(flag) in visible_flags(parser):
+            return table[flag]
     match = difflib.get_close_matches(flag, visible_flags(parser), n=1, cutoff=0.6)
     return match[0] if match else None
 
 
 def unknown_flags(parser: argparse.ArgumentParser, words: list[str]) -> list[str]:
-    """The words that look like flags but are none of ``parser``'s (nor an abbreviation of one)."""
+    """The words that look like flags but are none of ``parser``'s (nor an abbreviation of one), and the retired
+    spellings it does not have."""
     known = list(parser._option_string_actions)  # noqa: SLF001
     out = []
     for word in words:
         flag = word.split("=", 1)[0]
         if len(flag) > 1 and flag.startswith("-") and not flag[1:2].isdigit() \
-                and not any(k.startswith(flag) for k in known):
+                and (flag in RETIRED and flag not in known or not any(k.startswith(flag) for k in known)):
             out.append(flag)
     return out
 
@@ -171,8 +126,13 @@ class CommandLineParser(argparse.ArgumentParser):
     def parse_args(self, args=None, namespace=None):
         CommandLineParser._words = list(sys.argv[1:] if args is None else args)
         namespace, extras = self.parse_known_args(args, namespace)
+        chosen = self.chosen_parser(namespace)
+        # a retired spelling argparse took as the abbreviation of a longer flag (--out: --output, --encoder:
+        # --encoder-learning-rate) is refused as well
+        extras += [word for word in CommandLineParser._words if word.split("=", 1)[0] in RETIRED
+                   and word.split("=", 1)[0] not in chosen._option_string_actions and word not in extras]  # noqa: SLF001
         if extras:
-            self.chosen_parser(namespace).error(f"unrecognized arguments: {' '.join(extras)}")
+            chosen.error(f"unrecognized arguments: {' '.join(extras)}")
         return namespace
 
     def error(self, message: str):
@@ -203,25 +163,18 @@ def _cell(text: str) -> str:
 
 
 def flag_tables(parser: argparse.ArgumentParser) -> str:
-    """Markdown: per (sub)command its description and a table of its flags and their help, then the retired
-    spellings and what replaces them (the tables of ``docs/command-line.md``)."""
+    """Markdown: per (sub)command its description and a table of its flags and their help (the tables of
+    ``docs/command-line.md``)."""
     out = []
     for p in walk_parsers(parser):
         if p is parser or subparser_actions(p):
             continue  # the top level and a command with sub-commands (cache, score): their sub-commands follow
         formatter = p._get_formatter()  # noqa: SLF001
         out += [f"### `{p.prog}`", "", _cell(p.description or ""), "", "| flag | meaning |", "|---|---|"]
-        retired = []
         for action in p._actions:  # noqa: SLF001
             if isinstance(action, (argparse._HelpAction, argparse._SubParsersAction)):
                 continue
             invocation = formatter._format_action_invocation(action)  # noqa: SLF001
-            if is_retired(action):
-                retired.append(f"`{' '.join(action.option_strings) or 'positional ' + action.metavar}` -> "
-                               f"`{action.replacement}`")
-            else:
-                out.append(f"| `{invocation}` | {_cell(action.help or '')} |")
-        if retired:
-            out += ["", "Retired spellings (accepted for one more release, with a warning): " + ", ".join(retired)]
+            out.append(f"| `{invocation}` | {_cell(action.help or '')} |")
         out.append("")
     return "\n".join(out)

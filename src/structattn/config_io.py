@@ -204,10 +204,8 @@ def add_dataclass_arguments(parser: argparse.ArgumentParser, cls, presets: dict[
     default preset's value (with ``default_notes[field]`` after it) and its ``choices`` (field -> names, or a
     function giving them, called only when the help is shown).
     ``flag_names`` (field -> flag) spells a field's flag as the rest of the command line does (``encoder`` ->
-    ``--model``); the field's own spelling stays accepted as a retired alias (`structattn.cli_grammar`).
+    ``--model``); the field's own spelling is no flag (`structattn.cli_grammar.RETIRED`).
     Fields in ``skip`` get no flag (``--config`` still sets them)."""
-    from .cli_grammar import add_retired_flags
-
     if presets:
         names = list(presets)
         defaults = dataclasses.asdict(cls())
@@ -225,7 +223,6 @@ def add_dataclass_arguments(parser: argparse.ArgumentParser, cls, presets: dict[
     for f in dataclasses.fields(cls):
         if f.name in skip:
             continue
-        own = "--" + f.name.replace("_", "-")
         flag = "--" + flag_names.get(f.name, f.name).replace("_", "-")
         hint = hints[f.name]
         kind = hint.__name__ if isinstance(hint, type) else str(hint).replace("typing.", "")  # int, list[str] | None
@@ -237,24 +234,18 @@ def add_dataclass_arguments(parser: argparse.ArgumentParser, cls, presets: dict[
         extra = {"action": _StoreWithChoicesInHelp, "names": choices[f.name]} if f.name in choices else {}
         parser.add_argument(flag, dest=f.name, default=None, metavar=flag[2:].replace("-", "_").upper(), help=help_text,
                             **extra)
-        if flag != own:
-            add_retired_flags(parser, own)
 
 
 def given_dataclass_flags(args: argparse.Namespace, cls) -> dict[str, Any]:
     """The fields of ``cls`` given as flags, uncoerced. `NONE_WORD` means null for the fields that may be
-    null (``null`` too, for one more release, with a deprecation line)."""
-    from .cli_grammar import warn_deprecated
-
+    null."""
     hints = get_type_hints(cls)
     out = {}
     for f in dataclasses.fields(cls):
         value = getattr(args, f.name, None)
         if value is None:
             continue
-        if "None" in str(hints[f.name]) and isinstance(value, str) and value.lower() in (NONE_WORD, "null"):
-            if value.lower() == "null":
-                warn_deprecated(f"the value 'null' (--{f.name.replace('_', '-')})", f"'{NONE_WORD}'")
+        if "None" in str(hints[f.name]) and isinstance(value, str) and value.lower() == NONE_WORD:
             value = None
         out[f.name] = value
     return out

@@ -5,8 +5,7 @@ not a traceback from the library that parses it, and never weights read silently
 
 * `write_manifest` records each file's size and SHA-256 in ``manifest.json`` (the training engine writes
   one into every checkpoint, last, before the folder is committed); `folder_damage` compares them;
-* without a manifest (a model folder saved by ``save_pretrained``, a shipped model, a checkpoint of an earlier
-  version), each file's form is checked (`file_damage`): a safetensors file's header must parse and its
+* without a manifest (a model folder saved by ``save_pretrained``, a shipped model), each file's form is checked (`file_damage`): a safetensors file's header must parse and its
   tensors must end where the file ends (a truncated copy is caught without reading the data), a JSON file must
   parse, a torch zip archive must list its members, a text file (a vocabulary) must be UTF-8; no file may be empty.
 """

@@ -10,7 +10,6 @@ from fixtures import make_tiny_model, make_tiny_sst2
 from structattn.analysis.report import best_configs, load_runs, markdown_table, runner_result_files
 from structattn.errors import UserError
 from structattn.train.config import RESULT_NEUTRAL_FIELDS, TrainConfig, config_key
-from structattn.finetuning.trainer import Trainer
 from structattn.train.significance import holm, mean_std, welch_p
 from structattn.sweep import parse_variant, record_config, run_grid, variant_label
 
@@ -158,7 +157,6 @@ def test_the_key_covers_every_field_but_the_result_neutral_ones():
         else:
             assert config_key(other) != config_key(base), f.name
     assert config_key(dataclasses.replace(base, m=3)) == config_key(base)  # None runs as the mechanism's m=3
-    assert Trainer._RESUME_FREE == RESULT_NEUTRAL_FIELDS  # a resume and a sweep agree on what is the same run
 
 
 def test_committed_results_keep_one_configuration_per_cell():

@@ -1,5 +1,5 @@
-"""One command-line grammar: every subcommand described, every option with help, one spelling per meaning; the
-retired spellings still work for one release with a deprecation line; a misspelled flag gets the subcommand's
+"""One command-line grammar: every subcommand described, every option with help, one spelling per meaning; a
+retired spelling is an unknown argument answered with its replacement; a misspelled flag gets the subcommand's
 usage and the closest valid flag."""
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import argparse
 import pytest
 
 from structattn import cli
-from structattn.cli_grammar import RETIRED, SYNONYMS, is_retired, walk_parsers
+from structattn.cli_grammar import SYNONYMS, walk_parsers
 
 
 @pytest.fixture(scope="module")
@@ -27,15 +27,13 @@ def test_every_subcommand_has_a_description_and_every_option_a_help(parser):
             missing.append(f"{p.prog}: no description")
         for action in _options(p):
             if action.help is argparse.SUPPRESS:
-                if not is_retired(action):
-                    missing.append(f"{p.prog} {action.option_strings or action.dest}: hidden but not a retired "
-                                   "spelling")
+                missing.append(f"{p.prog} {action.option_strings or action.dest}: hidden")
             elif not (action.help or "").strip():
                 missing.append(f"{p.prog} {action.option_strings or action.dest}: no help")
     assert not missing, "\n".join(missing)
 
 
-def test_one_spelling_per_meaning_and_every_retired_spelling_has_its_replacement(parser):
+def test_one_spelling_per_meaning(parser):
     problems = []
     for p in walk_parsers(parser):
         visible = {s for a in _options(p) if a.help is not argparse.SUPPRESS for s in a.option_strings}
@@ -45,44 +43,37 @@ def test_one_spelling_per_meaning_and_every_retired_spelling_has_its_replacement
                 problems.append(f"{p.prog}: {' and '.join(shown)} mean one thing")
             if shown and shown[0] != group[0]:
                 problems.append(f"{p.prog}: {shown[0]} is a retired spelling of {group[0]}")
-        for action in _options(p):
-            if is_retired(action) and action.replacement not in visible:
-                problems.append(f"{p.prog}: retired {action.option_strings or action.dest} without "
-                                f"{action.replacement}")
     assert not problems, "\n".join(problems)
 
 
-def test_a_registered_retired_spelling_is_used_somewhere(parser):
-    """The retired spellings kept are the ones some command had (a dead entry would hide a typo)."""
-    used = {s for p in walk_parsers(parser) for a in _options(p) if is_retired(a) for s in a.option_strings}
-    kept = {"--encoder", "--out", "--spacy-model", "--max-train-trees", "--max-eval-trees", "--clip-grad",
-            "--warmup", "--train-examples", "--eval-examples", "--references", "--hypotheses"}
-    assert kept <= used and kept <= set(RETIRED)
-
-
-@pytest.mark.parametrize("argv, dest, value, old", [
-    (["probe", "--model", "hybrid-gate-en-de", "--out", "r.json"], "output", "r.json", "--out"),
-    (["score", "squad", "--gold", "d", "--predictions", "p", "--out", "e.json"], "output", "e.json", "--out"),
-    (["score", "squad", "--data", "d", "--predictions", "p"], "gold", "d", "--data"),
-    (["score", "bleu", "--references", "r", "--predictions", "p"], "gold", "r", "--references"),
-    (["score", "bleu", "--split", "dev", "--hypotheses", "h"], "predictions", "h", "--hypotheses"),
-    (["score", "race", "--predictions", "p", "--out", "e.json"], "output", "e.json", "--out"),
-    (["score", "mctest", "--predictions", "p", "--out", "e.json"], "output", "e.json", "--out"),
-    (["parse", "--model", "bna-minilm", "--spacy-model", "en_x"], "parser", "en_x", "--spacy-model"),
-    (["train-parsing", "--encoder", "none"], "encoder", "none", "--encoder"),
-    (["train-parsing", "--max-train-trees", "5"], "max_train_trees", "5", "--max-train-trees"),
-    (["train-parsing", "--max-eval-trees", "5"], "max_eval_trees", "5", "--max-eval-trees"),
-    (["train-parsing", "--clip-grad", "1"], "clip_grad", "1", "--clip-grad"),
-    (["train-translation", "--warmup", "10"], "warmup", "10", "--warmup"),
-    (["demo", "--train-examples", "7"], "max_train_examples", 7, "--train-examples"),
-    (["evaluate", "runs/x/best"], "model", "runs/x/best", "the positional MODEL_DIR"),
-    (["predict", "runs/x/best", "--split", "dev"], "model", "runs/x/best", "the positional MODEL_DIR"),
+@pytest.mark.parametrize("argv, guess", [
+    (["probe", "--model", "hybrid-gate-en-de", "--out", "r.json"], "--out -> --output"),
+    (["score", "bleu", "--references", "r", "--predictions", "p"], "--references -> --gold"),
+    (["score", "bleu", "--split", "dev", "--hypotheses", "h"], "--hypotheses -> --predictions"),
+    (["parse", "--model", "bna-minilm", "--spacy-model", "en_x"], "--spacy-model -> --parser"),
+    (["train-parsing", "--encoder", "none"], "--encoder -> --model"),
+    (["train-parsing", "--max-train-trees", "5"], "--max-train-trees -> --max-train-examples"),
+    (["train-parsing", "--clip-grad", "1"], "--clip-grad -> --clip-norm"),
+    (["train-translation", "--warmup", "10"], "--warmup -> --warmup-steps"),
+    (["train-translation", "--max-updates", "10"], "--max-updates -> --max-steps"),
+    (["train-translation", "--variant", "transformer"], "--variant -> --mechanism"),
+    (["demo", "--train-examples", "7"], "--train-examples -> --max-train-examples"),
+    (["predict", "--model", "runs/x/best", "--data", "q.json"], "--data -> --input"),
 ])
-def test_a_retired_spelling_still_works_with_one_deprecation_line(parser, capsys, argv, dest, value, old):
-    args = parser.parse_args(argv)
-    assert getattr(args, dest) == value
+def test_a_retired_spelling_is_an_unknown_argument_that_names_its_replacement(capsys, argv, guess):
+    with pytest.raises(SystemExit) as exc:
+        cli.main(argv)
     err = capsys.readouterr().err
-    assert err.count("\n") == 1 and f"warning: {old} is deprecated" in err and "next release" in err
+    assert exc.value.code == 2 and "unrecognized arguments" in err and f"did you mean {guess}?" in err
+    assert "deprecated" not in err
+
+
+@pytest.mark.parametrize("argv", [["evaluate", "runs/x/best"], ["predict", "runs/x/best", "--split", "dev"],
+                                  ["score", "evalb", "gold.trees", "pred.trees"]])
+def test_a_positional_where_a_flag_is_wanted_is_an_unknown_argument(capsys, argv):
+    with pytest.raises(SystemExit) as exc:
+        cli.main(argv)
+    assert exc.value.code == 2 and "unrecognized arguments" in capsys.readouterr().err
 
 
 @pytest.mark.parametrize("argv, dest, value", [
@@ -154,13 +145,14 @@ def test_help_names_the_choices_from_the_registries_and_what_defaults_mean(parse
     assert "--split SPLIT split to score" in evaluate and "--limit LIMIT score only the first N" in evaluate
 
 
-def test_none_is_the_one_word_for_no_value_and_null_is_retired(parser, capsys):
+def test_none_is_the_one_word_for_no_value(parser, capsys):
+    from structattn.errors import UserError
     from structattn.train.config import config_from_args
 
     assert config_from_args(parser.parse_args(["train", "--m", "none"])).m is None
     assert capsys.readouterr().err == ""
-    assert config_from_args(parser.parse_args(["train", "--m", "null"])).m is None
-    assert "'null' (--m) is deprecated" in capsys.readouterr().err
+    with pytest.raises(UserError, match="m='null' is not a valid int"):
+        config_from_args(parser.parse_args(["train", "--m", "null"]))
     assert config_from_args(parser.parse_args(["train", "--sgnet", "none"])).sgnet == "none"  # a text field keeps it
 
 

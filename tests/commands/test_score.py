@@ -178,7 +178,7 @@ def test_squad_prints_the_official_json(squad_files, capsys, tmp_path):
     na = squad_files("na.json", {"q1": 0.1, "q2": 0.5, "q3": 0.7})
     out_file = tmp_path / "eval.json"
     code, out, err = run(["score", "squad", "--gold", data, "--predictions", pred, "--na-prob", na,
-                          "--na-prob-thresh", "0.6", "--out", str(out_file)], capsys)
+                          "--na-prob-thresh", "0.6", "--output", str(out_file)], capsys)
     d = json.loads(out)
     assert code == 0 and out.startswith('{\n  "exact": ')  # indent 2, the script's key order
     # q3's na 0.7 > 0.6: no answer, right. EM 1, 0, 1 -> 66.67; F1 1, 2/3 (in 1889 vs 1889), 1 -> 88.89
@@ -265,11 +265,10 @@ def test_score_bleu_refuses_a_line_count_mismatch(tmp_path, capsys):
     assert "1 hypotheses for 2 references" in capsys.readouterr().err
 
 
-def test_the_earlier_positional_spelling_still_scores_with_two_deprecation_lines(files, capsys):
-    """`score evalb GOLD PRED` (the spelling before --gold/--predictions) gives the same figures, and says twice
-    which flags replace it."""
+def test_the_positional_spelling_is_refused(files, capsys):
+    """`score evalb GOLD PRED` (the spelling of 0.2.0) is an unknown argument: --gold and --predictions say which
+    file is which."""
     gold, pred = files
-    code, old, err = run(["score", "evalb", str(gold), str(pred), "--json"], capsys)
-    assert code == 0 and err.count("is deprecated") == 2 and "use --gold" in err and "use --predictions" in err
-    _, new, err = run(["score", "evalb", "--gold", str(gold), "--predictions", str(pred), "--json"], capsys)
-    assert "deprecated" not in err and json.loads(old)["f1"] == json.loads(new)["f1"]
+    with pytest.raises(SystemExit) as exc:
+        run(["score", "evalb", str(gold), str(pred), "--json"], capsys)
+    assert exc.value.code == 2 and "unrecognized arguments" in capsys.readouterr().err

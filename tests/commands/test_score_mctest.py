@@ -30,7 +30,7 @@ def test_accuracy_overall_and_per_kind(mctest_data, cli, json_file):
     # wrong: 0:1 (multiple), 1:2 (one), 1:3 (multiple) -> 5 / 8 overall, one 3 / 4, multiple 2 / 4
     pred = dict(ALL_RIGHT, **{"mc500.test.0:1": "A", "mc500.test.1:2": "D", "mc500.test.1:3": "B"})
     out_file = mctest_data / "eval.json"
-    code, out, _ = cli(["score", "mctest", "--predictions", json_file(pred), "--out", str(out_file)])
+    code, out, _ = cli(["score", "mctest", "--predictions", json_file(pred), "--output", str(out_file)])
     d = json.loads(out)
     assert code == 0
     assert d == {"accuracy": 62.5, "accuracy_mc500": 62.5, "accuracy_one": 75.0, "accuracy_multiple": 50.0,

@@ -34,7 +34,7 @@ def test_accuracy_pools_the_levels_and_a_missing_prediction_counts_as_wrong(race
     # middle: A right, C wrong (gold B), C right -> 2 / 3; high: D right, high1.txt:1 missing -> 1 / 2
     pred = json_file({"middle1.txt:0": "A", "middle1.txt:1": "C", "middle1.txt:2": "C", "high1.txt:0": "D"})
     out_file = race_data / "eval.json"
-    code, out, err = cli(["score", "race", "--predictions", pred, "--out", str(out_file)])
+    code, out, err = cli(["score", "race", "--predictions", pred, "--output", str(out_file)])
     d = json.loads(out)
     assert code == 0
     # RACE = 3 correct of all 5 questions = 60.00, not the mean of RACE-M and RACE-H (58.33)

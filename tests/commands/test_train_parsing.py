@@ -65,7 +65,7 @@ def test_unknown_preset_is_refused(capsys):
 def test_flags_are_typed_and_lists_comma_separated():
     cfg = command.parser_config_from_args(parse(
         "--layers", "bimsa, nsa", "--d-model", "64", "--learning-rate", "2e-3", "--fine-tune-encoder", "false",
-        "--encoder", "none", "--output-dir", "runs/x"))
+        "--model", "none", "--output-dir", "runs/x"))
     assert cfg.layers == ["bimsa", "nsa"] and cfg.d_model == 64 and cfg.learning_rate == 2e-3
     assert cfg.fine_tune_encoder is False and cfg.encoder == "none" and cfg.output_dir == "runs/x"
     assert command.parser_config_from_args(parse("--layers", "none")).layers is None
@@ -101,9 +101,9 @@ def test_run_trains_and_prints_the_summary(tmp_path, monkeypatch, capsys):
     monkeypatch.setenv("STRUCTATTN_DATA", str(write_fake_treebank(tmp_path / "data")))
     monkeypatch.setenv("STRUCTATTN_CACHE", str(tmp_path / "cache"))
     out = tmp_path / "run"
-    args = parse("--encoder", "none", "--d-model", "16", "--heads", "2", "--d-head", "8", "--d-ff", "32",
+    args = parse("--model", "none", "--d-model", "16", "--heads", "2", "--d-head", "8", "--d-ff", "32",
                  "--num-layers", "2", "--label-hidden", "16", "--char-dim", "8", "--word-dim", "16",
-                 "--epochs", "1", "--batch-size", "4", "--max-train-trees", "8", "--max-eval-trees", "4", "--pos", "none",
+                 "--epochs", "1", "--batch-size", "4", "--max-train-examples", "8", "--max-eval-examples", "4", "--pos", "none",
                  "--output-dir", str(out), "--no-progress")
     args.argv = ["train-parser", "--output-dir", str(out)]
     assert command.run(args) == 0
@@ -114,7 +114,7 @@ def test_run_trains_and_prints_the_summary(tmp_path, monkeypatch, capsys):
     assert "history" not in summary and "history" in json.loads((out / "summary.json").read_text())
 
 
-TINY_FLAGS = ["--encoder", "none", "--d-model", "16", "--heads", "2", "--d-head", "8", "--d-ff", "32",
+TINY_FLAGS = ["--model", "none", "--d-model", "16", "--heads", "2", "--d-head", "8", "--d-ff", "32",
               "--num-layers", "2", "--label-hidden", "16", "--char-dim", "8", "--word-dim", "16", "--epochs", "1",
               "--batch-size", "2", "--pos", "none", "--no-progress"]
 

@@ -72,7 +72,7 @@ def test_span_qa_trains_saves_and_predicts_what_the_scorer_scores(env, sgnet, ca
     trainer = load_trained(str(best))
     assert trainer.evaluate(*trainer.features("dev"))["f1"] == pytest.approx(scores["f1"])
     capsys.readouterr()
-    assert cli_main(["score", "squad", "--data", str(data), "--predictions", str(out)]) == 0
+    assert cli_main(["score", "squad", "--gold", str(data), "--predictions", str(out)]) == 0
     assert json.loads(capsys.readouterr().out)["f1"] == pytest.approx(scores["f1"])
 
 

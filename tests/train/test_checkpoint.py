@@ -2,7 +2,7 @@ import pytest
 
 from structattn.io import atomic_write_text
 
-from structattn.train.checkpoint import AtomicDir, latest_checkpoint, save_pretrained_atomically
+from structattn.train.checkpoint import AtomicDir, save_pretrained_atomically
 
 
 def test_atomic_dir_leaves_old_on_failure(tmp_path):
@@ -20,13 +20,6 @@ def test_atomic_dir_leaves_old_on_failure(tmp_path):
 def test_atomic_write_text(tmp_path):
     atomic_write_text(tmp_path / "x" / "f.txt", "hello")
     assert (tmp_path / "x" / "f.txt").read_text() == "hello"
-
-
-def test_latest_checkpoint_needs_state_file(tmp_path):
-    (tmp_path / "checkpoint-10").mkdir()
-    (tmp_path / "checkpoint-10" / "trainer_state.json").write_text("{}")
-    (tmp_path / "checkpoint-20").mkdir()  # incomplete: no state file
-    assert latest_checkpoint(tmp_path).name == "checkpoint-10"
 
 
 class _Part:

@@ -44,11 +44,11 @@ def test_flags_override_file(tmp_path):
     assert config_from_args(_args(["--m", "none"])).m is None
 
 
-def test_precision_is_checked_and_left_out_of_the_key_of_earlier_runs():
+def test_precision_is_checked_and_part_of_the_key():
     from structattn.errors import UserError
     from structattn.train.config import check_precision, config_key, result_fields
 
-    assert "precision" not in result_fields(TrainConfig())      # fp32: the key every earlier run had
+    assert result_fields(TrainConfig())["precision"] == "fp32"
     assert result_fields(TrainConfig(precision="bf16"))["precision"] == "bf16"
     assert config_key(TrainConfig(precision="bf16")) != config_key(TrainConfig())
     check_precision("bf16", on_cuda=False)

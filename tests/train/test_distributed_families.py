@@ -45,7 +45,7 @@ def _translation(data, out, nproc=2, kill_at=None, extra=()):
            "--train-source", str(data / "train.en"), "--train-target", str(data / "train.de"),
            "--dev-source", str(data / "dev.en"), "--dev-target", str(data / "dev.de"),
            "--test-source", str(data / "test.en"), "--test-target", str(data / "test.de"), "--vocab-size", "200",
-           "--max-tokens", "256", "--warmup", "4", "--eval-every", "3", "--patience", "10", "--average-last", "2",
+           "--max-tokens", "256", "--warmup-steps", "4", "--eval-every", "3", "--patience", "10", "--average-last", "2",
            "--beam", "2", "--learning-rate", "3e-3", "--threads", "1", "--no-progress", "--output-dir", str(out),
            *extra]
     return _run(cmd, out, nproc, kill_at)

@@ -8,7 +8,6 @@ import torch
 
 from structattn.errors import UserError
 from structattn.train.engine import Engine
-from structattn.train.legacy import recorded_precision
 
 
 def _model_and_batch(seed: int = 0):
@@ -107,11 +106,6 @@ def test_unknown_precision_and_fp16_on_cpu_are_user_errors(tmp_path):
     if not torch.cuda.is_available():
         with pytest.raises(UserError, match="needs a CUDA GPU"):
             Engine(tmp_path, seed=0, precision="fp16")
-
-
-def test_runs_saved_before_the_field_count_as_fp32():
-    assert recorded_precision({"seed": 1}) == {"precision": "fp32", "seed": 1}
-    assert recorded_precision({"precision": "bf16"}) == {"precision": "bf16"}
 
 
 @pytest.mark.parametrize("avx512_bf16, amx, says", [(False, False, True), (True, False, False), (False, True, False)])

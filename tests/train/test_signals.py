@@ -107,7 +107,7 @@ def _translation(tmp: Path) -> tuple[list[str], tuple[str, ...]]:
     files = [str(tmp / "p.en"), str(tmp / "p.de")]
     return (["train-translation", "--size", "micro", "--max-length", "64", "--vocab-size", "120",
              "--train-source", files[0], "--train-target", files[1], "--dev-source", files[0], "--dev-target",
-             files[1], "--test-source", files[0], "--test-target", files[1], "--max-updates", "4", "--eval-every",
+             files[1], "--test-source", files[0], "--test-target", files[1], "--max-steps", "4", "--eval-every",
              "2", "--warmup-steps", "2", "--max-tokens", "256", "--beam", "1", "--checkpoint-every", "1",
              "--no-progress"],
             ("checkpoint/model.safetensors", "best/model.safetensors", "final/model.safetensors"))

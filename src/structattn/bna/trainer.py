@@ -27,7 +27,6 @@
 Only training runs in it; dev and test parses run in float32, as a saved parser parses later.
 
 The settings a resume must match (``settings.json``) include the files read (path and SHA-256 of each own file).
-Checkpoints of earlier versions are read once and rewritten (`structattn.train.legacy`).
 """
 from __future__ import annotations
 
@@ -43,7 +42,6 @@ import torch
 from ..errors import UserError
 from ..io import atomic_write_json, atomic_write_text
 from ..train.checkpoint import save_pretrained_atomically
-from ..train.config import RESULT_NEUTRAL_FIELDS, without_later_fields
 from ..train.engine import (Engine, EngineState, Evaluation, Family, resume_settings, run_facts, seeded_batches,
                             warmup_factor)
 
@@ -243,14 +241,9 @@ def make_optimizer(model, config) -> torch.optim.Optimizer:
     return torch.optim.Adam(model.parameter_groups(config.learning_rate, config.encoder_learning_rate))
 
 
-#: Parser options added after runs were recorded, with the value every earlier run had (train.config.LATER_FIELDS):
-#: a run recorded before batches were cut into passes is reproduced, and resumed, with ``--max-chart-cells 0``.
-PARSER_LATER_FIELDS = {"max_chart_cells": 0}
-
-
 def settings(config, data: dict) -> dict:
     """What a resume must match: the config's result-changing fields and the files read (``data``)."""
-    return {**without_later_fields(resume_settings(config), PARSER_LATER_FIELDS), "data": data}
+    return {**resume_settings(config), "data": data}
 
 
 def _metrics(result) -> dict:
@@ -274,11 +267,6 @@ class ParserFamily(Family):
 
     def settings(self) -> dict:
         return settings(self.config, self.data_read)
-
-    def upgrade_legacy(self) -> None:
-        from ..train.legacy import upgrade_parser_checkpoint
-
-        upgrade_parser_checkpoint(self.out, RESULT_NEUTRAL_FIELDS, TreebankFiles().describe())
 
     def load_data(self) -> None:
         config, data = self.config, self.data

@@ -21,15 +21,12 @@ QUESTION = ("What does the film allow us to do?", "The film is a breath of fresh
 
 
 def add_parser(sub) -> None:
-    from ..cli_grammar import add_retired_flags
-
     p = sub.add_parser("demo", help="show each system once: structure, parse, translation, reading, SLA fine-tuning",
                        description=" ".join(__doc__.split("\n\n", 1)[1].split()))
     p.add_argument("--max-train-examples", type=int, default=1000,
                    help="SST-2 training sentences of each run (default 1000)")
     p.add_argument("--max-eval-examples", type=int, default=0,
                    help="dev sentences scored (default 0 = the whole dev set, 872)")
-    add_retired_flags(p, "--train-examples", "--eval-examples")
     p.add_argument("--epochs", type=float, default=1.0, help="passes over the training sentences (default 1)")
     p.add_argument("--seed", type=int, default=42, help="seed of both runs (default 42)")
     p.add_argument("--output-dir", default="runs/demo",

@@ -7,13 +7,12 @@ from ..errors import UserError
 
 
 def add_parser(sub) -> None:
-    from ..cli_grammar import add_retired_positional, require_in_usage
+    from ..cli_grammar import require_in_usage
 
     p = sub.add_parser("evaluate", help="evaluate a saved model folder (e.g. runs/x/best) on a split",
                        description="Score a model folder saved by `structattn train` on a labelled split of its "
                                    "task (or another --task) with the task's metric; prints one JSON object.")
     add_model_folder_option(p)
-    add_retired_positional(p, "model_dir", "--model")
     p.add_argument("--split", default="dev", help="split to score: train | dev | test (default dev)")
     p.add_argument("--task", default=None, help="task to score on (default: the task the model was trained on)")
     p.add_argument("--limit", type=int, default=0, help="score only the first N examples (default 0 = all)")
@@ -22,7 +21,7 @@ def add_parser(sub) -> None:
 
 
 def add_model_folder_option(p) -> None:
-    """``--model DIR``: the folder a trainer saved (its positional spelling is retired)."""
+    """``--model DIR``: the folder a trainer saved."""
     p.add_argument("--model", default=None, metavar="DIR",
                    help="model folder written by `structattn train` (best/ inside its output dir); required")
 

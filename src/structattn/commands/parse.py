@@ -35,7 +35,7 @@ TAG_CHOICES = ("spacy", "none")
 
 
 def add_parser(sub) -> None:
-    from ..cli_grammar import add_line_io_flags, add_retired_flags
+    from ..cli_grammar import add_line_io_flags
     from . import trained_model
     from ..settings import DEFAULT_SPACY_MODEL
 
@@ -52,7 +52,6 @@ def add_parser(sub) -> None:
                    help="preterminal tags: spacy = the pipeline's PTB tags (default), none = XX")
     p.add_argument("--parser", default=None, help="spaCy pipeline that splits, tokenises and tags the text "
                                                   f"(default: {DEFAULT_SPACY_MODEL})")
-    add_retired_flags(p, "--spacy-model")
     p.set_defaults(func=run)
 
 

@@ -12,8 +12,7 @@ scores} beside it; any other ``--output`` (or stdout): JSON lines {qid, predicti
     structattn predict --model runs/squad/best --task squad2 --split test --output test_pred.json
     structattn predict --model runs/squad/best --input my_questions.json --output pred.json   # any SQuAD-format file
 
-The model folder was positional before ``--model`` (``structattn predict runs/squad/best ...``); that spelling
-still works for one release, with a deprecation line. Every path is checked before the model loads.
+Every path is checked before the model loads.
 """
 from __future__ import annotations
 
@@ -25,7 +24,7 @@ from ..errors import UserError
 
 
 def add_parser(sub) -> None:
-    from ..cli_grammar import add_retired_flags, add_retired_positional, require_in_usage
+    from ..cli_grammar import require_in_usage
     from .evaluate import add_model_folder_option
 
     p = sub.add_parser("predict", help="predict a split (or a file of questions) with a saved model",
@@ -33,7 +32,6 @@ def add_parser(sub) -> None:
                                    "task (or a SQuAD-format --input file), in the file formats the task's scorers "
                                    "read (`structattn score`).")
     add_model_folder_option(p)
-    add_retired_positional(p, "model_dir", "--model")
     p.add_argument("--task", default=None, help="task to predict (default: the task the model was trained on)")
     p.add_argument("--split", default="test", help="split to predict: train | dev | test (default test)")
     p.add_argument("--input", default=None, metavar="FILE",
@@ -47,7 +45,6 @@ def add_parser(sub) -> None:
                                                  "JSON (required), with .na_prob.json and .nbest.json beside it; "
                                                  "multiple choice: a .json file gets {qid: option letter}, with "
                                                  ".scores.json beside it")
-    add_retired_flags(p, "--data")
     require_in_usage(p, "--model")
     p.set_defaults(func=run)
 

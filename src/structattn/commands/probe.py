@@ -4,7 +4,7 @@ Builds the tasks of `structattn.tasks.probing` (SeLn, WC, TrDep, ToCo, BShif, Te
 CoIn), encodes their sentences with the frozen encoder (mean of the last layer) and trains the MLP probe of
 `structattn.translation.probing` per task. ``--untrained`` probes the same architecture with fresh random
 weights instead (the control row of Conneau et al. 2018). Prints one line per task and writes the JSON
-(``--output``; ``--out`` is its retired spelling).
+(``--output``).
 """
 from __future__ import annotations
 
@@ -13,7 +13,6 @@ import sys
 
 
 def add_parser(sub) -> None:
-    from ..cli_grammar import add_retired_flags
     from . import trained_model
     from ..tasks.probing import TASKS
 
@@ -29,7 +28,6 @@ def add_parser(sub) -> None:
                         "its trained ones: the untrained-encoder control")
     p.add_argument("--output", default=None, help="also write the results JSON to this file (default: none); its "
                                                   "folder must exist")
-    add_retired_flags(p, "--out")
     p.set_defaults(func=run)
 
 

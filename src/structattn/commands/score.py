@@ -16,8 +16,7 @@ Examples::
     structattn score mctest --task mctest500 --predictions results/mctest/RUN.json
 
 Every scorer reads the reference side from ``--gold`` (or a registered split) and the scored output from
-``--predictions``; the spellings ``evalb GOLD PRED``, ``--data``, ``--references`` and ``--hypotheses`` are accepted
-too for one release, with a deprecation line.
+``--predictions``.
 
 ``score evalb`` is EVALB with COLLINS.prm (see [`structattn.tasks.evalb`][structattn.tasks.evalb] for the rules):
 ``--gold`` is a tree file, a folder (its ``*.mrg`` files in sorted order) or a quoted glob (matches in sorted order),
@@ -60,7 +59,6 @@ import json
 import sys
 from pathlib import Path
 
-from ..cli_grammar import add_retired_alias, add_retired_flags, add_retired_positional
 from ..errors import UserError
 
 
@@ -102,7 +100,6 @@ def _add_option_scorer(scorers, name: str) -> None:
     p.add_argument("--split", default="test", help="train | dev | test (default test)")
     p.add_argument("--task", default=tasks[0], choices=tasks, help=task_help)
     p.add_argument("--output", metavar="eval.json", help="also write the JSON to this file (default: none)")
-    add_retired_flags(p, "--out")
     p.set_defaults(func=run_race if name == "race" else run_mctest)
 
 
@@ -132,8 +129,7 @@ def _option_predictions(args) -> tuple[list, dict]:
 
 
 def _require_one(args, command: str, **flags: str) -> None:
-    """Exactly one of ``flags`` (attribute -> flag) given: a flag replaced by a retired spelling or positional
-    cannot be required by argparse itself, which does not see the alias as the flag."""
+    """Exactly one of ``flags`` (attribute -> flag) given, else one line naming the scorer and the flags."""
     given = [flag for attribute, flag in flags.items() if getattr(args, attribute, None) is not None]
     if len(given) != 1:
         names = " or ".join(flags.values())
@@ -171,7 +167,6 @@ def _add_bleu(scorers) -> None:
     b.add_argument("--predictions", metavar="HYP", help="the translations scored (UTF-8, one line per reference "
                                                         "line; required)")
     b.add_argument("--json", action="store_true", help="print one JSON object")
-    add_retired_flags(b, "--references", "--hypotheses")
     b.set_defaults(func=run_bleu)
 
 
@@ -204,8 +199,6 @@ def _add_evalb(scorers) -> None:
     e.add_argument("--predictions", metavar="PRED",
                    help="predicted trees, one per gold tree, same order; - = standard input (required)")
     e.add_argument("--json", action="store_true", help="print one JSON object instead of the EVALB summary")
-    add_retired_positional(e, "gold", "--gold")
-    add_retired_positional(e, "pred", "--predictions")
     e.add_argument("--per-sentence", action="store_true", help="also print EVALB's per-sentence table")
     e.add_argument("--per-label", action="store_true",
                    help="also print recall, precision and F1 of each constituent label (JSON: a \"labels\" list)")
@@ -230,8 +223,6 @@ def _add_squad(scorers) -> None:
     q.add_argument("--na-prob-thresh", type=float, default=1.0,
                    help="predict no answer where na_prob exceeds this (default 1.0)")
     q.add_argument("--output", metavar="eval.json", help="also write the JSON to this file (default: none)")
-    add_retired_flags(q, "--out")
-    add_retired_alias(q, "--data", "--gold")
     q.set_defaults(func=run_squad)
 
 

@@ -20,8 +20,8 @@ import json
 from ..config_io import add_dataclass_arguments, dataclass_from_args
 
 
-#: ParserConfig fields whose flag is spelled as in the other commands (the field's own spelling stays accepted
-#: for one release): the encoder is ``--model`` as in ``train``, example limits and clipping as in the others.
+#: ParserConfig fields whose flag is spelled as in the other commands (the field's own spelling is no flag): the
+#: encoder is ``--model`` as in ``train``, example limits and clipping as in the others.
 PARSER_FLAG_NAMES = {"encoder": "model", "max_train_trees": "max_train_examples",
                      "max_eval_trees": "max_eval_examples", "clip_grad": "clip_norm",
                      "attn_dropout": "attention_dropout", "variant": "mechanism"}

@@ -24,7 +24,7 @@ from torch.utils.data import Sampler
 from ..tasks import get_task
 from ..io import atomic_write_json
 from ..train.checkpoint import AtomicDir
-from ..train.config import RESULT_NEUTRAL_FIELDS, TrainConfig
+from ..train.config import TrainConfig
 from ..train.engine import (Engine, EngineState, Evaluation, Family, adamw_without_decay_on_vectors, epoch_seed,
                             linear_schedule, seeded_batches, seeded_order)
 from .features import StructureSpec, aggregate_predictions, build_features
@@ -234,17 +234,9 @@ class Trainer(Family):
         return {**metrics, **stats}
 
     # ------------------------------------------------------------------ training (the Family hooks)
-    # Settings that do not change what a run computes; anything else must match to resume.
-    _RESUME_FREE = RESULT_NEUTRAL_FIELDS  # the same fields a sweep ignores when it keys runs
-
     def train(self) -> dict:
         """Train, evaluate and checkpoint through the engine; the summary (every process)."""
         return self.engine.train(self)
-
-    def upgrade_legacy(self) -> None:
-        from ..train.legacy import upgrade_accelerate_checkpoint
-
-        upgrade_accelerate_checkpoint(self.out)
 
     def load_data(self) -> None:
         cfg = self.cfg

@@ -30,6 +30,7 @@ from ..attention.mechanisms import MechanismConfig, get_mechanism, option_names
 from ..errors import UserError
 from ..verbosity import quiet_loading
 from .saved_type import base_class_of, mark, unmark
+from .saved_version import check_saved_version
 
 #: task name -> transformers Auto class name
 TASKS: dict[str, str] = {
@@ -213,9 +214,11 @@ def load_as_saved(name_or_path: str, task: str = "base", **options: Any) -> nn.M
 
 
 def _read_config(name_or_path: str, options: dict) -> tuple[Any, dict]:
-    """(config, the options it did not take) of a checkpoint; a missing one is one line."""
+    """(config, the options it did not take) of a checkpoint; a missing one, or a folder an earlier structattn
+    wrote, is one line."""
     from transformers import AutoConfig
 
+    check_saved_version(name_or_path)
     try:
         return AutoConfig.from_pretrained(name_or_path, return_unused_kwargs=True, **options)
     except OSError as exc:

@@ -14,7 +14,8 @@ A reader is a span-QA run's folder in the packed form of `structattn.models.pack
 ``model=``) into a folder: an existing path is used as it is; else a shipped name gives its folder; a known but
 unshipped name, a name of another kind and an unknown name are [`UserError`][structattn.errors.UserError] saying what to
 do (the valid names listed). The folder is checked first (`check_model_folder`): a damaged or missing file is one
-line, never a loader's traceback or a model that reads with a wrong vocabulary.
+line, never a loader's traceback or a model that reads with a wrong vocabulary, and so is a folder an earlier
+structattn wrote (`structattn.models.saved_version`).
 """
 from __future__ import annotations
 
@@ -25,6 +26,7 @@ from typing import Any
 
 from ..errors import UserError
 from ..integrity import folder_damage
+from .saved_version import check_saved_version
 
 # the package data folder that holds one sub-folder per shipped model
 TRAINED_DIR = Path(__file__).resolve().parents[1] / "trained"
@@ -186,11 +188,13 @@ def _vocabulary_damage(folder: Path) -> str | None:
 
 
 def check_model_folder(folder: Path) -> Path:
-    """``folder`` when it is no folder or an intact one (`model_folder_damage`); else UserError naming the
-    damaged file and what to do."""
+    """``folder`` when it is no folder or an intact one of this version (`model_folder_damage`,
+    `structattn.models.saved_version.check_saved_version`); else UserError naming the damaged file, or the
+    version that wrote the folder, and what to do."""
     folder = Path(folder)
     if not folder.is_dir():
         return folder
+    check_saved_version(folder)
     problem = model_folder_damage(folder)
     if problem:
         shipped = folder.resolve().parent == TRAINED_DIR.resolve()

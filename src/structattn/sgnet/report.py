@@ -26,7 +26,7 @@ import numpy as np
 
 from ..io import read_jsonl
 from ..tasks.multiple_choice import MC_RESULT_FILES
-from ..train.config import LATER_FIELDS
+from ..train.config import PRECISIONS
 from ..train.significance import holm, mean_std, paired_bootstrap_mean, welch_p
 
 SPAN_TASKS = ("squad2", "squad11")
@@ -188,13 +188,13 @@ def training_key(run: dict) -> str | None:
     device = str(run.get("train_device") or "").split()
     if device:
         key += f"@{device[0].lower()}"
-    return f"{key}:{config.get('precision', LATER_FIELDS['precision'])}"
+    return f"{key}:{config.get('precision', PRECISIONS[0])}"
 
 
 def split_training_key(key: str) -> tuple[str, str, str]:
     """A `training_key`'s parts: what the runs were trained on, the device word ('' when recorded where
     trained) and the precision (fp32 when the key has none: a bare task or reader name)."""
-    rest, precision = key.rsplit(":", 1) if ":" in key else (key, LATER_FIELDS["precision"])
+    rest, precision = key.rsplit(":", 1) if ":" in key else (key, PRECISIONS[0])
     base, _, device = rest.partition("@")
     return base, device, precision
 
@@ -275,7 +275,7 @@ def figure_tag(task: str, trained_on: str | None) -> str:
     parts = [task if base == task else base if base.startswith(f"{task}_") else f"{task}_from_{base}"]
     if device:
         parts.append(device)
-    if precision != LATER_FIELDS["precision"]:
+    if precision != PRECISIONS[0]:
         parts.append(precision)
     return "_".join(parts)
 

@@ -178,21 +178,6 @@ def recover_atomic_dirs(parent: Path) -> list[Path]:
     return restored
 
 
-def latest_checkpoint(output_dir: Path) -> Path | None:
-    """The newest complete ``checkpoint-<step>`` folder (the Accelerate loop's layout that
-    `structattn.train.legacy` reads) in ``output_dir`` (None if there is none)."""
-    output_dir = Path(output_dir)
-    best, best_step = None, -1
-    for p in output_dir.glob("checkpoint-*"):
-        try:
-            step = int(p.name.split("-", 1)[1])
-        except ValueError:
-            continue
-        if (p / "trainer_state.json").is_file() and step > best_step:
-            best, best_step = p, step
-    return best
-
-
 # ---------------------------------------------------------------------------------------------- RNG states
 def python_rng_json() -> list:
     """Python's global RNG state as JSON lists: ``[version, [625 ints], gauss_next]``."""

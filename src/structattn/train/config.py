@@ -21,6 +21,9 @@ from typing import Any
 from ..config_io import JsonConfig
 from ..errors import UserError
 
+#: the precisions a run trains in; the first is the default (a result line that records none trained in it)
+PRECISIONS = ("fp32", "bf16", "fp16")
+
 
 @dataclass
 class TrainConfig(JsonConfig):
@@ -64,7 +67,7 @@ class TrainConfig(JsonConfig):
     deterministic: bool = False
     # processes that build span-QA and multiple-choice features; 0 = one per core, up to 16; 1 = none
     preprocess_workers: int = 0
-    precision: str = "fp32"  # fp32 | bf16 (autocast; CPUs with avx512_bf16/AMX, GPUs) | fp16 (CUDA only, loss scaling)
+    precision: str = PRECISIONS[0]  # fp32 | bf16 (autocast; CPUs with avx512_bf16/AMX, GPUs) | fp16 (CUDA only, loss scaling)
     save_checkpoints: bool = True  # keep a resumable checkpoint at every evaluation (and every checkpoint_every)
     checkpoint_every: int = 0  # also checkpoint every N updates; 0 = whenever 5 minutes passed since the last one
     keep_best_model: bool = True  # write best/ (Hugging Face format) when the metric improves
@@ -135,19 +138,6 @@ def mechanism_options(mechanism: str, m: int | None = None, k: int | None = None
     return {"m": mech.m, "k": mech.k, "gate_bias": float(mech.gate_bias)}
 
 
-#: Fields added after runs were recorded, with the value every earlier run had: left out of a run's key at that
-#: value, so the keys of recorded runs (sweeps, reports, resume checks) stay what they were.
-LATER_FIELDS = {"precision": "fp32", "model_parts": "all"}
-
-
-def without_later_fields(data: dict[str, Any], later: dict[str, Any]) -> dict[str, Any]:
-    """``data`` less the fields of ``later`` (added after runs were recorded) that hold the value every earlier
-    run had: such a run keeps its key and still resumes."""
-    return {name: value for name, value in data.items() if not (name in later and later[name] == value)}
-
-PRECISIONS = ("fp32", "bf16", "fp16")
-
-
 def check_precision(precision: str, on_cuda: bool) -> None:
     """A clear error for a precision this machine cannot train in (fp16 needs a CUDA GPU's loss scaling)."""
     if precision not in PRECISIONS:
@@ -176,8 +166,7 @@ def result_fields(cfg: TrainConfig) -> dict[str, Any]:
     options as the run uses them (an ``sla`` run with m=None is the same run as one with m=3)."""
     data = dataclasses.asdict(TrainConfig.from_dict(dataclasses.asdict(cfg)))
     data.update(mechanism_options(cfg.mechanism, cfg.m, cfg.k, cfg.gate_bias))
-    return {name: value for name, value in without_later_fields(data, LATER_FIELDS).items()
-            if name not in RESULT_NEUTRAL_FIELDS}
+    return {name: value for name, value in data.items() if name not in RESULT_NEUTRAL_FIELDS}
 
 
 def config_key(cfg: TrainConfig, ignore: tuple[str, ...] = ()) -> str:
@@ -272,7 +261,10 @@ def saved_run_config(model_dir: str | Path, task: str | None = None) -> TrainCon
     """The configuration that loads a saved fine-tuning model (``model_dir``: a run's ``best/`` folder, or a
     packed reader): its ``train_config.json`` with ``model`` set to the folder, all of it loaded (``model_parts``
     ``all``, whatever parts the run took from its ``--model``), and ``task`` when given."""
+    from ..models.saved_version import check_saved_version
+
     folder = Path(model_dir)
+    check_saved_version(folder)
     cfg_path = folder / "train_config.json"
     if not cfg_path.is_file():
         raise UserError(f"{folder} has no train_config.json; give a folder written by `structattn train` "

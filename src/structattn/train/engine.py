@@ -239,7 +239,6 @@ class Family(abc.ABC):
     """What one kind of training provides to the [`Engine`][structattn.train.engine.Engine] (``docs/engine.md``).
 
     The engine calls, in [`Engine.train`][structattn.train.engine.Engine.train]:
-    [`upgrade_legacy`][structattn.train.engine.Family.upgrade_legacy] (main process),
     [`settings`][structattn.train.engine.Family.settings] (what a resume must match), the config saved as `config_file`,
     [`load_data`][structattn.train.engine.Family.load_data],
     [`build_model`][structattn.train.engine.Family.build_model], [`updates`][structattn.train.engine.Family.updates],
@@ -279,10 +278,6 @@ class Family(abc.ABC):
     def settings(self) -> dict:
         """What a resume must match (``settings.json``): the config's result-changing fields by default."""
         return resume_settings(self.config)
-
-    def upgrade_legacy(self) -> None:
-        """Rewrite a checkpoint of an earlier version in place (main process, before
-        [`settings`][structattn.train.engine.Family.settings] is checked)."""
 
     # ---------------------------------------------------------------- data and model
     @abc.abstractmethod
@@ -415,10 +410,14 @@ class Engine:
             torch.use_deterministic_algorithms(True, warn_only=True)
 
     def begin(self, settings: dict) -> None:
-        """Refuse a folder that holds a run with other ``settings`` (recorded by
-        [`prepare`][structattn.train.engine.Engine.prepare], once the family has read its data without error); an
-        existing folder is taken and repaired (`open_output`), a new one is created only by `open_output` after the
-        data was read."""
+        """Refuse a folder that an earlier structattn wrote
+        ([`check_saved_version`][structattn.models.saved_version.check_saved_version]) or that holds a run with other
+        ``settings`` (recorded by [`prepare`][structattn.train.engine.Engine.prepare], once the family has read its
+        data without error); an existing folder is taken and repaired (`open_output`), a new one is created only by
+        `open_output` after the data was read."""
+        from ..models.saved_version import check_saved_version
+
+        check_saved_version(self.out)
         if self.is_main and self.out.is_dir():
             self.open_output()
         self.acc.wait_for_everyone()
@@ -686,8 +685,6 @@ class Engine:
         `Family.summary_on_every_process`), or None when ``stop_after`` (tests only) stopped it first."""
         family.engine = self
         try:
-            if self.is_main:
-                family.upgrade_legacy()
             self.begin(family.settings())
             stopping.signal_point("data")
             family.load_data()
@@ -763,10 +760,8 @@ class Engine:
                     self.save_checkpoint()
                 if state.finished or end_of_epoch:
                     break
-            else:  # no batch left: resumed after the epoch's last update (a checkpoint of earlier versions)
-                if not groups:
-                    raise UserError("an epoch without batches: there is no training data")
-                self._end_epoch()
+            else:  # no update ran: the epoch has no batches
+                raise UserError("an epoch without batches: there is no training data")
         bar.close()
         return True
 

@@ -83,10 +83,3 @@ NMT_PRESETS: dict[str, dict[str, Any]] = {
                "residual": "deepnet"},
     "full": {},
 }
-
-#: Recipe options added after runs were recorded, with the value every earlier run had (train.config.LATER_FIELDS):
-#: left out of ``settings.json`` at that value, so a run folder of an earlier version still resumes.
-NMT_LATER_FIELDS = {"adam_eps": 1e-9, "init": "fairseq", "residual": "plain", "batching": "length",
-                    "embedding_dropout": None, "attention_dropout": 0.0, "activation_dropout": 0.0,
-                    "lr_decay": "inverse_sqrt"}
-

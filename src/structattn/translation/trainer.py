@@ -25,8 +25,7 @@ Folder ``output_dir``::
 
 Rerunning the same command resumes from ``checkpoint/`` (a finished run only redoes the final steps).
 ``precision`` (``--precision fp32|bf16|fp16``) is the engine's; only training runs in it: dev evaluation, model
-selection and the test translations run in float32, the precision ``structattn translate`` uses. Checkpoints of
-earlier versions are read once and rewritten (`structattn.train.legacy`).
+selection and the test translations run in float32, the precision ``structattn translate`` uses.
 """
 from __future__ import annotations
 
@@ -39,14 +38,13 @@ from typing import Any, Callable
 import torch
 
 from .. import stopping
-from .config import NMT_LATER_FIELDS, NMT_PRESETS, NMTConfig  # noqa: F401  (re-exported)
+from .config import NMT_PRESETS, NMTConfig  # noqa: F401  (re-exported)
 from ..errors import UserError
 from ..io import atomic_write_json
 from ..models.trained import model_folder_damage
 from ..train.checkpoint import load_model_tensors, model_tensors, save_pretrained_atomically
 from .data import TRAINING_BATCHES
-from ..train.config import RESULT_NEUTRAL_FIELDS, without_later_fields
-from ..train.engine import (Engine, EngineState, Evaluation, Family, linear_schedule, resume_settings, run_facts,
+from ..train.engine import (Engine, EngineState, Evaluation, Family, linear_schedule, run_facts,
                             warmup_inverse_sqrt)
 
 BEST, FINAL, RECENT = "best", "final", "recent"
@@ -234,13 +232,8 @@ class TranslationFamily(Family):
             raise UserError(f"unknown --lr-decay {config.lr_decay!r}; valid: {', '.join(LR_DECAYS)}")
 
     def settings(self) -> dict:
-        settings = without_later_fields(resume_settings(self.config), NMT_LATER_FIELDS)
+        settings = super().settings()
         return settings if self.corpus is None else {**settings, "corpus": self.corpus}
-
-    def upgrade_legacy(self) -> None:
-        from ..train.legacy import upgrade_translation_checkpoint
-
-        upgrade_translation_checkpoint(self.out, self.config.seed, RESULT_NEUTRAL_FIELDS, NMT_LATER_FIELDS)
 
     def load_data(self) -> None:
         from .data import TranslationCollator
