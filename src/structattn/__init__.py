@@ -25,13 +25,14 @@ The core, bottom to top:
  6. ``models``: an encoder with a mechanism (``models.encoder``), encoders by reference, int8 packing, the
     shipped trained models by name (``models.trained``; their files are package data in ``trained/``).
  7. ``train``: the training engine (the ``Family`` interface), checkpoints, configuration, provenance,
-    significance.
+    significance; the encoder families' shared base (``train.encoder_family``: inference apart from training),
+    the sentence and token tasks' features (``train.features``) and forked feature building (``train.forking``).
 
 The systems, each in one folder:
 
  8. ``finetuning`` (SLA, WLA, LISA: sentence and token tasks), ``translation`` (hybrid local/global attention),
-    ``bna`` (the BNA constituency parser); ``sgnet`` (SG-Net: reading and multiple choice) builds on
-    ``finetuning``'s trainer.
+    ``bna`` (the BNA constituency parser), ``sgnet`` (SG-Net: reading, multiple choice and sentence tasks); each
+    builds on the core only.
 
 Above them:
 
