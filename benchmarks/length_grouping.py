@@ -3,9 +3,9 @@
 The cost of a training step on CPU grows with batch size x longest sequence in the batch, so the
 padded token count of an epoch (sum over batches of rows x longest row) is the work the encoder
 does. This counts it for the plain shuffle and the length-grouped order (``seeded_order`` without and
-with lengths, as the encoder families batch) on the real train features (tokenised as ``structattn train`` does, plain attention), for
-the given epoch seeds, and reports the median ratio. No model is run, so the figure is exact and
-does not depend on machine load.
+with lengths, as the encoder families batch) on the real train features (tokenised as ``structattn train``
+does, plain attention), for the given epoch seeds, and reports the median ratio. No model is run, so the
+figure is exact and does not depend on machine load.
 
     .venv/bin/python benchmarks/length_grouping.py --tasks cola sst2 mrpc stsb rte conll2003 fce \\
         --out results/bench_length_grouping.md

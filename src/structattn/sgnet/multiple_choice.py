@@ -1,6 +1,6 @@
 """Fine-tuning for multiple choice (RACE, MCTest): the core's encoder family
-([`EncoderFamily`][structattn.train.encoder_family.EncoderFamily]) with one input per option, one score per option and a softmax
-over the options.
+([`EncoderFamily`][structattn.train.encoder_family.EncoderFamily]) with one input per option, one score per option
+and a softmax over the options.
 
 - data: `build_mc_features` (passage, then the question with the option; the passage cut from
   its end where the input is too long); ``--max-train-examples`` / ``--max-eval-examples`` count questions;
