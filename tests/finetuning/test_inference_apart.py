@@ -65,21 +65,28 @@ def trained(env, task: str, **kw):
     return family, summary, Path(cfg.output_dir) / "best"
 
 
+def evaluated(best: Path, training_parts: dict, capsys) -> dict:
+    """``structattn evaluate`` of ``best`` on dev, with the training parts counted from zero."""
+    capsys.readouterr()
+    training_parts.update(dict.fromkeys(training_parts, 0))
+    assert main(["evaluate", "--model", str(best), "--split", "dev"]) == 0
+    return json.loads(capsys.readouterr().out)
+
+
+def predicted(best: Path, split: str, out: Path) -> str:
+    """``structattn predict`` of ``best`` on ``split`` into ``out``; the text of ``out``."""
+    assert main(["predict", "--model", str(best), "--split", split, "--output", str(out)]) == 0
+    return out.read_text()
+
+
 def test_a_sentence_model_evaluates_and_predicts_without_the_engine(env, training_parts, capsys, tmp_path):
     family, summary, best = trained(env, "sst2", mechanism="sla", m=3)
     examples, feats = family.features("dev")
     expected = family.predict(feats)
-    capsys.readouterr()
-    for name in training_parts:
-        training_parts[name] = 0
-
-    assert main(["evaluate", "--model", str(best), "--split", "dev"]) == 0
-    scores = json.loads(capsys.readouterr().out)
+    scores = evaluated(best, training_parts, capsys)
     assert scores["accuracy"] == pytest.approx(summary["best_metrics"]["accuracy"])
     assert scores["gate_means"] == pytest.approx(summary["best_metrics"]["gate_means"], abs=1e-5)
-    out = tmp_path / "preds.jsonl"
-    assert main(["predict", "--model", str(best), "--split", "dev", "--output", str(out)]) == 0
-    lines = [json.loads(line) for line in out.read_text().splitlines()]
+    lines = [json.loads(line) for line in predicted(best, "dev", tmp_path / "preds.jsonl").splitlines()]
     labels = family.label_list
     assert [line["prediction"] for line in lines] == [labels[int(logits.argmax())] for logits in expected]
     assert training_parts == {"Accelerator": 0, "Engine": 0, "lock": 0}
@@ -89,16 +96,9 @@ def test_a_span_qa_model_evaluates_and_predicts_without_the_engine(env, training
     family, summary, best = trained(env, "squad11", sgnet="dual")
     data, feats = family.features("dev")
     expected, _, _, _ = family.answers(data, feats, threshold=float("inf"))
-    capsys.readouterr()
-    for name in training_parts:
-        training_parts[name] = 0
-
-    assert main(["evaluate", "--model", str(best), "--split", "dev"]) == 0
-    scores = json.loads(capsys.readouterr().out)
+    scores = evaluated(best, training_parts, capsys)
     assert scores["f1"] == pytest.approx(summary["best_metrics"]["f1"])
-    out = tmp_path / "pred.json"
-    assert main(["predict", "--model", str(best), "--split", "dev", "--output", str(out)]) == 0
-    assert json.loads(out.read_text()) == expected
+    assert json.loads(predicted(best, "dev", tmp_path / "pred.json")) == expected
     assert training_parts == {"Accelerator": 0, "Engine": 0, "lock": 0}
 
 
@@ -106,16 +106,9 @@ def test_a_multiple_choice_model_evaluates_and_predicts_without_the_engine(env, 
     family, summary, best = trained(env, "race_m", sgnet="dual", batch_size=2, grad_accum=1, eval_batch_size=4)
     data, feats = family.features("test")
     expected = family.predict(feats)
-    capsys.readouterr()
-    for name in training_parts:
-        training_parts[name] = 0
-
-    assert main(["evaluate", "--model", str(best), "--split", "dev"]) == 0
-    scores = json.loads(capsys.readouterr().out)
+    scores = evaluated(best, training_parts, capsys)
     assert scores["accuracy"] == pytest.approx(summary["best_metrics"]["accuracy"])
-    out = tmp_path / "pred.json"
-    assert main(["predict", "--model", str(best), "--split", "test", "--output", str(out)]) == 0
-    letters = json.loads(out.read_text())
+    letters = json.loads(predicted(best, "test", tmp_path / "pred.json"))
     assert letters == {q.qid: "ABCD"[int(row.argmax())] for q, row in zip(data.questions, expected)}
     scores_file = json.loads((tmp_path / "pred.scores.json").read_text())
     assert [x for q in data.questions for x in scores_file[q.qid]] == pytest.approx(expected.ravel().tolist(),
