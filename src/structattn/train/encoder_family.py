@@ -21,6 +21,7 @@ The sentence and token tasks' features and metric are this base's; the reading f
 """
 from __future__ import annotations
 
+import abc
 import dataclasses
 import math
 from contextlib import nullcontext
@@ -117,9 +118,9 @@ class EncoderFamily(Family):
         """The task of the configuration (a sentence or token task here; reading tasks in their families)."""
         return get_task(name)
 
+    @abc.abstractmethod
     def _load_model(self):
         """``(model, tokenizer)`` of the configuration (``cfg.model``: a name or a saved folder)."""
-        raise NotImplementedError
 
     @property
     def main_metric(self) -> str:
