@@ -2,10 +2,10 @@
 
 The cost of a training step on CPU grows with batch size x longest sequence in the batch, so the
 padded token count of an epoch (sum over batches of rows x longest row) is the work the encoder
-does. This counts it for the plain shuffle (``EpochPermutationSampler``) and the length-grouped
-sampler on the real train features (tokenised as ``structattn train`` does, plain attention), for
-the given epoch seeds, and reports the median ratio. No model is run, so the figure is exact and
-does not depend on machine load.
+does. This counts it for the plain shuffle and the length-grouped order (``seeded_order`` without and
+with lengths, as the encoder families batch) on the real train features (tokenised as ``structattn train``
+does, plain attention), for the given epoch seeds, and reports the median ratio. No model is run, so the
+figure is exact and does not depend on machine load.
 
     .venv/bin/python benchmarks/length_grouping.py --tasks cola sst2 mrpc stsb rte conll2003 fce \\
         --out results/bench_length_grouping.md
@@ -34,7 +34,8 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
 
     from structattn.train.config import TrainConfig
-    from structattn.finetuning.trainer import EpochPermutationSampler, LengthGroupedSampler, Trainer
+    from structattn.finetuning.trainer import Trainer
+    from structattn.train.engine import epoch_seed, seeded_order
 
     rows = ["| task | train features | real tokens | padded, shuffled | padded, grouped | shuffled / grouped |",
             "|---|---:|---:|---:|---:|---:|"]
@@ -45,12 +46,10 @@ def main(argv: list[str] | None = None) -> int:
         lengths = [len(f["input_ids"]) for f in feats]
         plain, grouped = [], []
         for epoch in range(args.epochs):
-            a = EpochPermutationSampler(len(lengths), seed=1)
-            b = LengthGroupedSampler(lengths, args.batch_size, seed=1)
-            a.set_epoch(epoch)
-            b.set_epoch(epoch)
-            plain.append(padded_tokens(list(a), lengths, args.batch_size))
-            grouped.append(padded_tokens(list(b), lengths, args.batch_size))
+            seed = epoch_seed(1, epoch)
+            plain.append(padded_tokens(seeded_order(len(lengths), seed), lengths, args.batch_size))
+            grouped.append(padded_tokens(seeded_order(len(lengths), seed, lengths, args.batch_size), lengths,
+                                         args.batch_size))
         p, g = statistics.median(plain), statistics.median(grouped)
         rows.append(f"| {task} | {len(lengths):,} | {sum(lengths):,} | {p:,.0f} | {g:,.0f} | {p / g:.2f}× |")
         print(rows[-1], flush=True)

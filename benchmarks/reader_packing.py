@@ -41,7 +41,7 @@ def build_run(folder: Path) -> Path:
     from structattn.sgnet.model import SGNetConfig, SGNetModel
     from structattn.settings import DEFAULT_ENCODER_PACKAGE, packaged_encoder_folder
     from structattn.train.config import TrainConfig
-    from structattn.finetuning.model_loading import load_tokenizer
+    from structattn.models.tokenizer import load_tokenizer
 
     encoder = str(packaged_encoder_folder(DEFAULT_ENCODER_PACKAGE))
     model = SGNetModel.from_encoder(encoder, SGNetConfig(aggregation="dual", head="span_qa"))

@@ -495,7 +495,7 @@ def reading_line(run: Run) -> dict:
     from structattn.train.provenance import provenance
 
     here = trainer is not None
-    line.update(provenance(), device=device_description(trainer.accelerator.device) if here else args.device,
+    line.update(provenance(), device=device_description(trainer.device) if here else args.device,
                 torch_threads=__import__("torch").get_num_threads() if here else None)
     if args.train_device:
         line["train_device"] = args.train_device

@@ -20,8 +20,7 @@ LAYERS: list[tuple[str, ...]] = [
     ("structattn.attention",),
     ("structattn.models",),
     ("structattn.train",),
-    ("structattn.finetuning", "structattn.translation", "structattn.bna"),
-    ("structattn.sgnet",),
+    ("structattn.finetuning", "structattn.translation", "structattn.bna", "structattn.sgnet"),
     ("structattn.trainers", "structattn.sweep"),
     ("structattn.analysis",),
     ("structattn.commands", "structattn.cli"),
@@ -32,7 +31,7 @@ SYSTEMS: dict[str, tuple[str, ...]] = {
     "structattn.finetuning": (),
     "structattn.translation": (),
     "structattn.bna": (),
-    "structattn.sgnet": ("structattn.finetuning",),
+    "structattn.sgnet": (),
 }
 
 

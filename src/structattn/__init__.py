@@ -26,13 +26,14 @@ The core, bottom to top:
     shipped trained models by name (``models.trained``; their files are package data in ``trained/``), the one
     refusal of a folder an earlier structattn wrote (``models.saved_version``).
  7. ``train``: the training engine (the ``Family`` interface), checkpoints, configuration, provenance,
-    significance.
+    significance; the encoder families' shared base (``train.encoder_family``: inference apart from training),
+    the sentence and token tasks' features (``train.features``) and forked feature building (``train.forking``).
 
 The systems, each in one folder:
 
  8. ``finetuning`` (SLA, WLA, LISA: sentence and token tasks), ``translation`` (hybrid local/global attention),
-    ``bna`` (the BNA constituency parser); ``sgnet`` (SG-Net: reading and multiple choice) builds on
-    ``finetuning``'s trainer.
+    ``bna`` (the BNA constituency parser), ``sgnet`` (SG-Net: reading, multiple choice and sentence tasks); each
+    builds on the core only.
 
 Above them:
 

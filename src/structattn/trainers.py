@@ -1,6 +1,8 @@
-"""Which trainer runs a task, by the family its registry entry names (`structattn.tasks.registry`): sentence and
+"""Which family runs a task, by the family its registry entry names (`structattn.tasks.registry`): sentence and
 token tasks ([`Trainer`][structattn.finetuning.trainer.Trainer], or with the SG-Net layer `SGNetSentenceTrainer`),
-span QA (`SpanQATrainer`) or multiple choice (`MultipleChoiceTrainer`)."""
+span QA (`SpanQATrainer`) or multiple choice (`MultipleChoiceTrainer`). `TRAINERS` builds one to train on a config;
+`LOADERS` loads a saved folder of each for ``structattn evaluate`` / ``predict``, through the inference part alone
+(`structattn.train.encoder_family`: no engine, no Accelerator, no output lock)."""
 from __future__ import annotations
 
 from .train.config import task_family  # noqa: F401  (re-exported: callers ask trainers which family a task is)
@@ -37,25 +39,32 @@ def trainer_for(cfg, **kwargs):
     return TRAINERS[task_family(cfg.task)](cfg, **kwargs)
 
 
-def _load_span_qa(model_dir: str, task: str | None, cfg):
+def _load_sentence(model_dir: str, task: str | None = None):
+    from .train.config import saved_run_config
+    from .train.encoder_family import inference_device
+
+    return _sentence_trainer(saved_run_config(model_dir, task), device=inference_device())
+
+
+def _load_span_qa(model_dir: str, task: str | None = None):
     from .sgnet.reading import load_span_qa
 
     return load_span_qa(model_dir, task)  # scored at the no-answer threshold tuned during training
 
 
-def _load_with_trainer(model_dir: str, task: str | None, cfg):
-    trainer = trainer_for(cfg)
-    trainer.model.to(trainer.accelerator.device)  # only training's engine moves it; evaluation batches go there
-    return trainer
+def _load_multiple_choice(model_dir: str, task: str | None = None):
+    from .sgnet.multiple_choice import load_multiple_choice
+
+    return load_multiple_choice(model_dir, task)
 
 
-#: family -> how ``evaluate`` / ``predict`` load a saved model of it (the others: their trainer on the saved config)
-LOADERS = {"span_qa": _load_span_qa}
+#: family -> how ``evaluate`` / ``predict`` load a saved model of it (its inference part, on `inference_device`)
+LOADERS = {"sentence": _load_sentence, "span_qa": _load_span_qa, "multiple_choice": _load_multiple_choice}
 
 
 def load_trained(model_dir: str, task: str | None = None):
-    """A Trainer wrapping a saved model (its train_config.json gives task and mechanism)."""
+    """The inference part of the family of a saved model (its ``train_config.json`` gives task and mechanism;
+    ``task`` scores it on another task of the family)."""
     from .train.config import saved_run_config
 
-    cfg = saved_run_config(model_dir, task)
-    return LOADERS.get(task_family(cfg.task), _load_with_trainer)(model_dir, task, cfg)
+    return LOADERS[task_family(saved_run_config(model_dir, task).task)](model_dir, task)

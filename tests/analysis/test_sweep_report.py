@@ -135,7 +135,7 @@ def test_old_lines_get_their_configuration_from_what_they_record():
     assert (cfg.eval_every, cfg.model, cfg.gate_bias, cfg.stride, cfg.group_by_length, cfg.long_inputs) == \
         (0, "", None, 32, False, "token-windows-before-0.2")
     same = TrainConfig(task="cola", mechanism="sla", m=3, seed=1, learning_rate=5e-5, epochs=2, max_length=64,
-                       eval_every=0, long_inputs="token-windows-before-0.2", output_dir="anywhere", log_every=1)
+                       eval_every=0, long_inputs="token-windows-before-0.2", output_dir="anywhere", checkpoint_every=7)
     assert config_key(cfg) == config_key(same)
     # today's word-aligned windows compute something else for long examples: never the old lines' key
     assert config_key(dataclasses.replace(same, long_inputs="windows")) != config_key(cfg)

@@ -42,7 +42,8 @@ def _collated(model, tokenizer, texts):
     from structattn.structure import StructureCollator
     from structattn.tasks import get_task
     from structattn.tasks.base import Example
-    from structattn.finetuning.features import StructureSpec, build_features
+    from structattn.structure.spec import StructureSpec
+    from structattn.train.features import build_features
 
     spec = StructureSpec.for_mechanism(mechanism_of(model))
     examples = [Example(words_a=t.split(), words_b=None, label=0, guid=f"t:{i}") for i, t in enumerate(texts)]
@@ -90,7 +91,7 @@ def test_token_window_without_structure_mask_is_the_band(mechanism):
 
 def test_structure_spec_follows_the_window_unit():
     from structattn.attention import get_mechanism
-    from structattn.finetuning.features import StructureSpec
+    from structattn.structure.spec import StructureSpec
 
     hybrid = StructureSpec.for_mechanism(get_mechanism("hybrid", k=2))
     assert (hybrid.relation, hybrid.options, hybrid.rules.token_window) == ("window", {"k": 2}, 2)

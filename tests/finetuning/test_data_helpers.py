@@ -1,7 +1,8 @@
 import numpy as np
 
 from structattn.tasks.base import Example, TaskSpec
-from structattn.finetuning.features import aggregate_predictions, parent_targets
+from structattn.finetuning.features import parent_targets
+from structattn.train.features import aggregate_predictions
 
 
 def _spec(kind, labels):

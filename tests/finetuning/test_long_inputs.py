@@ -11,7 +11,8 @@ from structattn.settings import default_encoder
 from structattn.structure import ExpansionRules
 from structattn.tasks.base import Example, TaskSpec
 from structattn.train.config import TrainConfig, add_config_arguments, config_from_args
-from structattn.finetuning.features import StructureSpec, aggregate_predictions, build_features
+from structattn.structure.spec import StructureSpec
+from structattn.train.features import aggregate_predictions, build_features
 
 MAX = 32
 NO_STRUCTURE = StructureSpec(relation=None, options={}, rules=ExpansionRules())
@@ -50,7 +51,7 @@ def _build(task, examples, tok, **kwargs):
 def test_default_truncates_pairs_and_reports_the_count(tok, caplog, capsys):
     task = _spec("classification", ("n", "y"))
     assert TrainConfig().long_inputs == "truncate"
-    with caplog.at_level(logging.INFO, logger="structattn.finetuning.features"):
+    with caplog.at_level(logging.INFO, logger="structattn.train.features"):
         feats = build_features(task, _pairs(), tok, NO_STRUCTURE, max_length=MAX, stride=8, parser_name="unused",
                                training=True, split="train", show_progress=True)
     assert [f["example_index"] for f in feats] == [0, 1, 2]  # one window per example
@@ -62,7 +63,7 @@ def test_default_truncates_pairs_and_reports_the_count(tok, caplog, capsys):
 
 def test_windows_give_every_window_the_label_and_average_the_logits(tok, caplog):
     task = _spec("classification", ("n", "y"))
-    with caplog.at_level(logging.INFO, logger="structattn.finetuning.features"):
+    with caplog.at_level(logging.INFO, logger="structattn.train.features"):
         feats = _build(task, _pairs(), tok, long_inputs="windows", training=True, split="train")
     per_example = np.bincount([f["example_index"] for f in feats])
     assert per_example[0] > 1 and per_example[1] == 1 and per_example[2] > 1
@@ -87,7 +88,7 @@ def test_tagging_trains_on_truncated_examples_and_evaluates_every_word(tok, capl
     with pytest.raises(RuntimeError, match="got no prediction; build evaluation features"):
         aggregate_predictions(task, train, [np.zeros((len(f["input_ids"]), 2)) for f in train], examples, ("O", "X"))
 
-    with caplog.at_level(logging.INFO, logger="structattn.finetuning.features"):
+    with caplog.at_level(logging.INFO, logger="structattn.train.features"):
         dev = _build(task, examples, tok, split="dev")  # evaluation: word-aligned windows
     assert sum(f["example_index"] == 0 for f in dev) > 1
     # logits that say each word's gold tag at its first sub-word: every word comes back
@@ -124,7 +125,7 @@ def test_rte_train_count_on_the_real_data(tok, caplog):
     path = data_dir_candidate() / task.splits["train"]
     if not path.exists():
         pytest.skip(f"data not found: {path} (set STRUCTATTN_DATA to the shared data folder)")
-    with caplog.at_level(logging.INFO, logger="structattn.finetuning.features"):
+    with caplog.at_level(logging.INFO, logger="structattn.train.features"):
         feats = build_features(task, task.read("train"), tok, NO_STRUCTURE, max_length=128, stride=32,
                                parser_name="unused", training=True, split="train", show_progress=False)
     assert len(feats) == 2490

@@ -5,7 +5,7 @@ import pytest
 
 from structattn.dependency import Parse
 from structattn.tasks.base import Example
-from structattn.finetuning.features import _check_word_counts
+from structattn.train.features import _check_word_counts
 
 
 def chain(words):

@@ -16,7 +16,7 @@ from structattn.structure import ExpansionRules, build_word_structures, encode_w
 from structattn.structure.expand import PAD
 from structattn.tasks.multiple_choice import MCQuestion, get_mc_task
 from structattn.tasks.text_words import words_of
-from structattn.finetuning.features import StructureSpec
+from structattn.structure.spec import StructureSpec
 from structattn.sgnet.multiple_choice_features import (MultipleChoiceCollator, build_mc_features, encode_option, encode_pairs,
                                       join_structures, question_option_words, repair_words, token_counts,
                                       truncation_summary)

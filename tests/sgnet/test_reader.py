@@ -21,7 +21,6 @@ from structattn.models import trained
 from structattn.tasks.squad import read_squad
 from structattn.sgnet.reader import Reader
 from structattn.sgnet.reader_packing import pack_reader, packing_cost
-from structattn.sgnet.reading import span_logits, span_qa_collator
 
 LONG = " ".join(f"In year {1900 + i} the  river\tflowed past the city of Town{i} , built by Romans ."
                for i in range(12))  # a passage of several windows, with irregular spacing
@@ -145,13 +144,8 @@ def test_a_question_longer_than_its_passage_is_read_with_a_warning_when_tokens_a
 
 # ------------------------------------------------------------------------------------------------ packing
 def _logits(reader, questions):
-    from structattn.sgnet.reading_features import build_qa_features
-
-    structure = reader.structure_spec if reader.structure_spec.relation is not None else None
-    built = build_qa_features(questions, reader.tokenizer, structure, sg_structure=reader.sg_structure,
-                              max_length=64, stride=16, show_progress=False)
-    collate = span_qa_collator(reader.tokenizer, reader.structure_spec, reader.sg_structure)
-    starts, ends = span_logits(reader.model, built.features, collate, 8, "cpu")
+    built = reader.family.qa_features(questions, parser=lambda: reader.parser)
+    starts, ends = reader.family.span_logits(built.features)
     return np.concatenate(starts + ends)
 
 

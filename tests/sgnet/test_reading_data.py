@@ -17,7 +17,7 @@ from structattn.settings import DEFAULT_SPACY_MODEL, data_dir_candidate
 from structattn.structure import ExpansionRules, build_word_structures, token_mask
 from structattn.tasks.squad import SQUAD2_FILE, SquadQuestion
 from structattn.tasks.text_words import words_with_offsets
-from structattn.finetuning.features import StructureSpec
+from structattn.structure.spec import StructureSpec
 from structattn.sgnet.reading_features import (QAParses, SpanQACollator, build_qa_features, cut_ancestor_links,
                                       parse_questions)
 

@@ -66,7 +66,7 @@ def mc_questions(n: int = 8, seed: int = 0) -> list[MCQuestion]:
 
 def mean_loss(trainer, feats) -> float:
     """The training loss over ``feats`` in one batch, in eval mode (no dropout either way)."""
-    model = trainer.accelerator.unwrap_model(trainer.model)
+    model = trainer.model
     model.eval()
     with torch.no_grad():
         return float(model(**trainer.collator()(feats)).loss)

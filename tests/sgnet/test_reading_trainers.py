@@ -156,7 +156,7 @@ def test_a_span_qa_model_given_to_multiple_choice_lends_its_encoder(env, capsys)
     mc = config(env, "race_m", "transfer-mc", model=str(qa_best), sgnet="none", pool="mean", max_length=96)
     trainer = trainer_for(mc, show_progress=False)
     assert "its encoder (global attention) is kept" in capsys.readouterr().out
-    model = trainer.accelerator.unwrap_model(trainer.model)
+    model = trainer.model
     assert model.config.head == "multiple_choice" and model.sgnet is None and model.training
     encoder = {k: v for k, v in model.state_dict().items() if k.startswith("bert.")}
     assert encoder and all(torch.equal(v, qa_weights[k]) for k, v in encoder.items())  # the QA run's encoder
@@ -193,7 +193,7 @@ def test_model_parts_encoder_gives_a_readers_encoder_to_sgnet_with_fresh_heads(e
         trainer = trainer_for(config(env, "squad11", f"parts-{sgnet}", model=str(best), model_parts="encoder",
                                      sgnet=sgnet), show_progress=False)
         assert "its encoder (global attention) is kept" in capsys.readouterr().out
-        state = trainer.accelerator.unwrap_model(trainer.model).state_dict()
+        state = trainer.model.state_dict()
         encoder = {k: v for k, v in state.items() if k.startswith("bert.")}
         assert encoder and all(torch.equal(v, saved[k]) for k, v in encoder.items())
         heads = [k for k in state if k.startswith("qa_outputs")]
@@ -245,7 +245,7 @@ def test_span_qa_trains_in_bf16_and_refuses_fp16_on_cpu(env):
     assert summary["steps"] == 3 and math.isfinite(summary["best"])
     if not torch.cuda.is_available():
         with pytest.raises(UserError, match="--precision fp16 needs a CUDA GPU.*use --precision bf16"):
-            trainer_for(config(env, "squad11", "qa-fp16", precision="fp16"), show_progress=False)
+            trainer_for(config(env, "squad11", "qa-fp16", precision="fp16"), show_progress=False).train()
 
 
 def test_predict_na_threshold(env, capsys):

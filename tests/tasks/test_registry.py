@@ -45,12 +45,12 @@ def test_an_unknown_task_is_one_line_listing_the_valid_ones():
         task_entry("sst3")
 
 
-def test_each_family_has_a_trainer_and_a_predictor():
+def test_each_family_has_a_trainer_a_loader_and_a_predictor():
     from structattn.commands.predict import PREDICTORS
     from structattn.train.config import task_family, task_names
-    from structattn.trainers import TRAINERS
+    from structattn.trainers import LOADERS, TRAINERS
 
-    assert set(TRAINERS) == set(PREDICTORS) == set(FAMILIES)
+    assert set(TRAINERS) == set(LOADERS) == set(PREDICTORS) == set(FAMILIES)
     assert task_names() == sorted(registry())
     assert [task_family(n) for n in ("sst2", "squad2", "race_m")] == ["sentence", "span_qa", "multiple_choice"]
 

@@ -57,3 +57,13 @@ def test_precision_is_checked_and_part_of_the_key():
         check_precision("fp8", on_cuda=True)
     with pytest.raises(UserError, match="fp16 needs a CUDA GPU"):
         check_precision("fp16", on_cuda=False)
+
+
+def test_a_saved_config_with_the_unread_log_every_key_still_loads(tmp_path):
+    """``log_every`` is no field (nothing read it); the train_config.json files and results lines that carry it load."""
+    from pathlib import Path
+
+    shipped = Path(__file__).resolve().parents[2] / "src/structattn/trained/sgnet-squad2/train_config.json"
+    assert "log_every" in json.loads(shipped.read_text(encoding="utf-8"))
+    assert TrainConfig.load(shipped).task == "squad2"
+    assert TrainConfig.from_dict({"task": "cola", "log_every": 10}) == TrainConfig(task="cola")

@@ -52,5 +52,5 @@ def test_resume_settings_leave_out_each_familys_result_neutral_fields():
 
     assert left_out(NMTConfig()) == {"output_dir", "threads", "checkpoint_every"}
     assert left_out(ParserConfig()) == {"output_dir"}
-    assert left_out(TrainConfig()) == {"output_dir", "log_every", "eval_batch_size", "save_checkpoints",
+    assert left_out(TrainConfig()) == {"output_dir", "eval_batch_size", "save_checkpoints",
                                        "checkpoint_every", "keep_best_model", "extra", "n_best", "preprocess_workers"}

@@ -77,4 +77,4 @@ def test_help_names_each_family_default(capsys):
     text = " ".join(p.format_help().split())
     assert "--max-length MAX_LENGTH longest input in sub-word tokens" in text
     assert "int (default 128; span QA 384; multiple choice 384)" in text
-    assert "(default 'first'; multiple choice 'option')" in text and "stayed at ln 4" in text
+    assert "(default 'first'; multiple choice 'option')" in text and "docs/reading.md" in text

@@ -126,17 +126,15 @@ def sentence_attention(model_dir: str, words: list[str]) -> np.ndarray:
     from ..attention.integration import record
     from ..trainers import load_trained
     from ..tasks.base import Example
-    from ..finetuning.features import build_features
+    from ..train.features import build_features
 
     trainer = load_trained(model_dir)
     ex = Example(words, None, None, "figure3")  # unlabelled: only the attention is needed
     feats = build_features(trainer.task, [ex], trainer.tokenizer, trainer.structure,
                            max_length=trainer.cfg.max_length, stride=trainer.cfg.stride,
                            parser_name=trainer.cfg.parser, label_to_id=trainer.label_to_id, show_progress=False)
-    batch = trainer.collator()(feats[:1])
-    batch.pop("labels", None)
+    _, batch, _ = next(trainer.prediction_batches(feats[:1], 1))
     model = trainer.model
-    model.eval()
     with torch.no_grad(), record(model, attentions=True) as rec:
         model(**batch)
     probs = torch.stack([a[0].float().mean(0) for a in rec.attentions]).mean(0).numpy()  # [T, T]

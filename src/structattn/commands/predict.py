@@ -70,10 +70,10 @@ def _open(output: str):
 
 
 def _predict_sentences(trainer, args) -> int:
-    from ..finetuning.features import aggregate_predictions
+    from ..train.features import aggregate_predictions
 
     examples, feats = trainer.features(args.split, args.limit)
-    logits = trainer.predict_logits(feats)
+    logits = trainer.predict(feats)
     preds = aggregate_predictions(trainer.task, feats, logits, examples, trainer.label_list)
     out = _open(args.output)
     try:
@@ -172,7 +172,7 @@ def write_option_letters(questions, scores, output: Path) -> Path:
 
 def _predict_multiple_choice(trainer, args) -> int:
     examples, feats = trainer.features(args.split, args.limit)
-    scores = trainer.option_scores(feats)
+    scores = trainer.predict(feats)
     if args.output.endswith(".json"):
         scores_file = write_option_letters(examples.questions, scores, Path(args.output))
         print(f"{len(examples.questions):,} questions -> {args.output} (option letters) and {scores_file}",

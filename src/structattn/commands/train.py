@@ -44,7 +44,7 @@ def run(args) -> int:
     trainer = trainer_for(cfg, show_progress=not args.no_progress)
     summary = trainer.train()
     summary.pop("history", None)
-    acc = trainer.accelerator
+    acc = trainer.engine.acc
     if acc.is_main_process:  # one summary per run, not one per process
         print(json.dumps(summary, indent=2))
     else:  # the others say where they stopped (all processes stop at the same step)

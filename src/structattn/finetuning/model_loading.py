@@ -1,10 +1,8 @@
-"""Loading the model and tokenizer a run trains: the encoder with its mechanism and a task head, and the fast
-tokenizer that takes pre-split words (shared by the sentence, reading and multiple-choice trainers)."""
+"""Loading the model and tokenizer an SLA/WLA/LISA run trains: a transformers task model (the encoder with its
+mechanism and a task head) and its fast tokenizer."""
 from __future__ import annotations
 
 import torch
-
-from ..errors import UserError
 
 
 def model_task_name(kind: str) -> str:
@@ -12,17 +10,10 @@ def model_task_name(kind: str) -> str:
             "tagging": "token-classification"}[kind]
 
 
-def mechanism_overrides(cfg) -> dict:
-    """The mechanism options a run's config sets (``m``, ``k``, ``gate_bias``; None = the mechanism's default)."""
-    return {k: v for k, v in {"m": cfg.m, "k": cfg.k, "gate_bias": cfg.gate_bias}.items() if v is not None}
-
-
-BYTE_LEVEL_TYPES = ("roberta", "longformer", "bart", "gpt2")  # XLM-R is SentencePiece: no prefix space
-
-
 def load_model_and_tokenizer(cfg, task, model_path: str | None = None):
     """The task model with the configured mechanism, and its fast tokenizer."""
-    from ..models.encoder import from_pretrained
+    from ..models.encoder import from_pretrained, mechanism_overrides
+    from ..models.tokenizer import load_tokenizer
     from ..settings import default_encoder
 
     name = model_path or cfg.model or default_encoder()
@@ -40,14 +31,3 @@ def load_model_and_tokenizer(cfg, task, model_path: str | None = None):
                             **mechanism_overrides(cfg), dtype=torch.float32, **kwargs)
     return model, load_tokenizer(name, model.config.model_type)
 
-
-def load_tokenizer(name: str, model_type: str):
-    """The fast tokenizer of a model name or folder (byte-level BPE ones with a prefix space, so that they
-    take pre-split words)."""
-    from transformers import AutoTokenizer
-
-    extra = {"add_prefix_space": True} if model_type in BYTE_LEVEL_TYPES else {}
-    try:
-        return AutoTokenizer.from_pretrained(name, use_fast=True, **extra)
-    except OSError as exc:
-        raise UserError(f"cannot load a tokenizer from {name!r}: {exc}") from exc

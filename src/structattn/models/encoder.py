@@ -279,5 +279,11 @@ def mechanism_of(model: nn.Module) -> MechanismConfig | None:
     return None if rt is None else rt.mechanism
 
 
+def mechanism_overrides(cfg) -> dict:
+    """The mechanism options a run's config sets (``m``, ``k``, ``gate_bias``; None = the mechanism's default),
+    as `from_pretrained` takes them."""
+    return {k: v for k, v in {"m": cfg.m, "k": cfg.k, "gate_bias": cfg.gate_bias}.items() if v is not None}
+
+
 __all__ = ["TASKS", "apply_mechanism", "from_pretrained", "gate_parameters", "load_as_saved", "load_gate_weights",
            "mechanism_of", "model_from_config", "remove_mechanism"]

@@ -5,8 +5,8 @@
 - ``model``: the encoder, the layer and the task heads; ``loading``: building it from a pretrained encoder;
 - ``span_qa``: span decoding (best span, null score, no-answer threshold);
 - ``reading_features`` / ``multiple_choice_features``: passages, questions and options into features;
-- ``reading`` / ``multiple_choice`` / ``sentence``: the trainers (on
-  [`structattn.finetuning.trainer.Trainer`][structattn.finetuning.trainer.Trainer]);
+- ``reading`` / ``multiple_choice`` / ``sentence``: the families (on the core's
+  [`EncoderFamily`][structattn.train.encoder_family.EncoderFamily]);
 - ``reader`` / ``reader_packing``: a trained reader by name, and its packed form; ``report``: the results tables.
 """
 

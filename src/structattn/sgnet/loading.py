@@ -20,13 +20,19 @@ import numpy as np
 import torch
 
 from ..structure.expand import PAD, ExpansionRules, token_mask
-from ..finetuning.features import StructureSpec
+from ..structure.spec import StructureSpec
 
 #: task kinds (`structattn.tasks.base.KINDS`) whose SG-Net head has another name
 KIND_HEADS = {"regression": "classification"}
 
 #: What ``--model-parts`` keeps of a saved SG-Net folder given as ``--model``: all of it, or its encoder only.
 from .names import MODEL_PARTS  # noqa: E402  (re-exported)
+
+
+def sg_layer_masked(sgnet: str) -> bool:
+    """Whether the SG layer of aggregation ``sgnet`` reads a mask (an SDOI structure per input): every aggregation
+    but ``none`` (no SG layer) and ``vanilla`` (the layer without a mask)."""
+    return sgnet not in ("none", "vanilla")
 
 
 def sg_head(head: str) -> str:
@@ -117,8 +123,12 @@ def load_sgnet_and_tokenizer(cfg, head: str, num_labels: int, model_path: str | 
     from ..errors import UserError
     from .model import SGNetConfig, SGNetModel
     from ..settings import default_encoder
-    from ..finetuning.model_loading import load_tokenizer, mechanism_overrides
+    from ..models.encoder import mechanism_overrides
+    from ..models.tokenizer import load_tokenizer
 
+    if cfg.lisa_weight > 0:
+        raise UserError("--lisa-weight is LISA's supervision of a transformers task model (--sgnet none, --pool "
+                        "first, a sentence or token task); SG-Net models train without it: leave it at 0")
     name = model_path or cfg.model or default_encoder()
     sg = SGNetConfig(aggregation=cfg.sgnet, alpha=cfg.sgnet_alpha, init=cfg.sgnet_init,
                      head=sg_head(head), num_labels=num_labels,

@@ -1,6 +1,6 @@
-"""Fine-tuning for multiple choice (RACE, MCTest): the fine-tuning trainer
-([`Trainer`][structattn.finetuning.trainer.Trainer]) with one input per option, one score per option and a softmax
-over the options.
+"""Fine-tuning for multiple choice (RACE, MCTest): the core's encoder family
+([`EncoderFamily`][structattn.train.encoder_family.EncoderFamily]) with one input per option, one score per option
+and a softmax over the options.
 
 - data: `build_mc_features` (passage, then the question with the option; the passage cut from
   its end where the input is too long); ``--max-train-examples`` / ``--max-eval-examples`` count questions;
@@ -11,11 +11,12 @@ over the options.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from pathlib import Path
 
 import numpy as np
 import torch
 
-from ..finetuning.trainer import Trainer
+from ..train.encoder_family import EncoderFamily, inference_device
 
 
 @dataclass
@@ -26,7 +27,7 @@ class MCEvalSet:
     source: str
 
 
-class MultipleChoiceTrainer(Trainer):
+class MultipleChoiceTrainer(EncoderFamily):
     """Trains and evaluates the multiple-choice model of one [`TrainConfig`][structattn.train.config.TrainConfig]."""
 
     def _get_task(self, name: str):
@@ -45,11 +46,9 @@ class MultipleChoiceTrainer(Trainer):
 
     # ------------------------------------------------------------------ data
     def _sg_spec(self):
-        from .loading import sg_structure_spec
+        from .loading import sg_layer_masked, sg_structure_spec
 
-        if self.cfg.sgnet in ("none", "vanilla"):
-            return None
-        return sg_structure_spec("multiple_choice", self.cfg.pool)
+        return sg_structure_spec("multiple_choice", self.cfg.pool) if sg_layer_masked(self.cfg.sgnet) else None
 
     def features(self, split: str, limit: int = 0, training: bool = False):
         """``(MCEvalSet, features)``: one feature per question holding its C option inputs."""
@@ -59,7 +58,7 @@ class MultipleChoiceTrainer(Trainer):
     def features_of(self, questions: list, source: str = "questions"):
         from .multiple_choice_features import build_mc_features_parallel as build_mc
 
-        show = self.show_progress and self.accelerator.is_main_process
+        show = self.show_progress and self.is_main
         build = dict(max_length=self.cfg.max_length, parser_name=self.cfg.parser, split=source, show_progress=show,
                      workers=self._preprocess_workers())
         structure = self.structure if self.structure.relation is not None else None
@@ -95,3 +94,11 @@ class MultipleChoiceTrainer(Trainer):
 
         preds = self.option_scores(feats).argmax(axis=1).tolist()
         return accuracy(preds, examples.questions)
+
+
+def load_multiple_choice(model_dir: str | Path, task: str | None = None) -> MultipleChoiceTrainer:
+    """The inference part of a saved multiple-choice model (no engine: `structattn.train.encoder_family`), on
+    `inference_device`."""
+    from ..train.config import saved_run_config
+
+    return MultipleChoiceTrainer(saved_run_config(model_dir, task), device=inference_device())

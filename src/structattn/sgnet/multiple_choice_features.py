@@ -47,11 +47,11 @@ from ..structure import ExpansionRules, StructureCollator, WordStructure, build_
 from ..structure.align import check_fast_tokenizer, repair_words, token_counts
 from ..structure.expand import SPECIAL
 from ..tasks.text_words import words_of, words_with_offsets_many
-from ..finetuning.features import contiguous_chunks, forked_map, forks_pay
+from ..train.forking import contiguous_chunks, forked_map, forks_pay
 
 if TYPE_CHECKING:
     from ..tasks.multiple_choice import MCQuestion
-    from ..finetuning.features import StructureSpec
+    from ..structure.spec import StructureSpec
 
 log = logging.getLogger(__name__)
 

@@ -6,7 +6,8 @@
     reading.answer            # Answer(text='the Romans', start=22, end=32, score=..., probability=...) or None
     reading.answers           # the top_k best spans, best first, whatever the no-answer decision
 
-It is the pipeline of ``structattn predict`` on questions given in memory, with the same pieces: the model and
+It is the pipeline of ``structattn predict`` on questions given in memory, through the same code (the span-QA
+family's features and prediction loop, `SpanQATrainer`, without its training part): the model and
 tokenizer saved by ``structattn train --task squad2`` (or ``squad11``; `SGNetModel.from_pretrained`, which
 also reads the packed form of `structattn.models.packing`), the run's windows (``max_length`` tokens sharing
 at most ``stride`` sub-words: a passage longer than a window is read in several, never cut), its parser for the
@@ -114,13 +115,12 @@ class Reader:
     docstring). Build it with [`from_pretrained`][structattn.sgnet.reader.Reader.from_pretrained]."""
 
     def __init__(self, model, tokenizer, cfg, threshold: float, *, device: str = "cpu", source: str = ""):
-        from ..finetuning.trainer import structure_spec_for
-        from .reading import span_qa_sg_spec
+        from .reading import SpanQATrainer
 
         self.model, self.tokenizer, self.cfg = model.eval(), tokenizer, cfg
         self.threshold, self.device, self.source = float(threshold), device, source
-        self.structure_spec = structure_spec_for(model, cfg)  # the encoder mechanism's relation (None: global)
-        self.sg_structure = span_qa_sg_spec(cfg.sgnet)
+        # features and logits as the span-QA family computes them, for this model
+        self.family = SpanQATrainer(cfg, show_progress=False, device=device, loaded=(self.model, tokenizer))
         self._parser = None  # the run's spaCy parser, made on first use and kept: its pipeline loads once
 
     @property
@@ -142,7 +142,7 @@ class Reader:
         from .model import SGNetForSpanQA, SGNetModel
         from ..models.trained import resolve
         from ..train.config import TrainConfig
-        from ..finetuning.model_loading import load_tokenizer
+        from ..models.tokenizer import load_tokenizer
         from .reading import saved_threshold
 
         folder = resolve(name_or_dir, "reader")
@@ -179,8 +179,6 @@ class Reader:
         """The answers to ``SquadQuestion`` records ([`make_questions`][structattn.sgnet.reader.make_questions], or
         ``read_squad`` of a SQuAD file; gold answers are ignored), in order."""
         from .span_qa import predict_answers
-        from .reading import span_logits, span_qa_collator
-        from .reading_features import build_qa_features, parse_questions
 
         if isinstance(top_k, bool) or not isinstance(top_k, int) or top_k < 1:
             raise UserError(f"top_k={top_k!r} must be a positive integer (answers kept per question)")
@@ -188,20 +186,14 @@ class Reader:
         twice = [q.qid for q in questions if q.qid in seen or seen.add(q.qid)]
         if twice:
             raise UserError(f"{source}: {len(twice)} question id(s) given twice, e.g. {twice[:3]}; ids must be unique")
-        structure = self.structure_spec if self.structure_spec.relation is not None else None
-        needs_parse = any(s is not None and s.needs_parse for s in (structure, self.sg_structure))
-        parses = parse_questions(questions, parser=self.parser, show_progress=False) if needs_parse else None
-        built = build_qa_features(questions, self.tokenizer, structure, sg_structure=self.sg_structure,
-                                  max_length=self.cfg.max_length, stride=self.cfg.stride, parses=parses,
-                                  split=source, show_progress=False)
+        built = self.family.qa_features(questions, source=source, parser=lambda: self.parser)
         if built.counts.lost_tokens:  # the longer segment slides over windows; the other is repeated, maybe cut
             warnings.warn(f"{built.counts.lost_tokens} sub-word token(s) of {source} are in no window of "
                           f"{self.cfg.max_length} tokens: where a question is longer than its passage, the question "
                           "slides over the windows and the passage, repeated in each, is cut where it does not fit "
                           "beside it; shorten the question", UserWarning, stacklevel=2)
         feats = built.features
-        collate = span_qa_collator(self.tokenizer, self.structure_spec, self.sg_structure)
-        starts, ends = span_logits(self.model, feats, collate, self.cfg.eval_batch_size, self.device)
+        starts, ends = self.family.span_logits(feats)
         _, na_scores, nbest = predict_answers(built.contexts, feats, starts, ends, threshold=math.inf,
                                               n_best=max(top_k, self.cfg.n_best),
                                               max_answer_length=self.cfg.max_answer_length, with_offsets=True)

@@ -87,7 +87,7 @@ def leave_out_rebuilt_tokenizer(folder: Path, model_type: str) -> str:
     serialised tokenizer (normaliser, pre-tokeniser, vocabulary, special tokens, post-processor; `_serialised`).
     Otherwise, or for a tokenizer that is not WordPiece, the folder keeps what the run saved. Returns what the card
     says."""
-    from ..finetuning.model_loading import load_tokenizer
+    from ..models.tokenizer import load_tokenizer
 
     fast, vocab = folder / FAST_TOKENIZER_FILE, folder / "vocab.txt"
     kept = "the run's tokenizer files"

@@ -1,8 +1,8 @@
-"""Fine-tuning for span QA with no-answer (SQuAD 2.0, SQuAD 1.1): the fine-tuning trainer
-([`Trainer`][structattn.finetuning.trainer.Trainer]) with QA data,
+"""Fine-tuning for span QA with no-answer (SQuAD 2.0, SQuAD 1.1): the core's encoder family
+([`EncoderFamily`][structattn.train.encoder_family.EncoderFamily]) with QA data,
 start/end logits, answer decoding and a tuned no-answer threshold.
 
-Everything that makes a run resumable, the evaluation schedule and early stopping are the base trainer's.
+Everything that makes a run resumable, the evaluation schedule and early stopping are the base family's.
 What differs:
 
 - data: questions of a `QATask` split become windows of ``max_length`` tokens
@@ -14,7 +14,10 @@ What differs:
   split with unanswerable questions the no-answer threshold is tuned on that split the way the official scorer's
   best-F1 sweep does, and ``f1`` / ``exact`` are the scores at that threshold (so on the dev split ``f1`` is the
   official ``best_f1``); the threshold of the best checkpoint is saved with it (``best/span_qa.json``) and used
-  unchanged on any other data (``structattn predict``).
+  unchanged on any other data (``structattn predict``, the reader).
+
+The features and the prediction loop are also the reader's ([`Reader`][structattn.sgnet.reader.Reader] holds a
+`SpanQATrainer` of its model): one implementation of questions -> windows -> logits.
 """
 from __future__ import annotations
 
@@ -28,7 +31,7 @@ import torch
 
 from ..errors import UserError
 from ..io import atomic_write_json
-from ..finetuning.trainer import Trainer, prediction_batches
+from ..train.encoder_family import EncoderFamily, inference_device, prediction_batches
 
 SPAN_QA_FILE = "span_qa.json"  # beside the saved model: the no-answer threshold and decoding settings
 
@@ -69,7 +72,7 @@ def has_unanswerable(dataset: dict) -> bool:
                for qa in para["qas"])
 
 
-class SpanQATrainer(Trainer):
+class SpanQATrainer(EncoderFamily):
     """Trains and evaluates the span-QA model of one [`TrainConfig`][structattn.train.config.TrainConfig]."""
 
     threshold: float = 0.0  # the no-answer threshold of the last evaluation (answer "" when na_score > it)
@@ -101,20 +104,32 @@ class SpanQATrainer(Trainer):
     def features_of(self, questions: list, dataset: dict, limit: int = 0, training: bool = False,
                     source: str = "questions"):
         """``(QAEvalSet, features)`` of questions read from any SQuAD-format data."""
-        from .reading_features import build_qa_features_parallel
-
         if limit:
             questions = questions[:limit]
             dataset = restrict_dataset(dataset, {q.qid for q in questions})
         if not questions:
             raise UserError(f"{source}: no questions to read")
-        structure = self.structure if self.structure.relation is not None else None
-        built = build_qa_features_parallel(questions, self.tokenizer, structure, sg_structure=self._sg_spec(),
-                                           max_length=self.cfg.max_length, stride=self.cfg.stride,
-                                           parser_name=self.cfg.parser, training=training, split=source,
-                                           workers=self._preprocess_workers(),
-                                           show_progress=self.show_progress and self.accelerator.is_main_process)
+        built = self.qa_features(questions, training, source)
         return QAEvalSet(questions, dataset, built.contexts, source), built.features
+
+    def qa_features(self, questions: list, training: bool = False, source: str = "questions", parser=None):
+        """The `QAFeatures` (windows, contexts, counts) of ``questions`` for this model: the mechanism's structure
+        and the SG layer's. ``parser``: a function giving the ``SpacyParser`` the caller keeps (its pipeline loads
+        once; asked only when a structure needs a parse), used in this process; without it the questions are parsed
+        and built in ``--preprocess-workers`` processes."""
+        from .reading_features import build_qa_features, build_qa_features_parallel, parse_questions
+
+        structure = self.structure if self.structure.relation is not None else None
+        sg_spec = self._sg_spec()
+        build = dict(sg_structure=sg_spec, max_length=self.cfg.max_length, stride=self.cfg.stride,
+                     parser_name=self.cfg.parser, training=training, split=source,
+                     show_progress=self.show_progress and self.is_main)
+        if parser is None:
+            return build_qa_features_parallel(questions, self.tokenizer, structure,
+                                              workers=self._preprocess_workers(), **build)
+        needs_parse = any(s is not None and s.needs_parse for s in (structure, sg_spec))
+        parses = parse_questions(questions, parser=parser(), show_progress=False) if needs_parse else None
+        return build_qa_features(questions, self.tokenizer, structure, parses=parses, **build)
 
     def collator(self):
         return span_qa_collator(self.tokenizer, self.structure, self._sg_spec())
@@ -126,8 +141,7 @@ class SpanQATrainer(Trainer):
 
     def span_logits(self, feats) -> tuple[list[np.ndarray], list[np.ndarray]]:
         """Start and end logits per window (``[T_f]`` each, float32 numpy)."""
-        return span_logits(self.accelerator.unwrap_model(self.model), feats, self.collator(),
-                           self.cfg.eval_batch_size, self.accelerator.device)
+        return span_logits(self.model, feats, self.collator(), self.cfg.eval_batch_size, self.device)
 
     def answers(self, data: QAEvalSet, feats, threshold: float | None = None):
         """Decoded answers: ``(predictions, na_scores, nbest, threshold)``.
@@ -174,9 +188,9 @@ class SpanQATrainer(Trainer):
 def span_qa_sg_spec(sgnet: str):
     """The structure the SG layer of a span-QA model with aggregation ``sgnet`` reads (relation ``sdoi``), or
     None when it has no masked SG layer (``none``, ``vanilla``)."""
-    from .loading import sg_structure_spec
+    from .loading import sg_layer_masked, sg_structure_spec
 
-    return sg_structure_spec("span_qa") if sgnet not in ("none", "vanilla") else None
+    return sg_structure_spec("span_qa") if sg_layer_masked(sgnet) else None
 
 
 def span_qa_collator(tokenizer, structure, sg_spec):
@@ -223,11 +237,10 @@ def answering_threshold(model_dir: str | Path, task) -> float:
 
 
 def load_span_qa(model_dir: str | Path, task: str | None = None) -> SpanQATrainer:
-    """A `SpanQATrainer` wrapping a saved span-QA model, answering at its saved threshold
-    (`answering_threshold`)."""
+    """The inference part of a saved span-QA model (no engine: `structattn.train.encoder_family`), on
+    `inference_device`, answering at its saved threshold (`answering_threshold`)."""
     from ..train.config import saved_run_config
 
-    trainer = SpanQATrainer(saved_run_config(model_dir, task))
-    trainer.model.to(trainer.accelerator.device)  # only training's engine moves it; evaluation batches go there
-    trainer.fixed_threshold = answering_threshold(model_dir, trainer.task)
-    return trainer
+    family = SpanQATrainer(saved_run_config(model_dir, task), device=inference_device())
+    family.fixed_threshold = answering_threshold(model_dir, family.task)
+    return family

@@ -40,7 +40,8 @@ from ..structure import ExpansionRules, StructureCollator, WordStructure, build_
 from ..structure.expand import SPECIAL
 from ..structure.relations import ancestor_matrices
 from ..tasks.text_words import words_with_offsets_many
-from ..finetuning.features import StructureSpec, contiguous_chunks, forked_map, forks_pay
+from ..structure.spec import StructureSpec
+from ..train.forking import contiguous_chunks, forked_map, forks_pay
 from .loading import sg_tensors
 
 log = logging.getLogger(__name__)

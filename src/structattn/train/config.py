@@ -71,10 +71,16 @@ class TrainConfig(JsonConfig):
     save_checkpoints: bool = True  # keep a resumable checkpoint at every evaluation (and every checkpoint_every)
     checkpoint_every: int = 0  # also checkpoint every N updates; 0 = whenever 5 minutes passed since the last one
     keep_best_model: bool = True  # write best/ (Hugging Face format) when the metric improves
-    log_every: int = 50
     max_answer_length: int = 30  # span QA: longest answer, in words
     n_best: int = 20  # span QA: candidate answers kept per question (the n-best file)
     extra: dict = field(default_factory=dict)  # free-form notes copied into results
+
+    #: keys of saved configs and results lines that no run reads: dropped when read, so those files still load
+    IGNORED_KEYS = frozenset({"log_every"})
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any], source: str = "config") -> "TrainConfig":
+        return super().from_dict({k: v for k, v in data.items() if k not in cls.IGNORED_KEYS}, source)
 
     @classmethod
     def for_task(cls, task: str, **fields: Any) -> "TrainConfig":
@@ -83,19 +89,15 @@ class TrainConfig(JsonConfig):
         return cls(**{"task": task, **task_defaults(task, frozenset(fields)), **fields})
 
 
-#: Defaults of the reading tasks where they differ from the field defaults above (which suit the sentence tasks):
-#: what learns with the default encoder (all-MiniLM-L6-v2, 6 layers, hidden 384). Span QA: SQuAD's usual windows
-#: of 384 tokens sharing 128 (the sentence tasks' 128/32 cut most passages into 3-4 windows); 1e-4 is the rate of
-#: the calibration run (DESIGN.md: F1 55 on SQuAD 1.1 after 296 updates) - a small encoder wants a larger rate
-#: than BERT-base/large's 3e-5. Multiple choice: 384 tokens keep most of a RACE or MCTest passage (128 keeps its
-#: first hundred words); the option pool is the one whose loss leaves ln 4 quickly (tests/sgnet/
-#: test_reading_learns.py and README). Batches: 32 windows (span QA) or 32 questions (multiple choice, 4 options
-#: each) per update, in passes of 4 sequences of 384 tokens, because a pass keeps its attention tensors for the
-#: backward ([batch, heads, 384, 384] floats, several per layer, on a CPU where SDPA with dropout runs its math
-#: path): a span-QA update as one pass of 32 peaked at 7.75 GiB, as 4 passes of 8 at 2.84 GiB and as 8 passes of 4
-#: at about 2.1 GiB, no slower (benchmarks/span_qa_passes.py, docs/reading.md); passes of 4 keep the README's small
-#: reading runs under 3 GB. `config_from_args` applies them to the fields neither a flag nor ``--config``
-#: gives; `TrainConfig.for_task` does the same in Python.
+#: Defaults of the reading tasks where they differ from the field defaults above (which suit the sentence tasks),
+#: chosen so that the default encoder (all-MiniLM-L6-v2, 6 layers, hidden 384) learns on a CPU within a few GB.
+#: Span QA: SQuAD's usual windows of 384 tokens sharing 128, so that a passage is read in few windows; a learning
+#: rate of 1e-4, as a small encoder wants a larger one than BERT-base's 3e-5. Multiple choice: 384 tokens, to keep
+#: most of a passage; the option pool, whose option vectors differ from the start. Batches: 32 windows (span QA) or
+#: 32 questions (multiple choice) per update, in passes of 4 sequences, because a pass keeps its attention tensors
+#: for the backward and small passes bound the memory without slowing an update (the measurements:
+#: benchmarks/span_qa_passes.py, docs/reading.md). `config_from_args` applies them to the fields neither a flag nor
+#: ``--config`` gives; `TrainConfig.for_task` does the same in Python.
 READING_DEFAULTS: dict[str, dict[str, Any]] = {
     "span_qa": {"max_length": 384, "stride": 128, "learning_rate": 1e-4, "batch_size": 4, "grad_accum": 8,
                 "eval_batch_size": 16},
@@ -123,7 +125,7 @@ def task_defaults(task: str, given: frozenset[str] = frozenset()) -> dict[str, A
 # what it keeps on disk, free-form notes, torch's thread count). Every other field does, and is part of the run's
 # key. One set for every family's configuration (TrainConfig, ParserConfig, NMTConfig): a field a configuration
 # lacks is simply not there.
-RESULT_NEUTRAL_FIELDS = frozenset({"output_dir", "log_every", "eval_batch_size", "save_checkpoints",
+RESULT_NEUTRAL_FIELDS = frozenset({"output_dir", "eval_batch_size", "save_checkpoints",
                                    "checkpoint_every", "keep_best_model", "extra", "n_best", "preprocess_workers",
                                    "threads"})
 
@@ -199,18 +201,15 @@ FIELD_HELP = {
     "max_length": "longest input in sub-word tokens (longer ones: see --long-inputs)",
     "eval_split": "split evaluated during training (model selection)",
     "deterministic": "deterministic torch algorithms (slower; bitwise repeatable runs)",
-    "log_every": "optimizer steps between training-loss lines",
     "max_train_examples": "use only the first N training examples; 0 = all",
     "max_eval_examples": "evaluate on only the first N examples; 0 = all",
     "model_parts": "what a saved SG-Net or reader folder given as --model lends this run: 'all' (go on training "
                    "it as saved; its --sgnet must match) or 'encoder' (its encoder only; the SG part and the head "
                    "start fresh, as the paper adds SG-Net to a pretrained encoder)",
     "pool": "what the pooled heads read: h at [CLS] ('first', as transformers), the mean of every real token "
-            "('mean'), or the mean of the option's own tokens ('option', multiple choice only). Multiple choice "
-            "learns fastest from 'option', whose four vectors differ from the start: all-MiniLM-L6-v2 on 16 MCTest "
-            "questions, 32 updates at 5e-5, took the training loss from 1.39 to 1.19 with 'option' and left it at "
-            "1.38 with 'first' and 'mean' (a mean over a whole input hardly differs between the options; 600 "
-            "updates on MCTest with 'mean' stayed at ln 4)",
+            "('mean'), or the mean of the option's own tokens ('option', multiple choice only, its default: the "
+            "options' vectors differ from the first update, so that the softmax over them has something to learn "
+            "from; docs/reading.md)",
 }
 
 

@@ -1,8 +1,8 @@
 """The one training engine of every trainer (sentence tasks, reading, translation, parsing, probing), on Accelerate.
 
-A [`Family`][structattn.train.engine.Family] ([`Trainer`][structattn.finetuning.trainer.Trainer] and its span-QA and
-multiple-choice subclasses, `ParserFamily`, `TranslationFamily`,
-`ProbeFamily`) supplies its settings, data, model, optimizer, schedule, batches,
+A [`Family`][structattn.train.engine.Family] (the encoder families on
+[`EncoderFamily`][structattn.train.encoder_family.EncoderFamily]: sentence tasks, span QA, multiple choice;
+`ParserFamily`, `TranslationFamily`, `ProbeFamily`) supplies its settings, data, model, optimizer, schedule, batches,
 loss, dev evaluation, prediction and summary through named hooks; [`Engine.train`][structattn.train.engine.Engine.train]
 calls them in order and does the rest, written once (``docs/engine.md``):
 
@@ -128,6 +128,16 @@ def settings_differences(saved: dict, now: dict) -> list[str]:
     now = json.loads(json.dumps(now))
     return [f"{k}: {saved.get(k, '<absent>')!r} -> {now.get(k, '<absent>')!r}"
             for k in sorted(set(saved) | set(now)) if saved.get(k, "<absent>") != now.get(k, "<absent>")]
+
+
+def seed_run(seed: int, deterministic: bool = False) -> None:
+    """Seed Python, NumPy and torch (every device) with ``seed``; ``deterministic``: deterministic torch algorithms
+    too. No Accelerator is needed: families seed before they load a model, whether or not they will train it."""
+    from accelerate.utils import set_seed
+
+    set_seed(seed, deterministic=deterministic)
+    if deterministic:
+        torch.use_deterministic_algorithms(True, warn_only=True)
 
 
 # ---------------------------------------------------------------------------------------------- batch order
@@ -402,12 +412,8 @@ class Engine:
         return torch.autocast(self.device.type, dtype=torch.bfloat16 if self.precision == "bf16" else torch.float16)
 
     def seed(self) -> None:
-        """Seed Python, NumPy and torch (every device) with the run's seed."""
-        from accelerate.utils import set_seed
-
-        set_seed(self.seed_value, deterministic=self.deterministic)
-        if self.deterministic:
-            torch.use_deterministic_algorithms(True, warn_only=True)
+        """Seed Python, NumPy and torch (every device) with the run's seed (`seed_run`)."""
+        seed_run(self.seed_value, self.deterministic)
 
     def begin(self, settings: dict) -> None:
         """Refuse a folder that an earlier structattn wrote
