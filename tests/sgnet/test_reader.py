@@ -104,6 +104,18 @@ def test_the_reader_gives_what_predict_gives_long_passages_in_windows(env, reade
     assert alone.answers == long.answers and alone.windows == long.windows
 
 
+def test_evaluate_scores_what_predict_answers(env, reader, tmp_path):
+    """The reader's own evaluate gives what the SQuAD scorer gives on `structattn predict`'s answers."""
+    from structattn.tasks.squad_eval import evaluate
+
+    out = tmp_path / "pred.json"
+    assert cli_main(["predict", "--model", str(env["best"]), "--input", str(env["dev"]), "--output", str(out)]) == 0
+    dataset = json.loads(env["dev"].read_text())
+    expected = evaluate(dataset, json.loads(out.read_text()))
+    assert reader.evaluate(env["dev"]) == expected == reader.evaluate(dataset)
+    assert expected["total"] == len(read_squad(env["dev"]))
+
+
 def test_no_answer_at_the_threshold_saved_with_the_run(env, tmp_path):
     folder = with_threshold(env, tmp_path, -1e6)  # every null score beats every span by more than this
     reading = Reader.from_pretrained(folder)(question="Who built it ?", context="Romans built it .", top_k=2)

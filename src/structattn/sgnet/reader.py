@@ -5,6 +5,7 @@
     reading = reader(question="Who built the city?", context="The city was built by the Romans in 43 AD.")
     reading.answer            # Answer(text='the Romans', start=22, end=32, score=..., probability=...) or None
     reading.answers           # the top_k best spans, best first, whatever the no-answer decision
+    reader.evaluate("dev-v2.0.json")   # exact / f1 / ... of the official SQuAD 2.0 script, from the same object
 
 It is the pipeline of ``structattn predict`` on questions given in memory, through the same code (the span-QA
 family's features and prediction loop, `SpanQATrainer`, without its training part): the model and
@@ -174,6 +175,23 @@ class Reader:
     def answer_all(self, pairs: Sequence[tuple[str, str]], top_k: int = 1) -> list[Reading]:
         """The answers to ``(question, context)`` pairs, in order (ids ``q0``, ``q1``, ...)."""
         return self.read_questions(make_questions((f"q{i}", q, c) for i, (q, c) in enumerate(pairs)), top_k)
+
+    def evaluate(self, squad) -> dict:
+        """Answer every question of a SQuAD-format file (path) or JSON object at this reader's threshold and score
+        the answers with the project's SQuAD scorer ([`structattn.tasks.squad_eval.evaluate`][structattn.tasks.squad_eval.evaluate],
+        equal to evaluate-v2.0; with the no-answer probabilities when the file has unanswerable questions):
+        ``exact``, ``f1``, ``total`` and the rest of what the official script prints."""
+        from ..tasks.squad import load_squad, read_squad
+        from ..tasks.squad_eval import evaluate as squad_evaluate
+        from .reading import has_unanswerable
+        from .span_qa import na_probabilities
+
+        dataset = squad if isinstance(squad, dict) else load_squad(squad)
+        readings = self.read_questions(read_squad(dataset), source=str(squad) if not isinstance(squad, dict)
+                                       else "the SQuAD object")
+        answers = {r.qid: (r.answer.text if r.answer else "") for r in readings}
+        na_probs = na_probabilities({r.qid: r.na_score for r in readings}) if has_unanswerable(dataset) else None
+        return squad_evaluate(dataset, answers, na_probs)
 
     def read_questions(self, questions: Sequence, top_k: int = 1, source: str = "questions") -> list[Reading]:
         """The answers to ``SquadQuestion`` records ([`make_questions`][structattn.sgnet.reader.make_questions], or
