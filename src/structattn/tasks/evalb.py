@@ -142,8 +142,25 @@ def _kept_brackets(brackets: list[tuple[int, int, str]]) -> list[tuple[int, int,
     return kept
 
 
+class _BracketScores:
+    """Recall and precision (percent, 0 for an empty denominator) of ``matched`` over ``gold_brackets`` and
+    ``test_brackets``: a sentence's, or one label's (`LabelScore`)."""
+
+    matched: int
+    gold_brackets: int
+    test_brackets: int
+
+    @property
+    def recall(self) -> float:
+        return 100.0 * self.matched / self.gold_brackets if self.gold_brackets else 0.0
+
+    @property
+    def precision(self) -> float:
+        return 100.0 * self.matched / self.test_brackets if self.test_brackets else 0.0
+
+
 @dataclass
-class EvalbSentence:
+class EvalbSentence(_BracketScores):
     """One sentence's line of the EVALB table. ``status``: 0 valid, 1 error, 2 skip."""
 
     id: int                      # 1-based position in the files
@@ -158,14 +175,6 @@ class EvalbSentence:
     error: str | None = None     # "Length unmatch (g|t)" / "Words unmatch (g|t)" / "no words in the test tree"
     # label -> (gold, test, matched) brackets of that label (canonical: PRT counts as ADVP); valid sentences only
     by_label: dict[str, tuple[int, int, int]] = field(default_factory=dict, repr=False)
-
-    @property
-    def recall(self) -> float:
-        return 100.0 * self.matched / self.gold_brackets if self.gold_brackets else 0.0
-
-    @property
-    def precision(self) -> float:
-        return 100.0 * self.matched / self.test_brackets if self.test_brackets else 0.0
 
     def table_line(self) -> str:
         """The sentence's line in EVALB's per-sentence table (``individual_result``)."""
@@ -208,7 +217,7 @@ def _label_counts(gold_b, test_b, common: Counter) -> dict[str, tuple[int, int, 
 
 
 @dataclass(frozen=True)
-class LabelScore:
+class LabelScore(_BracketScores):
     """Labelled bracketing scores of the brackets of one label (or a group of labels) over the valid sentences:
     recall over that label's gold brackets, precision over the parser's brackets with that label."""
 
@@ -216,14 +225,6 @@ class LabelScore:
     gold_brackets: int
     test_brackets: int
     matched: int
-
-    @property
-    def recall(self) -> float:
-        return 100.0 * self.matched / self.gold_brackets if self.gold_brackets else 0.0
-
-    @property
-    def precision(self) -> float:
-        return 100.0 * self.matched / self.test_brackets if self.test_brackets else 0.0
 
     @property
     def f1(self) -> float:
