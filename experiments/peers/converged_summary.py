@@ -1,8 +1,11 @@
 """One JSON line per parser run trained until dev F1 stopped improving (`run_peers.sh bna-converge SEED`,
-`supar-converge SEED`): epochs, best epoch and dev F1, test F1 of the committed parse, wall and CPU time.
+`supar-converge SEED`; with ``--minilm``, `bna-minilm-ft VARIANT SEED` and `supar-minilm SEED`): epochs, best epoch
+and dev F1, test F1 of the committed parse, wall and CPU time.
 
     python experiments/peers/converged_summary.py [PEERS] > results/peers/converged_runs.jsonl.new \
         && mv results/peers/converged_runs.jsonl.new results/peers/converged_runs.jsonl
+    python experiments/peers/converged_summary.py --minilm [PEERS] > results/peers/minilm_runs.jsonl.new \
+        && mv results/peers/minilm_runs.jsonl.new results/peers/minilm_runs.jsonl
 
 PEERS is the peers' folder (default /work/peers). Test F1 is ``structattn score evalb`` of the committed parse against
 the test split. CPU time is what ``/usr/bin/time -v`` printed for the run's last process: a run resumed after an
@@ -15,6 +18,7 @@ from __future__ import annotations
 import json
 import re
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 
 from structattn.tasks.evalb import evalb_files
@@ -30,22 +34,33 @@ def cpu_seconds(log: str) -> float | None:
     return round(float(user[-1]) + float(system[-1]), 1) if user and system else None
 
 
-def bna_run(peers: Path, seed: int) -> dict | None:
-    """The line of ``bna-run/none-bna-posnone-converge-sSEED`` (None when it has not finished)."""
-    run = peers / "bna-run" / f"none-bna-posnone-converge-s{seed}"
-    parse = RESULTS / "peers" / f"bna-converged-s{seed}.test.trees"
+@dataclass(frozen=True)
+class Setting:
+    """One comparison's runs: the committed file of its lines, and per run name (with ``{seed}``) its folder under
+    PEERS, its committed parse under results/peers/, what the line calls the parser and its command."""
+
+    jsonl: str
+    runs: tuple  # (summarise, name, folder, parse, parser, command) per run kind
+
+
+def bna_run(peers: Path, seed: int, folder: str = "none-bna-posnone-converge-s{seed}",
+            name: str = "bna-converged-s{seed}", parser: str = "BNA (no pretrained encoder, no POS)",
+            command: str = "bash experiments/run_peers.sh bna-converge {seed}") -> dict | None:
+    """The line of our run ``bna-run/FOLDER`` (None when it has not finished)."""
+    run = peers / "bna-run" / folder.format(seed=seed)
+    parse = RESULTS / "peers" / f"{name.format(seed=seed)}.test.trees"
     if not (run / "summary.json").is_file() or not parse.is_file():
         return None
     summary = json.loads((run / "summary.json").read_text())
     log = Path(f"{run}.log").read_text()
     resumed = re.findall(r"resuming .* \(epoch (\d+),", log)
     first = int(resumed[-1]) + 1 if resumed else 1
-    return {"run": f"bna-converged-s{seed}", "parser": "BNA (no pretrained encoder, no POS)", "seed": seed,
+    return {"run": name.format(seed=seed), "parser": parser, "seed": seed,
             "epochs": summary["epochs_completed"], "best_epoch": summary["best_epoch"],
             "best_dev_f1": summary["best_dev_f1"], "test_f1": evalb_files(split_files("test"), parse).to_dict()["f1"],
             "output": str(parse.relative_to(RESULTS.parent)), "wall_seconds": summary["wall_seconds"],
             "cpu_seconds": cpu_seconds(log), "cpu_seconds_epochs": [first, summary["epochs_completed"]],
-            "command": f"bash experiments/run_peers.sh bna-converge {seed}"}
+            "command": command.format(seed=seed)}
 
 
 def hms_seconds(text: str) -> float:
@@ -56,11 +71,13 @@ def hms_seconds(text: str) -> float:
     return (int(days.group(1)) * 86400 if days else 0) + int(hours) * 3600 + int(minutes) * 60 + float(seconds)
 
 
-def supar_run(peers: Path, seed: int) -> dict | None:
-    """The line of ``supar-run/crf-char-converge-sSEED`` from SuPar's own log (None when it has not finished).
+def supar_run(peers: Path, seed: int, folder: str = "crf-char-converge-s{seed}", name: str = "supar-converged-s{seed}",
+              parser: str = "SuPar 1.1.4 CRF (CharLSTM, MBR, no POS, no GloVe)",
+              command: str = "bash experiments/run_peers.sh supar-converge {seed}") -> dict | None:
+    """The line of SuPar's run ``supar-run/FOLDER`` from SuPar's own log (None when it has not finished).
     SuPar's elapsed time is its epochs' (training, dev and test evaluation), summed over resumed parts."""
-    run = peers / "supar-run" / f"crf-char-converge-s{seed}"
-    parse = RESULTS / "peers" / f"supar-converged-s{seed}.test.txt"
+    run = peers / "supar-run" / folder.format(seed=seed)
+    parse = RESULTS / "peers" / f"{name.format(seed=seed)}.test.txt"
     log = (run / "train.out").read_text() if (run / "train.out").is_file() else ""
     saved = re.findall(r"Epoch (\d+) saved\s*\n.*dev:\s+.*LF:\s*([\d.]+)%", log)
     elapsed = re.findall(r"([\d:., a-z]+)s elapsed, ([\d:., a-z]+)s/epoch", log)
@@ -70,37 +87,56 @@ def supar_run(peers: Path, seed: int) -> dict | None:
     last_process = [int(e) for e in epoch.findall(log.split("Loading the data")[-1])]  # each process loads once
     threads = re.findall(r"^threads\s+\|\s*(\d+)", log, re.M)  # SuPar's printed config, once a process
     prefix = f"SUPAR_THREADS={threads[-1]} " if threads and threads[-1] != "1" else ""
-    return {"run": f"supar-converged-s{seed}", "parser": "SuPar 1.1.4 CRF (CharLSTM, MBR, no POS, no GloVe)",
-            "seed": seed, "epochs": int(epoch.findall(log)[-1]), "best_epoch": int(saved[-1][0]),
+    return {"run": name.format(seed=seed), "parser": parser, "seed": seed, "epochs": int(epoch.findall(log)[-1]), "best_epoch": int(saved[-1][0]),
             "best_dev_f1": float(saved[-1][1]),
             "test_f1": evalb_files(split_files("test"), parse).to_dict()["f1"],
             "output": str(parse.relative_to(RESULTS.parent)), "supar_epoch_seconds": hms_seconds(elapsed[-1][1]),
             "supar_elapsed_seconds": hms_seconds(elapsed[-1][0]), "cpu_seconds": cpu_seconds(log),
             "cpu_seconds_epochs": [last_process[0], last_process[-1]] if last_process else None,
             "threads": int(threads[-1]) if threads else 1,
-            "command": f"{prefix}bash experiments/run_peers.sh supar-converge {seed}"}
+            "command": prefix + command.format(seed=seed)}
 
 
-def committed_lines() -> dict[str, dict]:
-    """The lines of the committed ``results/peers/converged_runs.jsonl`` by run name (empty when there is none)."""
-    path = RESULTS / "peers" / "converged_runs.jsonl"
+#: the two comparisons: without a pretrained encoder, and on all-MiniLM-L6-v2 fine-tuned (ours: BNA and its
+#: self-attention baseline)
+_MINILM_FT = "on all-MiniLM-L6-v2 fine-tuned (encoder lr 5e-5, layers 1e-3, warm-up 160, no POS)"
+SETTINGS = {
+    "converged": Setting("converged_runs.jsonl", (
+        (bna_run, {}), (supar_run, {}))),
+    "minilm": Setting("minilm_runs.jsonl", (
+        (bna_run, {"folder": "minilm-ft-bna-s{seed}", "name": "bna-minilm-ft-s{seed}", "parser": "BNA " + _MINILM_FT,
+                   "command": "bash experiments/run_peers.sh bna-minilm-ft bna {seed}"}),
+        (bna_run, {"folder": "minilm-ft-sa-s{seed}", "name": "sa-minilm-ft-s{seed}",
+                   "parser": "self-attention " + _MINILM_FT,
+                   "command": "bash experiments/run_peers.sh bna-minilm-ft sa {seed}"}),
+        (supar_run, {"folder": "crf-minilm-s{seed}", "name": "supar-minilm-s{seed}",
+                     "parser": "SuPar 1.1.4 CRF on all-MiniLM-L6-v2 fine-tuned (its recipe, MBR, no POS)",
+                     "command": "bash experiments/run_peers.sh supar-minilm {seed}"}))),
+}
+
+
+def committed_lines(jsonl: str) -> dict[str, dict]:
+    """The lines of the committed ``results/peers/JSONL`` by run name (empty when there is none)."""
+    path = RESULTS / "peers" / jsonl
     lines = path.read_text().splitlines() if path.is_file() else []
     return {line["run"]: line for line in map(json.loads, lines)}
 
 
 def main(argv: list[str]) -> None:
+    setting = SETTINGS["minilm" if "--minilm" in argv else "converged"]
+    argv = [a for a in argv if a != "--minilm"]
     peers = Path(argv[0]) if argv else Path("/work/peers")
-    committed = committed_lines()
-    for name, run_name, summarise in (("bna-converge", "bna-converged", bna_run),
-                                      ("supar-converge", "supar-converged", supar_run)):
+    committed = committed_lines(setting.jsonl)
+    for summarise, names in setting.runs:
         for seed in (1, 2):
-            line = summarise(peers, seed)
-            run = f"{run_name}-s{seed}"
+            line = summarise(peers, seed, **names)
+            run = (names.get("name") or ("bna-converged-s{seed}" if summarise is bna_run
+                                         else "supar-converged-s{seed}")).format(seed=seed)
             if line is None and run in committed:  # its folder is gone (another machine): the committed line stands
-                print(f"{name} {seed}: not under {peers}; its committed line is kept", file=sys.stderr)
+                print(f"{run}: not under {peers}; its committed line is kept", file=sys.stderr)
                 line = committed[run]
             if line is None:
-                print(f"{name} {seed}: not finished under {peers}", file=sys.stderr)
+                print(f"{run}: not finished under {peers}", file=sys.stderr)
             else:
                 print(json.dumps(line))
 

@@ -88,6 +88,32 @@ def test_a_converged_run_trained_elsewhere_keeps_its_committed_line(tmp_path, ca
     assert _lines(capsys) == committed
 
 
+@pytest.mark.parametrize("args, jsonl", [([], "converged_runs.jsonl"), (["--minilm"], "minilm_runs.jsonl")])
+def test_each_comparison_keeps_the_committed_lines_of_runs_trained_elsewhere(tmp_path, capsys, args, jsonl):
+    summary = load_experiment("peers/converged_summary")
+    summary.main([*args, str(tmp_path)])
+    committed = [json.loads(line) for line in (RESULTS / "peers" / jsonl).read_text().splitlines()]
+    assert _lines(capsys) == committed
+
+
+def test_a_minilm_run_is_summarised_under_its_own_names(tmp_path):
+    summary = load_experiment("peers/converged_summary")
+    run = tmp_path / "bna-run" / "minilm-ft-sa-s2"
+    run.mkdir(parents=True)
+    (run / "summary.json").write_text(json.dumps({"epochs_completed": 9, "best_epoch": 4, "best_dev_f1": 88.5,
+                                                  "wall_seconds": 10.0}))
+    Path(f"{run}.log").write_text("\tUser time (seconds): 40.0\n\tSystem time (seconds): 2.0\n")
+    results = tmp_path / "results"
+    (results / "peers").mkdir(parents=True)
+    (results / "peers" / "sa-minilm-ft-s2.test.trees").write_bytes(
+        (RESULTS / "peers" / "bna-minilm-ft-s1.test.trees").read_bytes())
+    summary.RESULTS = results
+    kind, names = summary.SETTINGS["minilm"].runs[1]
+    line = kind(tmp_path, 2, **names)
+    assert (line["run"], line["epochs"], line["best_epoch"], line["cpu_seconds"]) == ("sa-minilm-ft-s2", 9, 4, 42.0)
+    assert line["test_f1"] == 90.56 and line["command"] == "bash experiments/run_peers.sh bna-minilm-ft sa 2"
+
+
 def test_a_missing_parse_is_named_by_its_path_in_the_repository(tmp_path, capsys):
     compare = load_experiment("peers/supar_vs_bna")
     compare.RESULTS = tmp_path / "results"  # no committed parse at all
