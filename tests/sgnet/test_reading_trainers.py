@@ -112,7 +112,7 @@ def test_multiple_choice_trains_and_scores_accuracy(env, sgnet, pool):
     from structattn.tasks.race import score_race
 
     out = Path(cfg.output_dir) / "test_pred.json"
-    assert cli_main(["predict", str(Path(cfg.output_dir) / "best"), "--split", "test", "--output", str(out)]) == 0
+    assert cli_main(["predict", "--model", str(Path(cfg.output_dir) / "best"), "--split", "test", "--output", str(out)]) == 0
     letters = json.loads(out.read_text())
     assert len(letters) == 8 and set(letters.values()) <= set("ABCD")
     assert score_race(examples.questions, letters)["accuracy"] == pytest.approx(100 * metrics["accuracy"])
@@ -254,12 +254,12 @@ def test_predict_na_threshold(env, capsys):
     best = str(Path(cfg.output_dir) / "best")
     out = env["root"] / "threshold.json"
     for value, empty in (("never", 0), ("-1e9", 12)):   # never "no answer"; "no answer" whatever the scores
-        assert cli_main(["predict", best, "--task", "squad11", "--split", "dev", f"--na-threshold={value}",
+        assert cli_main(["predict", "--model", best, "--task", "squad11", "--split", "dev", f"--na-threshold={value}",
                          "--output", str(out)]) == 0
         assert sum(text == "" for text in json.loads(out.read_text()).values()) == empty
-    assert cli_main(["predict", best, "--task", "squad11", "--split", "dev", "--output", str(out)]) == 0
+    assert cli_main(["predict", "--model", best, "--task", "squad11", "--split", "dev", "--output", str(out)]) == 0
     assert "squad11 has no unanswerable questions: every question gets an answer" in capsys.readouterr().err
-    assert cli_main(["predict", best, "--na-threshold", "high", "--output", str(out)]) == 2
+    assert cli_main(["predict", "--model", best, "--na-threshold", "high", "--output", str(out)]) == 2
     assert "--na-threshold takes a number or 'never', not 'high'" in capsys.readouterr().err
 
 

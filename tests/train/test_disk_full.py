@@ -89,7 +89,7 @@ def test_full_disk_while_replacing_best(env, monkeypatch, capsys):
     _no_temporary_folders(out)
     assert (out / "best" / "metrics.json").read_text() == before
     monkeypatch.setattr(os, "write", REAL_WRITE)
-    assert main(["evaluate", str(out / "best"), "--split", "dev"]) == 0  # the kept best/ loads
+    assert main(["evaluate", "--model", str(out / "best"), "--split", "dev"]) == 0  # the kept best/ loads
 
 
 def test_disk_full_is_recognised_inside_other_libraries_errors(tmp_path, monkeypatch):

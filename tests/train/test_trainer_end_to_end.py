@@ -48,12 +48,12 @@ def test_sla_classification_train_evaluate_predict(env, capsys):
     saved = json.loads((out / "best" / "config.json").read_text())
     assert saved["structattn"]["name"] == "sla"
 
-    assert main(["evaluate", str(out / "best"), "--split", "dev"]) == 0
+    assert main(["evaluate", "--model", str(out / "best"), "--split", "dev"]) == 0
     ev = json.loads(capsys.readouterr().out)
     assert ev["accuracy"] == pytest.approx(summary["best_metrics"]["accuracy"])
     assert ev["gate_means"] == pytest.approx(gates, abs=1e-5)  # the same model, the same dev set
     preds = tmp / "preds.jsonl"
-    assert main(["predict", str(out / "best"), "--split", "dev", "--output", str(preds)]) == 0
+    assert main(["predict", "--model", str(out / "best"), "--split", "dev", "--output", str(preds)]) == 0
     lines = [json.loads(l) for l in preds.read_text().splitlines()]
     assert len(lines) == 16 and {l["prediction"] for l in lines} <= {"0", "1"}
 
@@ -68,7 +68,7 @@ def test_tagging_with_lisa_maps_labels_back_to_words(env, capsys):
     assert summary["main_metric"] == "f1" and summary["lisa_weight"] == 0.5
     assert 0.0 <= summary["best_metrics"]["lisa_parent_accuracy"] <= 1.0  # the supervised head, measured on dev
     preds = tmp / "p.jsonl"
-    assert main(["predict", str(out / "best"), "--split", "test", "--output", str(preds)]) == 0
+    assert main(["predict", "--model", str(out / "best"), "--split", "test", "--output", str(preds)]) == 0
     first = json.loads(preds.read_text().splitlines()[0])
     assert len(first["prediction"]) == len(first["words"]) == 5
 
@@ -77,7 +77,7 @@ def test_model_folder_without_weights_is_a_clear_error(env, capsys, tmp_path):
     folder = tmp_path / "empty"
     folder.mkdir()
     (folder / "train_config.json").write_text("{}")
-    assert main(["evaluate", str(folder)]) == 2
+    assert main(["evaluate", "--model", str(folder)]) == 2
     assert "no model weights" in capsys.readouterr().err
 
 
@@ -94,7 +94,7 @@ def test_an_output_dir_is_not_resumed_with_other_settings(env, capsys):
     assert "seed: 42 -> 7" in err and "--output-dir" in err
     assert json.loads((out / "train_config.json").read_text())["seed"] == 42  # nothing overwritten
     # settings that do not change the computation may differ
-    assert main(args + ["--log-every", "3"]) == 0
+    assert main(args + ["--eval-batch-size", "16"]) == 0
     assert json.loads(capsys.readouterr().out)["best"] == first["best"]
 
 
