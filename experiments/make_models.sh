@@ -5,7 +5,7 @@
 # against the float32 run on the same questions). `make models` runs `parsers` (the parsers
 # are committed: rerunning rebuilds them); `make models-nmt` runs `nmt` (committed too: about 2 h on one
 # CPU thread). A finished run in runs/ is not trained again (train-parsing / train-translation resume), only shipped.
-#   bash experiments/make_models.sh parsers | nmt | reader | all
+#   bash experiments/make_models.sh parsers | parser-ft | nmt | reader | all
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export OMP_NUM_THREADS=1 MKL_NUM_THREADS=1
@@ -41,6 +41,12 @@ parsers() {
   $BIN/python experiments/ship_model.py runs/parsing/none-bna-posspacy-s1 bna-scratch
 }
 
+parser_ft() {
+  # results/PEERS.md: BNA on all-MiniLM-L6-v2 fine-tuned, to convergence (the peers' recipe, seed 2), packed int8
+  PEERS=${PEERS:-/work/peers} bash experiments/run_peers.sh bna-minilm-ft bna 2
+  $BIN/python experiments/ship_model.py "${PEERS:-/work/peers}/bna-run/minilm-ft-bna-s2" bna-minilm-ft
+}
+
 nmt() {
   # NMT.md: + HYBRID (Gate), seed 1 (the run the gate figures and probing of NMT.md use)
   train runs/nmt/multi30k-hybrid_gate-s1 train-translation $NMT --mechanism hybrid_gate --seed 1
@@ -60,9 +66,10 @@ reader() {
 
 case "${1:-parsers}" in
   parsers) parsers ;;
+  parser-ft) parser_ft ;;
   nmt) nmt ;;
   reader) reader ;;
   all) parsers; nmt ;;
-  *) echo "usage: $0 parsers | nmt | reader | all"; exit 2 ;;
+  *) echo "usage: $0 parsers | parser-ft | nmt | reader | all"; exit 2 ;;
 esac
 du -ch src/structattn/trained/*/model.safetensors | tail -1

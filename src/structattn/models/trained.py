@@ -97,6 +97,11 @@ TRAINED: dict[str, TrainedModel] = {m.name: m for m in (
                  "make models-parsers", domain=_PARSER_DOMAIN, good_at=_PARSER_GOOD_AT,
                  bad_at=_PARSER_BAD_AT + "; its words are those of the 3,068 trees (others are read through "
                  "their characters only)"),
+    TrainedModel("bna-minilm-ft", "parser",
+                 "BNA constituency parser (BiMSA + NSA, no POS tags) on all-MiniLM-L6-v2 fine-tuned with it, "
+                 "int8 weights (one float scale per row)",
+                 "bash experiments/make_models.sh parser-ft",
+                 domain=_PARSER_DOMAIN, good_at=_PARSER_GOOD_AT, bad_at=_PARSER_BAD_AT),
     TrainedModel("hybrid-gate-en-de", "translator",
                  "English->German Transformer-tiny with the hybrid local/global gate (Xu et al. 2019)",
                  "make models-nmt",
