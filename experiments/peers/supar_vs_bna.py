@@ -7,7 +7,8 @@
 (from the repository root, the library importable). One JSON line per SuPar parse, then one per (ours, SuPar) pair
 with our F1, the difference and its p. With --converged the pairs are by seed (BNA seed k against SuPar seed k), then
 one line for both seeds at once (the mean difference, a seed-paired bootstrap), each p also Holm-adjusted over the
-lines printed; --minilm pairs the same way, our BNA on the fine-tuned encoder against SuPar's CRF parser on it.
+lines printed; --minilm pairs the same way, our BNA on the fine-tuned encoder against SuPar's CRF parser on it, and
+adds the shipped `bna-minilm-ft` parser's committed test trees against each of SuPar's parses on that encoder.
 """
 from __future__ import annotations
 
@@ -55,7 +56,12 @@ def main(argv=None) -> None:
     for peer in (p for p in peers if p in scored):
         print(json.dumps({"run": peer, **{k: scored[peer][0][k] for k in ("recall", "precision", "f1")}}))
     if args.converged or args.minilm:
-        converged(ours, peers, scored)
+        shipped = RESULTS / "shipped" / "bna-minilm-ft.test.trees"
+        extra = {}
+        if args.minilm and shipped.is_file():
+            scored["shipped bna-minilm-ft"] = counts(gold, shipped)
+            extra = {"shipped bna-minilm-ft": [p for p in peers if p in scored]}
+        converged(ours, peers, scored, extra)
         return
     for mine in (m for m in ours if m in scored):
         for peer in (p for p in peers if p in scored):
@@ -65,8 +71,9 @@ def main(argv=None) -> None:
                               "p": round(p, 4)}))
 
 
-def converged(ours: dict[str, Path], peers: dict[str, Path], scored: dict) -> None:
-    """BNA seed k against SuPar seed k, then both seeds at once; p Holm-adjusted over these lines."""
+def converged(ours: dict[str, Path], peers: dict[str, Path], scored: dict, extra: dict | None = None) -> None:
+    """BNA seed k against SuPar seed k, then both seeds at once, then each ``extra`` parse (name -> the peers it
+    is compared with); p Holm-adjusted over these lines."""
     pairs = [(m, p) for m, p in zip(ours, peers) if m in scored and p in scored]
     lines = []
     for mine, peer in pairs:
@@ -81,6 +88,11 @@ def converged(ours: dict[str, Path], peers: dict[str, Path], scored: dict) -> No
         lines.append({"run": f"{setting} (seeds " + ", ".join(m.rsplit("-s", 1)[1] for m, _ in pairs) + ")",
                       "f1": f"{ours_mean:.2f} ± {ours_std:.2f}", "supar_f1": f"{peer_mean:.2f} ± {peer_std:.2f}",
                       "minus_supar": round(delta, 2), "p": p})
+    for mine, against in (extra or {}).items():
+        for peer in against:
+            delta, p = paired_bootstrap_f1(scored[mine][1], scored[peer][1])
+            lines.append({"run": mine, "against": peer, "f1": scored[mine][0]["f1"], "minus_supar": round(delta, 2),
+                          "p": p})
     for line, adjusted in zip(lines, holm([line["p"] for line in lines])):
         print(json.dumps({**line, "p": round(line["p"], 4), "p_holm": round(adjusted, 4)}, ensure_ascii=False))
 

@@ -146,3 +146,10 @@ def test_the_per_label_table_rescores_to_its_committed_lines(capsys):
     load_experiment("peers/per_label").main([])
     committed = [json.loads(line) for line in (RESULTS / "peers" / "per_label.jsonl").read_text().splitlines()]
     assert _lines(capsys) == committed
+
+
+@needs(str(ptb.PTB_SUBDIR / "wsj_0199.mrg"))
+def test_the_minilm_comparison_rescores_to_its_committed_lines(capsys):
+    load_experiment("peers/supar_vs_bna").main(["--minilm"])
+    committed = [json.loads(line) for line in (RESULTS / "peers" / "minilm_vs_supar.jsonl").read_text().splitlines()]
+    assert _lines(capsys) == committed
