@@ -85,23 +85,24 @@ _PARSER_BAD_AT = ("what 3,068 news trees rarely show: questions (\"Why did the m
                   "are refused. Output trees have no function tags, traces or empty elements, and the "
                   "preterminal tags are spaCy's, not the parser's")
 
+
+def _parser(name: str, description: str, build: str, limits: str = "") -> TrainedModel:
+    """A shipped parser: the parsers share their training data, and so what they are good and bad at; ``limits``
+    adds what is measured of this one."""
+    return TrainedModel(name, "parser", description, build, domain=_PARSER_DOMAIN, good_at=_PARSER_GOOD_AT,
+                        bad_at=_PARSER_BAD_AT + limits)
+
+
 TRAINED: dict[str, TrainedModel] = {m.name: m for m in (
-    TrainedModel("bna-minilm", "parser",
-                 "BNA constituency parser (BiMSA + NSA, spaCy POS tags) on frozen all-MiniLM-L6-v2",
-                 "make models-parsers", domain=_PARSER_DOMAIN, good_at=_PARSER_GOOD_AT,
-                 bad_at=_PARSER_BAD_AT + "; \"It purred.\" comes out as an NP, (NP (NP (PRP It)) (VP (VBD purred)) "
-                 "(. .)), not an S (bna-scratch gives the S)"),
-    TrainedModel("bna-scratch", "parser",
-                 "BNA constituency parser (BiMSA + NSA, spaCy POS tags), no pretrained encoder "
-                 "(word embeddings + character BiLSTM)",
-                 "make models-parsers", domain=_PARSER_DOMAIN, good_at=_PARSER_GOOD_AT,
-                 bad_at=_PARSER_BAD_AT + "; its words are those of the 3,068 trees (others are read through "
-                 "their characters only)"),
-    TrainedModel("bna-minilm-ft", "parser",
-                 "BNA constituency parser (BiMSA + NSA, no POS tags) on all-MiniLM-L6-v2 fine-tuned with it, "
-                 "int8 weights (one float scale per row)",
-                 "bash experiments/make_models.sh parser-ft",
-                 domain=_PARSER_DOMAIN, good_at=_PARSER_GOOD_AT, bad_at=_PARSER_BAD_AT),
+    _parser("bna-minilm", "BNA constituency parser (BiMSA + NSA, spaCy POS tags) on frozen all-MiniLM-L6-v2",
+            "make models-parsers", "; \"It purred.\" comes out as an NP, (NP (NP (PRP It)) (VP (VBD purred)) "
+            "(. .)), not an S (bna-scratch gives the S)"),
+    _parser("bna-scratch", "BNA constituency parser (BiMSA + NSA, spaCy POS tags), no pretrained encoder "
+            "(word embeddings + character BiLSTM)",
+            "make models-parsers", "; its words are those of the 3,068 trees (others are read through their "
+            "characters only)"),
+    _parser("bna-minilm-ft", "BNA constituency parser (BiMSA + NSA, no POS tags) on all-MiniLM-L6-v2 fine-tuned "
+            "with it, int8 weights (one float scale per row)", "bash experiments/make_models.sh parser-ft"),
     TrainedModel("hybrid-gate-en-de", "translator",
                  "English->German Transformer-tiny with the hybrid local/global gate (Xu et al. 2019)",
                  "make models-nmt",
