@@ -24,9 +24,14 @@ def _lines(capsys) -> list[dict]:
 
 
 @needs(str(ptb.PTB_SUBDIR / "wsj_0199.mrg"))
-def test_the_twelve_epoch_comparison_rescores_to_its_committed_lines(capsys):
-    load_experiment("peers/supar_vs_bna").main([])
-    committed = [json.loads(line) for line in (RESULTS / "peers" / "supar_vs_bna.jsonl").read_text().splitlines()]
+@pytest.mark.parametrize("script, args, jsonl", [
+    ("peers/supar_vs_bna", [], "supar_vs_bna.jsonl"),                # the twelve-epoch comparison
+    ("peers/supar_vs_bna", ["--minilm"], "minilm_vs_supar.jsonl"),   # the same fine-tuned encoder
+    ("peers/per_label", [], "per_label.jsonl"),                      # per-label F1 of every committed parse
+])
+def test_the_parse_comparisons_rescore_to_their_committed_lines(capsys, script, args, jsonl):
+    load_experiment(script).main(args)
+    committed = [json.loads(line) for line in (RESULTS / "peers" / jsonl).read_text().splitlines()]
     assert _lines(capsys) == committed
 
 
@@ -139,17 +144,3 @@ def test_a_plan_without_a_measured_run_names_it(tmp_path):
     costs.write_text(json.dumps({"name": "supar-minilm", "cpu_s_per_epoch": 100.0, "parameters": 1}) + "\n")
     with pytest.raises(SystemExit, match="minilm-ft-bna: no line in the costs file"):
         load_experiment("peers/lane_hours").main(["--costs", str(costs)])
-
-
-@needs(str(ptb.PTB_SUBDIR / "wsj_0199.mrg"))
-def test_the_per_label_table_rescores_to_its_committed_lines(capsys):
-    load_experiment("peers/per_label").main([])
-    committed = [json.loads(line) for line in (RESULTS / "peers" / "per_label.jsonl").read_text().splitlines()]
-    assert _lines(capsys) == committed
-
-
-@needs(str(ptb.PTB_SUBDIR / "wsj_0199.mrg"))
-def test_the_minilm_comparison_rescores_to_its_committed_lines(capsys):
-    load_experiment("peers/supar_vs_bna").main(["--minilm"])
-    committed = [json.loads(line) for line in (RESULTS / "peers" / "minilm_vs_supar.jsonl").read_text().splitlines()]
-    assert _lines(capsys) == committed

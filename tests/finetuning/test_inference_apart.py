@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from fixtures import make_tiny_model, make_tiny_sst2, tiny_race, tiny_squad11
+from fixtures import make_tiny_model, make_tiny_sst2, point_at, tiny_race, tiny_squad11
 from structattn.cli import main
 from structattn.train.config import TrainConfig
 from structattn.trainers import trainer_for
@@ -27,9 +27,7 @@ def tiny(tmp_path_factory):
 
 @pytest.fixture
 def env(tiny, monkeypatch):
-    monkeypatch.setenv("STRUCTATTN_DATA", str(tiny["data"]))
-    monkeypatch.setenv("STRUCTATTN_CACHE", str(tiny["cache"]))
-    return tiny
+    return point_at(tiny, monkeypatch)
 
 
 @pytest.fixture

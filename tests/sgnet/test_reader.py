@@ -14,7 +14,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from fixtures import train_tiny_reader
+from fixtures import point_at, train_tiny_reader
 from structattn.cli import main as cli_main
 from structattn.errors import UserError
 from structattn.models import trained
@@ -36,9 +36,7 @@ def tiny(tmp_path_factory):
 
 @pytest.fixture
 def env(tiny, monkeypatch):
-    monkeypatch.setenv("STRUCTATTN_DATA", str(tiny["data"]))
-    monkeypatch.setenv("STRUCTATTN_CACHE", str(tiny["cache"]))
-    return tiny
+    return point_at(tiny, monkeypatch)
 
 
 @pytest.fixture

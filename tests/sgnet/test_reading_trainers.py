@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from fixtures import make_tiny_model, tiny_race, tiny_squad11
+from fixtures import make_tiny_model, point_at, tiny_race, tiny_squad11
 from structattn.cli import main as cli_main
 from structattn.errors import UserError
 from structattn.trainers import load_trained
@@ -29,9 +29,7 @@ def tiny(tmp_path_factory):
 
 @pytest.fixture
 def env(tiny, monkeypatch):
-    monkeypatch.setenv("STRUCTATTN_DATA", str(tiny["data"]))
-    monkeypatch.setenv("STRUCTATTN_CACHE", str(tiny["cache"]))
-    return tiny
+    return point_at(tiny, monkeypatch)
 
 
 def config(tiny, task, name, **kw) -> TrainConfig:

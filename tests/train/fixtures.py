@@ -11,6 +11,14 @@ NEG = ["bad", "awful", "dull", "boring", "poor", "weak"]
 FILL = ["the", "film", "is", "a", "story", "very", "quite", "and", "plot", "acting"]
 
 
+def point_at(tiny: dict, monkeypatch) -> dict:
+    """Point the library at a module's tiny data folder and parse cache (``tiny["data"]``, ``tiny["cache"]``) for
+    one test; returns ``tiny``."""
+    monkeypatch.setenv("STRUCTATTN_DATA", str(tiny["data"]))
+    monkeypatch.setenv("STRUCTATTN_CACHE", str(tiny["cache"]))
+    return tiny
+
+
 def make_tiny_model(folder: Path, dropout: float = 0.1) -> Path:
     """A tiny random BERT saved in ``folder`` (``dropout``: its hidden and attention dropout, BERT's 0.1 unless
     told; the overfitting tests take 0)."""
