@@ -101,6 +101,7 @@ def test_each_comparison_keeps_the_committed_lines_of_runs_trained_elsewhere(tmp
     assert _lines(capsys) == committed
 
 
+@needs(str(ptb.PTB_SUBDIR / "wsj_0199.mrg"))
 def test_a_minilm_run_is_summarised_under_its_own_names(tmp_path):
     summary = load_experiment("peers/converged_summary")
     run = tmp_path / "bna-run" / "minilm-ft-sa-s2"
@@ -119,6 +120,7 @@ def test_a_minilm_run_is_summarised_under_its_own_names(tmp_path):
     assert line["test_f1"] == 90.56 and line["command"] == "bash experiments/run_peers.sh bna-minilm-ft sa 2"
 
 
+@needs(str(ptb.PTB_SUBDIR / "wsj_0199.mrg"))
 def test_a_missing_parse_is_named_by_its_path_in_the_repository(tmp_path, capsys):
     compare = load_experiment("peers/supar_vs_bna")
     compare.RESULTS = tmp_path / "results"  # no committed parse at all
