@@ -40,14 +40,14 @@ def build_run(folder: Path) -> Path:
     """A run-shaped folder holding a fresh SG-Net (dual) span-QA model on the packaged MiniLM."""
     from structattn.sgnet.model import SGNetConfig, SGNetModel
     from structattn.settings import DEFAULT_ENCODER_PACKAGE, packaged_encoder_folder
-    from structattn.train.config import TrainConfig
+    from structattn.sgnet.config import SGNetTrainConfig
     from structattn.models.tokenizer import load_tokenizer
 
     encoder = str(packaged_encoder_folder(DEFAULT_ENCODER_PACKAGE))
     model = SGNetModel.from_encoder(encoder, SGNetConfig(aggregation="dual", head="span_qa"))
     model.save_pretrained(folder)
     load_tokenizer(encoder, model.base_model.config.model_type).save_pretrained(str(folder))
-    TrainConfig(task="squad2", sgnet="dual", max_length=384, stride=128, eval_batch_size=64).save(
+    SGNetTrainConfig(task="squad2", sgnet="dual", max_length=384, stride=128, eval_batch_size=64).save(
         folder / "train_config.json")
     (folder / "span_qa.json").write_text(json.dumps({"na_threshold": 0.0, "max_answer_length": 30, "n_best": 20}))
     return folder

@@ -41,6 +41,7 @@ in :data:`KINDS` declares only what differs: which files, which scorer, which fi
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import fcntl
 import json
 import re
@@ -455,15 +456,17 @@ def reading_line(run: Run) -> dict:
         state = run.summary("trainer_state.json")
         if not state.get("finished"):
             raise UserError(f"{run.dir}: the run has not finished (trainer_state.json finished = false)")
+    from structattn.run_config import RunConfig
+
+    # the line records every system's options (the run's key), whichever system's config the run folder holds
+    run_config = RunConfig.load(run.dir / "train_config.json")
     trainer = None
     if args.predictions is None:
         trainer = load_trained(str(run.dir / "best"), args.task)
         trainer.show_progress = False
         cfg = trainer.cfg
     else:
-        from structattn.train.config import TrainConfig
-
-        cfg = TrainConfig.load(run.dir / "train_config.json")
+        cfg = run_config
         if not args.device:
             raise UserError("--predictions needs --device: where the predictions were made")
     family = task_family(cfg.task)
@@ -488,7 +491,7 @@ def reading_line(run: Run) -> dict:
             "train_wall_s": max((h.get("elapsed_s", 0) for h in state["history"]), default=None),
             "test_predict_s": round(time.time() - t0, 1) if trainer is not None else None,
             "kernel": "+".join(state.get("extra", state).get("kernels", [])) or None,  # engine or earlier layout
-            "config": run.summary("train_config.json"), "note": args.note}
+            "config": dataclasses.asdict(run_config), "note": args.note}
     if not state["finished"]:   # stopped by a wall-clock limit: how far it got
         line.update(finished=False, planned_steps=state["planned_steps"])
     from structattn.train.engine import device_description

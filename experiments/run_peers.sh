@@ -16,6 +16,8 @@
 #   bash experiments/run_peers.sh bna-minilm-ft VARIANT SEED [PATIENCE]  # ours on MiniLM fine-tuned (VARIANT bna | sa)
 #   bash experiments/run_peers.sh bna-paper VARIANT SEED [PATIENCE]  # ours from scratch at the paper's shape (8 layers,
 #                                              #   batch 250, lr 8e-4, width PAPER_WIDTH; VARIANT sa | bimsa | sa_nsa | bna)
+#   bash experiments/run_peers.sh bna-ablation NAME SEED [PATIENCE]  # the bna-converge run with one setting moved to
+#                                              #   SuPar's (NAME dropout | lr | width); `ablations SEED`: all three
 #   bash experiments/run_peers.sh plan             # CPU seconds per epoch of each of these (results/peers/epoch_cost.jsonl)
 #   bash experiments/run_peers.sh campaign         # every run of the plan in its order, each skipped once its test parse
 #                                              #   is committed; with DEVICE=cuda, the whole plan on one GPU
@@ -157,6 +159,34 @@ bna_converge() {  # bna-converge SEED [PATIENCE]: the SMALL settings, BNA (no pr
   local seed=${1:?seed}
   ours_train "$PEERS/bna-run/none-bna-posnone-converge-s$seed$SUFFIX" "results/peers/bna-converged-s$seed.test.trees" \
     "$seed" "${2:-5}" "${SMALL[@]}" --mechanism bna
+}
+
+# Why SuPar is ahead without a pretrained encoder: the SMALL BNA with one setting moved to SuPar's CRF recipe
+# (experiments/peers/supar_crf_con.ini), each against bna-converge's run of the same seed. The differences no flag
+# expresses (span representation, label scorer, CRF loss) are not among them.
+ABLATIONS=(dropout lr width)
+ablation_flags() {  # ablation_flags NAME: the flags that make the change (given after SMALL's, so they win)
+  case "$1" in
+    dropout) echo --residual-dropout 0.33 --ff-dropout 0.33 --attention-dropout 0.33 --char-dropout 0.33 ;;  # SuPar's .33
+    lr) echo --learning-rate 2e-3 ;;  # SuPar's Adam rate (ours 1e-3)
+    width) echo --d-model 256 --heads 8 --d-ff 512 ;;  # twice the width (SuPar 12.2M parameters, ours 1.1M)
+    *) echo "unknown ablation $1; one of: ${ABLATIONS[*]}" >&2; return 2 ;;
+  esac
+}
+
+bna_ablation() {  # bna-ablation NAME SEED [PATIENCE]: SMALL BNA with ablation NAME's change
+  local name=${1:?ablation} seed=${2:?seed} flags
+  flags=$(ablation_flags "$name") || return 2
+  # shellcheck disable=SC2086  # the flags are words without spaces
+  ours_train "$PEERS/bna-run/ablation-$name-s$seed$SUFFIX" "results/peers/ablation-$name-s$seed.test.trees" "$seed" \
+    "${3:-5}" "${SMALL[@]}" --mechanism bna $flags
+}
+
+ablations() {  # ablations SEED: every ablation in ABLATIONS' order, each skipped once its test parse is committed
+  local name seed=${1:?seed}
+  for name in "${ABLATIONS[@]}"; do
+    [ -f "results/peers/ablation-$name-s$seed.test.trees" ] || bna_ablation "$name" "$seed" || return 1
+  done
 }
 
 supar_minilm() {  # supar-minilm SEED [PATIENCE]: SuPar's CRF parser with all-MiniLM-L6-v2 fine-tuned
@@ -326,6 +356,8 @@ case "${1:-}" in
   supar-minilm) shift; supar_minilm "$@" ;;
   bna-minilm-ft) shift; bna_minilm_ft "$@" ;;
   bna-paper) shift; bna_paper "$@" ;;
+  bna-ablation) shift; bna_ablation "$@" ;;
+  ablations) shift; ablations "$@" ;;
   plan) plan ;;
   campaign) campaign ;;
   supar-speed) supar_speed ;;
@@ -333,5 +365,5 @@ case "${1:-}" in
   joeynmt) joeynmt ;;
   joeynmt-test) shift; joeynmt_test "$@" ;;
   joeynmt-laptop) joeynmt_laptop ;;
-  *) echo "usage: $0 [background] venvs | data | supar [EPOCHS] | supar-predict | supar-converge SEED [PATIENCE] | bna-converge SEED [PATIENCE] | supar-minilm SEED [PATIENCE] | bna-minilm-ft VARIANT SEED [PATIENCE] | bna-paper VARIANT SEED [PATIENCE] | plan | campaign | supar-speed | joeynmt-smoke | joeynmt | joeynmt-test [DIR [NAME [SPLIT ...]]] | joeynmt-laptop"; exit 2 ;;
+  *) echo "usage: $0 [background] venvs | data | supar [EPOCHS] | supar-predict | supar-converge SEED [PATIENCE] | bna-converge SEED [PATIENCE] | supar-minilm SEED [PATIENCE] | bna-minilm-ft VARIANT SEED [PATIENCE] | bna-paper VARIANT SEED [PATIENCE] | bna-ablation NAME SEED [PATIENCE] | ablations SEED | plan | campaign | supar-speed | joeynmt-smoke | joeynmt | joeynmt-test [DIR [NAME [SPLIT ...]]] | joeynmt-laptop"; exit 2 ;;
 esac

@@ -250,10 +250,11 @@ def train_command(config: dict) -> str:
     that the task family defaults otherwise (so the command is exact whatever the defaults), ``extra`` left out."""
     from dataclasses import MISSING, fields
 
-    from structattn.train.config import READING_DEFAULTS, TrainConfig, task_family
+    from structattn.run_config import RunConfig
+    from structattn.train.config import READING_DEFAULTS, task_family
 
     family = READING_DEFAULTS.get(task_family(config["task"]), {})
-    defaults = {f.name: f.default for f in fields(TrainConfig) if f.default is not MISSING}
+    defaults = {f.name: f.default for f in fields(RunConfig) if f.default is not MISSING}
     words = []
     for name, value in config.items():
         if name == "extra" or name not in defaults or (value == defaults[name] and name not in family):

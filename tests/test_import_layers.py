@@ -21,7 +21,7 @@ LAYERS: list[tuple[str, ...]] = [
     ("structattn.models",),
     ("structattn.train",),
     ("structattn.finetuning", "structattn.translation", "structattn.bna", "structattn.sgnet"),
-    ("structattn.trainers", "structattn.sweep"),
+    ("structattn.run_config", "structattn.trainers", "structattn.sweep"),
     ("structattn.analysis",),
     ("structattn.commands", "structattn.cli"),
 ]

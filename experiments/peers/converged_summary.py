@@ -1,11 +1,14 @@
 """One JSON line per parser run trained until dev F1 stopped improving (`run_peers.sh bna-converge SEED`,
-`supar-converge SEED`; with ``--minilm``, `bna-minilm-ft VARIANT SEED` and `supar-minilm SEED`): epochs, best epoch
-and dev F1, test F1 of the committed parse, wall and CPU time.
+`supar-converge SEED`; with ``--minilm``, `bna-minilm-ft VARIANT SEED` and `supar-minilm SEED`; with ``--ablations``,
+`bna-ablation NAME SEED`, with the dev curve): epochs, best epoch and dev F1, test F1 of the committed parse, wall
+and CPU time.
 
     python experiments/peers/converged_summary.py [PEERS] > results/peers/converged_runs.jsonl.new \
         && mv results/peers/converged_runs.jsonl.new results/peers/converged_runs.jsonl
     python experiments/peers/converged_summary.py --minilm [PEERS] > results/peers/minilm_runs.jsonl.new \
         && mv results/peers/minilm_runs.jsonl.new results/peers/minilm_runs.jsonl
+    python experiments/peers/converged_summary.py --ablations [PEERS] > results/peers/ablations.jsonl.new \
+        && mv results/peers/ablations.jsonl.new results/peers/ablations.jsonl
 
 PEERS is the peers' folder (default /work/peers). Test F1 is ``structattn score evalb`` of the committed parse against
 the test split. CPU time is what ``/usr/bin/time -v`` printed for the run's last process: a run resumed after an
@@ -45,8 +48,9 @@ class Setting:
 
 def bna_run(peers: Path, seed: int, folder: str = "none-bna-posnone-converge-s{seed}",
             name: str = "bna-converged-s{seed}", parser: str = "BNA (no pretrained encoder, no POS)",
-            command: str = "bash experiments/run_peers.sh bna-converge {seed}") -> dict | None:
-    """The line of our run ``bna-run/FOLDER`` (None when it has not finished)."""
+            command: str = "bash experiments/run_peers.sh bna-converge {seed}", curve: bool = False) -> dict | None:
+    """The line of our run ``bna-run/FOLDER`` (None when it has not finished); ``curve``: with its dev F1 after
+    every epoch (``dev_f1_by_epoch``)."""
     run = peers / "bna-run" / folder.format(seed=seed)
     parse = RESULTS / "peers" / f"{name.format(seed=seed)}.test.trees"
     if not (run / "summary.json").is_file() or not parse.is_file():
@@ -55,12 +59,13 @@ def bna_run(peers: Path, seed: int, folder: str = "none-bna-posnone-converge-s{s
     log = Path(f"{run}.log").read_text()
     resumed = re.findall(r"resuming .* \(epoch (\d+),", log)
     first = int(resumed[-1]) + 1 if resumed else 1
+    dev_curve = {"dev_f1_by_epoch": [entry["f1"] for entry in summary["history"]]} if curve else {}
     return {"run": name.format(seed=seed), "parser": parser, "seed": seed,
             "epochs": summary["epochs_completed"], "best_epoch": summary["best_epoch"],
             "best_dev_f1": summary["best_dev_f1"], "test_f1": evalb_files(split_files("test"), parse).to_dict()["f1"],
             "output": str(parse.relative_to(RESULTS.parent)), "wall_seconds": summary["wall_seconds"],
             "cpu_seconds": cpu_seconds(log), "cpu_seconds_epochs": [first, summary["epochs_completed"]],
-            "command": command.format(seed=seed)}
+            "command": command.format(seed=seed), **dev_curve}
 
 
 def hms_seconds(text: str) -> float:
@@ -97,7 +102,12 @@ def supar_run(peers: Path, seed: int, folder: str = "crf-char-converge-s{seed}",
             "command": prefix + command.format(seed=seed)}
 
 
-#: the two comparisons: without a pretrained encoder, and on all-MiniLM-L6-v2 fine-tuned (ours: BNA and its
+#: each ablation of `run_peers.sh ablations` (the bna-converge run with one setting moved to SuPar's recipe)
+ABLATIONS = {"dropout": "dropout .33 everywhere (SuPar's; ours .2, characters .1)",
+             "lr": "learning rate 2e-3 (SuPar's; ours 1e-3)",
+             "width": "width 256, 8 heads, feed-forward 512 (ours 128, 4, 256)"}
+
+#: the comparisons: without a pretrained encoder, and on all-MiniLM-L6-v2 fine-tuned (ours: BNA and its
 #: self-attention baseline)
 _MINILM_FT = "on all-MiniLM-L6-v2 fine-tuned (encoder lr 5e-5, layers 1e-3, warm-up 160, no POS)"
 SETTINGS = {
@@ -112,6 +122,11 @@ SETTINGS = {
         (supar_run, {"folder": "crf-minilm-s{seed}", "name": "supar-minilm-s{seed}",
                      "parser": "SuPar 1.1.4 CRF on all-MiniLM-L6-v2 fine-tuned (its recipe, MBR, no POS)",
                      "command": "bash experiments/run_peers.sh supar-minilm {seed}"}))),
+    "ablations": Setting("ablations.jsonl", tuple(
+        (bna_run, {"folder": f"ablation-{name}-s{{seed}}", "name": f"ablation-{name}-s{{seed}}",
+                   "parser": f"BNA (no pretrained encoder, no POS), {change}", "curve": True,
+                   "command": f"bash experiments/run_peers.sh bna-ablation {name} {{seed}}"})
+        for name, change in ABLATIONS.items())),
 }
 
 
@@ -123,8 +138,9 @@ def committed_lines(jsonl: str) -> dict[str, dict]:
 
 
 def main(argv: list[str]) -> None:
-    setting = SETTINGS["minilm" if "--minilm" in argv else "converged"]
-    argv = [a for a in argv if a != "--minilm"]
+    kind = next((a[2:] for a in argv if a in ("--minilm", "--ablations")), "converged")
+    setting = SETTINGS[kind]
+    argv = [a for a in argv if a not in ("--minilm", "--ablations")]
     peers = Path(argv[0]) if argv else Path("/work/peers")
     committed = committed_lines(setting.jsonl)
     for summarise, names in setting.runs:

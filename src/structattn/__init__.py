@@ -37,7 +37,8 @@ The systems, each in one folder:
 
 Above them:
 
- 9. ``trainers`` (which trainer runs a task) and ``sweep`` (grids of fine-tuning runs).
+ 9. ``run_config`` (a fine-tuning run's options: the core's and every system's), ``trainers`` (which trainer
+    runs a task) and ``sweep`` (grids of fine-tuning runs).
 10. ``analysis``: mask views, the sentence tasks' report tables and figures.
 11. ``commands`` and ``cli``: one module per command; ``cli`` dispatches.
 """
@@ -51,6 +52,7 @@ _LAZY = {
     "MECHANISMS": "structattn.attention.mechanisms",
     "MechanismConfig": "structattn.attention.mechanisms",
     "Parse": "structattn.dependency.record",
+    "RunConfig": "structattn.run_config",
     "Reader": "structattn.sgnet.reader",
     "Parser": "structattn.bna.parser",
     "Translator": "structattn.translation.translator",

@@ -134,16 +134,27 @@ NONE_WORD = "none"
 
 
 def field_descriptions(cls) -> dict[str, str]:
-    """What each field of the dataclass ``cls`` means: the comment on its line in the source, or the comment
-    lines just above it ({} where the source is not available)."""
+    """What each field of the dataclass ``cls`` means: the comment on its line in the source of the class (or
+    base) that declares it, or the comment lines just above it (none where the source is not available)."""
     import inspect
+
+    names = {f.name for f in dataclasses.fields(cls)}
+    out: dict[str, str] = {}
+    for base in reversed(cls.__mro__):
+        if not dataclasses.is_dataclass(base):
+            continue
+        try:
+            source = inspect.getsource(base)
+        except (OSError, TypeError):
+            continue
+        out.update(_source_comments(source, names))
+    return out
+
+
+def _source_comments(source: str, names: set[str]) -> dict[str, str]:
+    """Field name -> the comment on its declaration line (or the comment lines above it) in a class's source."""
     import re
 
-    try:
-        source = inspect.getsource(cls)
-    except (OSError, TypeError):
-        return {}
-    names = {f.name for f in dataclasses.fields(cls)}
     out: dict[str, str] = {}
     above: list[str] = []
     for line in source.splitlines():
@@ -171,7 +182,9 @@ class _StoreWithChoicesInHelp(argparse.Action):
     @property
     def help(self):
         names = self._names() if callable(self._names) else self._names
-        return f"{self._help}; one of: {', '.join(map(str, names))}"
+        listed = f"; one of: {', '.join(map(str, names))}"
+        # the command line rewrites every help once (cli: plain text), names included
+        return self._help if self._help.endswith(listed) else self._help + listed
 
     @help.setter
     def help(self, text):

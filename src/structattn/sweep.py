@@ -26,7 +26,8 @@ from pathlib import Path
 from .errors import UserError
 from .io import upsert_jsonl
 from .sgnet.names import AGGREGATIONS, INITS
-from .train.config import TrainConfig, add_config_arguments, config_key, given_flags, mechanism_options, result_fields
+from .run_config import RunConfig
+from .train.config import add_config_arguments, config_key, given_flags, mechanism_options, result_fields
 
 VARIANT_NAMES = {"global", "sla", "wla", "hybrid", "sdoi", "lisa", "sgnet"}
 SGNET_AGGREGATIONS = AGGREGATIONS  # the names of the SG-Net layer's registry
@@ -120,31 +121,31 @@ def sgnet_label(record: dict) -> str:
 LEGACY_WINDOWS = "token-windows-before-0.2"
 
 # Values in force for fields a line does not record: older lines predate these fields, or recorded the
-# offline default model by name. A field neither recorded nor listed here takes TrainConfig's default, so
+# offline default model by name. A field neither recorded nor listed here takes RunConfig's default, so
 # whoever changes a default, or adds a field that changes results, adds the earlier behaviour here.
 _UNRECORDED = {"gate_bias": None, "stride": 32, "model": "", "group_by_length": False,
                "long_inputs": LEGACY_WINDOWS}
 _OFFLINE_MODEL_NAME = "all-MiniLM-L6-v2"  # what lines without ``config`` record for model ""
 
 
-def record_config(record: dict, source: str = "results line") -> TrainConfig:
+def record_config(record: dict, source: str = "results line") -> RunConfig:
     """The configuration of one results line: its ``config`` where recorded, else rebuilt from the fields
     and the ``structattn`` command line it records, with `_UNRECORDED` for what it lacks."""
-    names = {f.name for f in dataclasses.fields(TrainConfig)}
-    data = dataclasses.asdict(TrainConfig()) | {k: v for k, v in _UNRECORDED.items() if k in names}
+    names = {f.name for f in dataclasses.fields(RunConfig)}
+    data = dataclasses.asdict(RunConfig()) | {k: v for k, v in _UNRECORDED.items() if k in names}
     if "config" in record:
-        return TrainConfig.from_dict(data | record["config"], source=source)
+        return RunConfig.from_dict(data | record["config"], source=source)
     data |= _command_flags(record.get("command") or "", source)
     data |= {k: v for k, v in record.items() if k in names}
     if data["model"] == _OFFLINE_MODEL_NAME:
         data["model"] = ""
-    return TrainConfig.from_dict(data, source=source)
+    return RunConfig.from_dict(data, source=source)
 
 
 def _command_flags(command: str, source: str) -> dict:
-    """The TrainConfig flags given in a recorded command line (``--eval-every 0`` -> ``{"eval_every": "0"}``)."""
+    """The RunConfig flags given in a recorded command line (``--eval-every 0`` -> ``{"eval_every": "0"}``)."""
     parser = argparse.ArgumentParser(add_help=False, allow_abbrev=False, exit_on_error=False)
-    add_config_arguments(parser)
+    add_config_arguments(parser, RunConfig)
     try:
         args, _ = parser.parse_known_args(shlex.split(command))
     except (argparse.ArgumentError, ValueError) as exc:
@@ -152,17 +153,17 @@ def _command_flags(command: str, source: str) -> dict:
     if args.config:
         raise UserError(f"{source}: its command read --config {args.config}, whose values the line does not "
                         "record; add them to the line as a \"config\" object")
-    return given_flags(args)
+    return given_flags(args, RunConfig)
 
 
-def run_grid(base: TrainConfig, variants: list[str], seeds: list[int], learning_rates: list[float],
+def run_grid(base: RunConfig, variants: list[str], seeds: list[int], learning_rates: list[float],
              epochs: list[float], results_dir: Path, run_root: Path, *, command: str | None = None,
              skip_done: bool = True) -> list[dict]:
     """Run every (seed, variant, lr, epochs) combination; append each result as one JSON line."""
-    from .trainers import trainer_for
+    from .train.config import narrowed
+    from .trainers import task_family, trainer_for
 
-    from .trainers import task_family
-
+    base = narrowed(base, RunConfig)  # a core TrainConfig: every system's options at their defaults
     if task_family(base.task) != "sentence":
         raise UserError(f"structattn sweep runs the sentence and token tasks; {base.task} is a reading task, whose "
                         "results lines carry test predictions: train each run with `structattn train` and record it "

@@ -9,7 +9,8 @@ from scipy import stats
 from fixtures import make_tiny_model, make_tiny_sst2
 from structattn.analysis.report import best_configs, load_runs, markdown_table, runner_result_files
 from structattn.errors import UserError
-from structattn.train.config import RESULT_NEUTRAL_FIELDS, TrainConfig, config_key
+from structattn.run_config import RunConfig
+from structattn.train.config import RESULT_NEUTRAL_FIELDS, config_key
 from structattn.train.significance import holm, mean_std, welch_p
 from structattn.sweep import parse_variant, record_config, run_grid, variant_label
 
@@ -134,7 +135,7 @@ def test_old_lines_get_their_configuration_from_what_they_record():
     # from the command (eval_every), and the values in force before these fields were recorded
     assert (cfg.eval_every, cfg.model, cfg.gate_bias, cfg.stride, cfg.group_by_length, cfg.long_inputs) == \
         (0, "", None, 32, False, "token-windows-before-0.2")
-    same = TrainConfig(task="cola", mechanism="sla", m=3, seed=1, learning_rate=5e-5, epochs=2, max_length=64,
+    same = RunConfig(task="cola", mechanism="sla", m=3, seed=1, learning_rate=5e-5, epochs=2, max_length=64,
                        eval_every=0, long_inputs="token-windows-before-0.2", output_dir="anywhere", checkpoint_every=7)
     assert config_key(cfg) == config_key(same)
     # today's word-aligned windows compute something else for long examples: never the old lines' key
@@ -145,10 +146,10 @@ def test_old_lines_get_their_configuration_from_what_they_record():
 
 
 def test_the_key_covers_every_field_but_the_result_neutral_ones():
-    base = TrainConfig(mechanism="sla")
+    base = RunConfig(mechanism="sla")
     changed = {int: lambda v: v + 1, float: lambda v: v * 2 + 1, str: lambda v: v + "x", bool: lambda v: not v,
                type(None): lambda v: 1, dict: lambda v: {"note": 1}}
-    for f in dataclasses.fields(TrainConfig):
+    for f in dataclasses.fields(RunConfig):
         value = getattr(base, f.name)
         new = "wla" if f.name == "mechanism" else changed[type(value)](value)  # a mechanism that exists
         other = dataclasses.replace(base, **{f.name: new})
@@ -191,7 +192,7 @@ def test_sweep_runs_configurations_that_differ_in_one_setting(tmp_path, monkeypa
     monkeypatch.setenv("STRUCTATTN_DATA", str(data))
     monkeypatch.setenv("STRUCTATTN_CACHE", str(tmp_path / "cache"))
     model, other = make_tiny_model(tmp_path / "model"), make_tiny_model(tmp_path / "other")
-    first = TrainConfig(task="sst2", model=str(model), batch_size=8, max_length=32, stride=8, max_steps=1,
+    first = RunConfig(task="sst2", model=str(model), batch_size=8, max_length=32, stride=8, max_steps=1,
                         eval_every=0)
     changes = [{}, {"variant": "sla:m=2,bias=-1"}, {"max_length": 24}, {"batch_size": 4}, {"stride": 4},
                {"model": str(other)}]
@@ -204,7 +205,7 @@ def test_sweep_runs_configurations_that_differ_in_one_setting(tmp_path, monkeypa
     assert err.count("skip (already in") == 1  # only the repeated first configuration
     runs = load_runs(tmp_path / "results")
     assert len(runs) == len(changes) and len({r["config_key"] for r in runs}) == len(changes)
-    assert all(record_config(r) == TrainConfig.from_dict(r["config"]) for r in runs)
+    assert all(record_config(r) == RunConfig.from_dict(r["config"]) for r in runs)
     best = best_configs(runs)
     assert len(best) == len(changes) and all(len(b["scores"]) == 1 for b in best.values())
     assert ("sst2 [batch_size=8, max_length=32, model=%r, stride=8]" % str(model), "SLA (m=2, bias=-1)") in best

@@ -147,13 +147,14 @@ def test_help_names_the_choices_from_the_registries_and_what_defaults_mean(parse
 
 def test_none_is_the_one_word_for_no_value(parser, capsys):
     from structattn.errors import UserError
+    from structattn.run_config import RunConfig
     from structattn.train.config import config_from_args
 
-    assert config_from_args(parser.parse_args(["train", "--m", "none"])).m is None
+    assert config_from_args(parser.parse_args(["train", "--m", "none"]), RunConfig).m is None
     assert capsys.readouterr().err == ""
     with pytest.raises(UserError, match="m='null' is not a valid int"):
-        config_from_args(parser.parse_args(["train", "--m", "null"]))
-    assert config_from_args(parser.parse_args(["train", "--sgnet", "none"])).sgnet == "none"  # a text field keeps it
+        config_from_args(parser.parse_args(["train", "--m", "null"]), RunConfig)
+    assert config_from_args(parser.parse_args(["train", "--sgnet", "none"]), RunConfig).sgnet == "none"  # a text field keeps it
 
 
 def test_the_documented_flag_tables_are_the_parsers(parser):

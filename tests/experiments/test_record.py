@@ -167,14 +167,14 @@ def test_precision_pairs_make_the_table(recorder, tmp_path):
 def test_reading_multiple_choice_predictions_made_elsewhere(recorder, tmp_path):
     """--predictions / --device / --stopped-log: the committed letters scored with `score race`'s function."""
     from structattn.tasks.multiple_choice import get_mc_task, score_option_letters
-    from structattn.train.config import TrainConfig
+    from structattn.run_config import RunConfig
 
     questions = get_mc_task("race_m").read("test")
     letters = {q.qid: "ABCD"[i % 4] for i, q in enumerate(questions)}
     run = tmp_path / "run"
     run.mkdir()
     (run / "test.json").write_text(json.dumps(letters))
-    TrainConfig(task="race_m", output_dir=str(run), seed=3).save(run / "train_config.json")
+    RunConfig(task="race_m", output_dir=str(run), seed=3).save(run / "train_config.json")
     (run / "train.log").write_text("race_m global:   9%| 300/3178 [00:36<06:15,  7.66it/s]race_m global step 300: "
                                    "dev accuracy 0.415 (best 0.415 at step 300), train loss 1.3537\n"
                                    "race_m global:  85%| 2689/3178 [04:53<00:34, 14.10it/s]stopped\n")

@@ -127,14 +127,15 @@ def test_the_exact_train_command_gives_back_the_recorded_config(recorded, ship):
     import argparse
     import dataclasses
 
+    from structattn.run_config import RunConfig
     from structattn.train.config import add_config_arguments, config_from_args
 
     module, _ = ship
     config = recorded["line"]["config"]
     words = module.train_command(config).split()[2:]
     parser = argparse.ArgumentParser()
-    add_config_arguments(parser)
-    rebuilt = dataclasses.asdict(config_from_args(parser.parse_args(words)))
+    add_config_arguments(parser, RunConfig)
+    rebuilt = dataclasses.asdict(config_from_args(parser.parse_args(words), RunConfig))
     assert {k: v for k, v in rebuilt.items() if k != "extra"} == {k: v for k, v in config.items() if k != "extra"}
 
 

@@ -10,7 +10,7 @@ import pytest
 
 from fixtures import make_tiny_model, make_tiny_sst2, point_at, tiny_race, tiny_squad11
 from structattn.cli import main
-from structattn.train.config import TrainConfig
+from structattn.run_config import RunConfig
 from structattn.trainers import trainer_for
 
 pytestmark = pytest.mark.slow
@@ -55,7 +55,7 @@ def training_parts(monkeypatch):
 
 def trained(env, task: str, **kw):
     """A family trained 3 updates on ``task`` (one evaluation, at the end: best/ holds the final weights)."""
-    cfg = TrainConfig(**{**dict(task=task, model=str(env["model"]), max_length=64, stride=16, batch_size=4,
+    cfg = RunConfig(**{**dict(task=task, model=str(env["model"]), max_length=64, stride=16, batch_size=4,
                                 eval_batch_size=8, max_steps=3, eval_every=0, learning_rate=1e-3,
                                 output_dir=str(env["root"] / "runs" / task)), **kw})
     family = trainer_for(cfg, show_progress=False)

@@ -10,7 +10,8 @@ from structattn.errors import UserError
 from structattn.settings import default_encoder
 from structattn.structure import ExpansionRules
 from structattn.tasks.base import Example, TaskSpec
-from structattn.train.config import TrainConfig, add_config_arguments, config_from_args
+from structattn.run_config import RunConfig
+from structattn.train.config import add_config_arguments, config_from_args
 from structattn.structure.spec import StructureSpec
 from structattn.train.features import aggregate_predictions, build_features
 
@@ -50,7 +51,7 @@ def _build(task, examples, tok, **kwargs):
 
 def test_default_truncates_pairs_and_reports_the_count(tok, caplog, capsys):
     task = _spec("classification", ("n", "y"))
-    assert TrainConfig().long_inputs == "truncate"
+    assert RunConfig().long_inputs == "truncate"
     with caplog.at_level(logging.INFO, logger="structattn.train.features"):
         feats = build_features(task, _pairs(), tok, NO_STRUCTURE, max_length=MAX, stride=8, parser_name="unused",
                                training=True, split="train", show_progress=True)
@@ -111,9 +112,9 @@ def test_bad_long_inputs_value_is_a_user_error_before_any_work(tok):
 
 def test_long_inputs_is_a_flag():
     parser = argparse.ArgumentParser()
-    add_config_arguments(parser)
-    assert config_from_args(parser.parse_args([])).long_inputs == "truncate"
-    assert config_from_args(parser.parse_args(["--long-inputs", "windows"])).long_inputs == "windows"
+    add_config_arguments(parser, RunConfig)
+    assert config_from_args(parser.parse_args([]), RunConfig).long_inputs == "truncate"
+    assert config_from_args(parser.parse_args(["--long-inputs", "windows"]), RunConfig).long_inputs == "windows"
 
 
 def test_rte_train_count_on_the_real_data(tok, caplog):

@@ -96,12 +96,13 @@ def test_a_model_folder_of_this_version_loads(model_folder):
 def test_a_model_folder_of_0_2_0_is_refused_by_every_loader(model_folder):
     from structattn.models.encoder import load_as_saved
     from structattn.models.trained import resolve
+    from structattn.run_config import RunConfig
     from structattn.train.config import TrainConfig, saved_run_config
 
     _as_0_2_0(model_folder)
     TrainConfig().save(model_folder / "train_config.json")  # what `structattn evaluate` reads first
     loaders = [lambda: structattn.from_pretrained(str(model_folder)), lambda: load_as_saved(str(model_folder)),
-               lambda: resolve(model_folder, "reader"), lambda: saved_run_config(model_folder)]
+               lambda: resolve(model_folder, "reader"), lambda: saved_run_config(model_folder, RunConfig)]
     for load in loaders:
         with pytest.raises(UserError, match=EARLIER) as exc:
             load()

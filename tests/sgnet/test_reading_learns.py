@@ -13,7 +13,7 @@ import torch
 from fixtures import make_tiny_model
 from structattn.tasks.multiple_choice import MCQuestion
 from structattn.tasks.squad import read_squad
-from structattn.train.config import TrainConfig
+from structattn.run_config import RunConfig
 from structattn.trainers import trainer_for
 
 WORDS = ["the", "river", "flows", "north", "past", "a", "city", "built", "by", "Romans", "in", "century",
@@ -80,11 +80,11 @@ def overfit(trainer, data, feats) -> tuple[float, float, dict]:
     return before, mean_loss(trainer, feats), summary["history"][-1]
 
 
-def config(tiny, task, name, max_steps: int, **kw) -> TrainConfig:
+def config(tiny, task, name, max_steps: int, **kw) -> RunConfig:
     """Training on the questions themselves, one evaluation at the end, nothing written but the config."""
     base = dict(task=task, model=str(tiny["model"]), learning_rate=2e-3, max_steps=max_steps, eval_every=max_steps,
                 eval_split="train", save_checkpoints=False, keep_best_model=False, output_dir=str(tiny["root"] / name))
-    return TrainConfig(**{**base, **kw})
+    return RunConfig(**{**base, **kw})
 
 
 @pytest.mark.parametrize("sgnet", ["none", "dual"])

@@ -15,7 +15,7 @@ from structattn.errors import UserError
 from structattn.trainers import load_trained
 from structattn.commands.predict import side_files
 from structattn.tasks.squad_eval import evaluate
-from structattn.train.config import TrainConfig
+from structattn.run_config import RunConfig
 from structattn.trainers import task_family, trainer_for
 
 @pytest.fixture(scope="module")
@@ -32,10 +32,10 @@ def env(tiny, monkeypatch):
     return point_at(tiny, monkeypatch)
 
 
-def config(tiny, task, name, **kw) -> TrainConfig:
+def config(tiny, task, name, **kw) -> RunConfig:
     base = dict(task=task, model=str(tiny["model"]), max_length=64, stride=16, batch_size=4, eval_batch_size=8,
                 max_steps=3, eval_every=0, learning_rate=1e-3, output_dir=str(tiny["root"] / "runs" / name))
-    return TrainConfig(**{**base, **kw})
+    return RunConfig(**{**base, **kw})
 
 
 def test_task_families_and_unknown_task():
@@ -220,7 +220,7 @@ def test_sentence_runner_sgnet_variant_trains(tmp_path, monkeypatch):
     monkeypatch.setenv("STRUCTATTN_DATA", str(data))
     monkeypatch.setenv("STRUCTATTN_CACHE", str(tmp_path / "cache"))
     model = make_tiny_model(tmp_path / "model")
-    cfg = TrainConfig(task="sst2", model=str(model), sgnet="dual", max_steps=2, eval_every=0, batch_size=8,
+    cfg = RunConfig(task="sst2", model=str(model), sgnet="dual", max_steps=2, eval_every=0, batch_size=8,
                       output_dir=str(tmp_path / "run"))
     trainer = trainer_for(cfg, show_progress=False)
     assert type(trainer) is SGNetSentenceTrainer  # the sentence trainer itself knows nothing of SG-Net

@@ -124,7 +124,7 @@ def train_tiny_reader(root: Path, run_dir: Path) -> Path:
     cache under ``root/cache``. Returns the data folder (``STRUCTATTN_DATA`` for what reads the run)."""
     import os
 
-    from structattn.train.config import TrainConfig
+    from structattn.run_config import RunConfig
     from structattn.trainers import trainer_for
 
     data = root / "data"
@@ -132,7 +132,7 @@ def train_tiny_reader(root: Path, run_dir: Path) -> Path:
     saved = {k: os.environ.get(k) for k in ("STRUCTATTN_DATA", "STRUCTATTN_CACHE")}
     os.environ.update(STRUCTATTN_DATA=str(data), STRUCTATTN_CACHE=str(root / "cache"))
     try:
-        cfg = TrainConfig(task="squad11", model=str(make_tiny_model(root / "model")), sgnet="dual", max_length=64,
+        cfg = RunConfig(task="squad11", model=str(make_tiny_model(root / "model")), sgnet="dual", max_length=64,
                           stride=16, batch_size=4, eval_batch_size=8, max_steps=3, eval_every=0, learning_rate=1e-3,
                           output_dir=str(run_dir))
         trainer_for(cfg, show_progress=False).train()

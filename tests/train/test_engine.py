@@ -43,7 +43,7 @@ def test_resume_settings_leave_out_each_familys_result_neutral_fields():
     import dataclasses
 
     from structattn.bna.model import ParserConfig
-    from structattn.train.config import TrainConfig
+    from structattn.run_config import RunConfig
     from structattn.train.engine import resume_settings
     from structattn.translation.trainer import NMTConfig
 
@@ -52,5 +52,5 @@ def test_resume_settings_leave_out_each_familys_result_neutral_fields():
 
     assert left_out(NMTConfig()) == {"output_dir", "threads", "checkpoint_every"}
     assert left_out(ParserConfig()) == {"output_dir"}
-    assert left_out(TrainConfig()) == {"output_dir", "eval_batch_size", "save_checkpoints",
+    assert left_out(RunConfig()) == {"output_dir", "eval_batch_size", "save_checkpoints",
                                        "checkpoint_every", "keep_best_model", "extra", "n_best", "preprocess_workers"}

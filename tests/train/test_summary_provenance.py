@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from fixtures import make_tiny_model, make_tiny_sst2
-from structattn.train.config import TrainConfig
+from structattn.run_config import RunConfig
 from structattn.finetuning.trainer import Trainer
 
 pytestmark = pytest.mark.slow
@@ -17,7 +17,7 @@ REPO = Path(__file__).resolve().parents[2]
 def test_summary_records_version_commit_and_resolved_kernel(tmp_path, monkeypatch):
     monkeypatch.setenv("STRUCTATTN_DATA", str(make_tiny_sst2(tmp_path / "data", n_train=16, n_dev=8)))
     monkeypatch.setenv("STRUCTATTN_CACHE", str(tmp_path / "cache"))
-    cfg = TrainConfig(task="sst2", model=str(make_tiny_model(tmp_path / "model")), mechanism="wla", k=2,
+    cfg = RunConfig(task="sst2", model=str(make_tiny_model(tmp_path / "model")), mechanism="wla", k=2,
                       output_dir=str(tmp_path / "run"), epochs=1, batch_size=8, eval_every=2, max_length=32,
                       stride=8)
     summary = Trainer(cfg, show_progress=False).train()

@@ -16,7 +16,8 @@ import math
 from collections import defaultdict
 from pathlib import Path
 
-from ..train.config import TrainConfig, config_key, result_fields
+from ..run_config import RunConfig
+from ..train.config import config_key, result_fields
 from ..train.significance import holm, mean_std, welch_p
 from ..sweep import record_config, variant_label
 
@@ -77,7 +78,7 @@ def _row_order(label: str, baseline: str) -> tuple:
     return (label != baseline, family, label)
 
 
-def _config_of(run: dict) -> TrainConfig:
+def _config_of(run: dict) -> RunConfig:
     """A results line's configuration: the one `load_runs` stored under ``_config``, else rebuilt
     (`record_config` reads the line's command with argparse: once per run)."""
     config = run.get("_config")
@@ -151,7 +152,7 @@ def best_configs(runs: list[dict]) -> dict[tuple[str, str], dict]:
     groups: dict[tuple, list[dict]] = defaultdict(list)
     for r, column in zip(runs, column_ids(runs)):
         groups[(column, config_key(_config_of(r), ignore=("seed",)))].append(r)
-    defaults = _settings(result_fields(TrainConfig()))
+    defaults = _settings(result_fields(RunConfig()))
     best: dict[tuple[str, str], dict] = {}
     for (column, key), members in groups.items():
         config = run_config(members[0])
@@ -207,7 +208,7 @@ def markdown_table(runs: list[dict], baseline: str = "baseline") -> str:
     lines += _p_value_table(best, tasks, titles, labels, baseline)
     lines += _secondary_metrics(best, tasks, labels)
     lines += ["", "Selected configuration per cell (learning rate, epochs, seeds, the configuration's key over "
-              "everything but the seed, and every setting that differs from TrainConfig's default):", ""]
+              "everything but the seed, and every setting that differs from RunConfig's default):", ""]
     for (t, label), b in sorted(best.items()):
         lines.append(f"- {t} / {label}: lr={b['lr']}, epochs={b['epochs']}, seeds={b['seeds']}, key={b['key']}; "
                      f"{_show(b['settings']) or 'defaults'}")

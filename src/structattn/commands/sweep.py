@@ -6,15 +6,16 @@ from pathlib import Path
 
 
 def add_parser(sub) -> None:
+    from ..run_config import RunConfig
     from ..train.config import add_config_arguments
     from .train import train_field_choices
 
     p = sub.add_parser("sweep", help="run variants x learning rates x epochs x seeds and record the results",
                        description="Fine-tune every combination of --variants, --learning-rates, --epoch-grid and "
-                                   "--seeds over the settings the TrainConfig flags give; each finished run appends "
+                                   "--seeds over the settings the RunConfig flags give; each finished run appends "
                                    "one line to RESULTS_DIR/<task>.jsonl (runs already recorded are skipped), which "
                                    "`structattn report` reads.")
-    add_config_arguments(p, train_field_choices())
+    add_config_arguments(p, RunConfig, train_field_choices())
     p.add_argument("--variants", nargs="+", default=["global", "wla:k=3", "sla:m=3"],
                    help="mechanism variants, NAME[:option=value,...] (default global wla:k=3 sla:m=3); e.g. "
                         "global wla:k=3 sla:m=3 sla:m=4 lisa:w=1.0")
@@ -30,6 +31,7 @@ def add_parser(sub) -> None:
 
 
 def run(args) -> int:
+    from ..run_config import RunConfig
     from ..train.config import config_from_args
     from ..sweep import run_grid
 
@@ -37,7 +39,7 @@ def run(args) -> int:
 
     check_output_folder(args.run_root, "--run-root")
     check_output_folder(args.results_dir, "--results-dir")
-    base = config_from_args(args)
+    base = config_from_args(args, RunConfig)
     command = "structattn " + " ".join(shlex.quote(a) for a in args.argv)
     run_grid(base, args.variants, args.seeds, args.learning_rates or [base.learning_rate],
              args.epoch_grid or [base.epochs], Path(args.results_dir), Path(args.run_root), command=command)

@@ -6,7 +6,7 @@ import sys
 
 
 def train_field_choices() -> dict:
-    """TrainConfig field -> a function giving the names it accepts, from the registries (shown in each flag's help;
+    """RunConfig field -> a function giving the names it accepts, from the registries (shown in each flag's help;
     the registries are imported only when the help is shown: the mechanisms' pulls in transformers)."""
     from ..train.config import PRECISIONS, task_names
 
@@ -24,22 +24,24 @@ def train_field_choices() -> dict:
 
 
 def add_parser(sub) -> None:
+    from ..run_config import RunConfig
     from ..train.config import add_config_arguments
 
     p = sub.add_parser("train", help="fine-tune an encoder (with or without a structure mechanism) on a task",
-                       description="Fine-tune one configuration. Every TrainConfig field is a flag; --config "
+                       description="Fine-tune one configuration. Every RunConfig field is a flag; --config "
                                    "reads a JSON file first. Rerunning in the same --output-dir resumes.")
-    add_config_arguments(p, train_field_choices())
+    add_config_arguments(p, RunConfig, train_field_choices())
     p.add_argument("--no-progress", action="store_true", help="no progress bars (one line per evaluation stays)")
     p.set_defaults(func=run)
 
 
 def run(args) -> int:
     from ..paths import check_output_folder
+    from ..run_config import RunConfig
     from ..train.config import config_from_args
     from ..trainers import trainer_for
 
-    cfg = config_from_args(args)
+    cfg = config_from_args(args, RunConfig)
     check_output_folder(cfg.output_dir)  # before any model or data loads
     trainer = trainer_for(cfg, show_progress=not args.no_progress)
     summary = trainer.train()

@@ -12,6 +12,7 @@ import torch
 
 from ..train.config import TrainConfig
 from ..train.encoder_family import EncoderFamily
+from .config import FinetuneConfig
 from .features import add_parent_targets
 from .model_loading import load_model_and_tokenizer
 
@@ -20,10 +21,13 @@ class Trainer(EncoderFamily):
     """Fine-tunes one SLA/WLA/LISA configuration of a sentence or token task (module docstring)."""
 
     prediction_drop = ("labels", "parent_targets")
+    config_class = FinetuneConfig
 
     def __init__(self, cfg: TrainConfig, **kwargs):
+        """``cfg``: a [`FinetuneConfig`][structattn.finetuning.config.FinetuneConfig] (a core `TrainConfig` runs
+        without LISA)."""
         super().__init__(cfg, **kwargs)
-        if cfg.lisa_weight > 0:
+        if self.cfg.lisa_weight > 0:
             from .lisa import LisaSupervision
             self.lisa = LisaSupervision(self.model)
         else:
@@ -32,6 +36,9 @@ class Trainer(EncoderFamily):
     @property
     def needs_parents(self) -> bool:
         return self.cfg.lisa_weight > 0
+
+    def _summary(self, state) -> dict:
+        return {**super()._summary(state), "lisa_weight": self.cfg.lisa_weight}
 
     def _load_model(self):
         """The model to train and its tokenizer: a transformers task model."""

@@ -126,9 +126,6 @@ def load_sgnet_and_tokenizer(cfg, head: str, num_labels: int, model_path: str | 
     from ..models.encoder import mechanism_overrides
     from ..models.tokenizer import load_tokenizer
 
-    if cfg.lisa_weight > 0:
-        raise UserError("--lisa-weight is LISA's supervision of a transformers task model (--sgnet none, --pool "
-                        "first, a sentence or token task); SG-Net models train without it: leave it at 0")
     name = model_path or cfg.model or default_encoder()
     sg = SGNetConfig(aggregation=cfg.sgnet, alpha=cfg.sgnet_alpha, init=cfg.sgnet_init,
                      head=sg_head(head), num_labels=num_labels,

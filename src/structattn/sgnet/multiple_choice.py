@@ -17,6 +17,7 @@ import numpy as np
 import torch
 
 from ..train.encoder_family import EncoderFamily, inference_device
+from .config import SGNetTrainConfig
 
 
 @dataclass
@@ -29,6 +30,8 @@ class MCEvalSet:
 
 class MultipleChoiceTrainer(EncoderFamily):
     """Trains and evaluates the multiple-choice model of one [`TrainConfig`][structattn.train.config.TrainConfig]."""
+
+    config_class = SGNetTrainConfig
 
     def _get_task(self, name: str):
         from ..tasks.multiple_choice import get_mc_task
@@ -101,4 +104,4 @@ def load_multiple_choice(model_dir: str | Path, task: str | None = None) -> Mult
     `inference_device`."""
     from ..train.config import saved_run_config
 
-    return MultipleChoiceTrainer(saved_run_config(model_dir, task), device=inference_device())
+    return MultipleChoiceTrainer(saved_run_config(model_dir, SGNetTrainConfig, task), device=inference_device())

@@ -142,8 +142,8 @@ class Reader:
         the saved no-answer threshold (``math.inf``: always answer)."""
         from .model import SGNetForSpanQA, SGNetModel
         from ..models.trained import resolve
-        from ..train.config import TrainConfig
         from ..models.tokenizer import load_tokenizer
+        from .config import SGNetTrainConfig
         from .reading import saved_threshold
 
         folder = resolve(name_or_dir, "reader")
@@ -158,7 +158,7 @@ class Reader:
         if not isinstance(model, SGNetForSpanQA):
             raise UserError(f"{folder} holds a {model.config.head} model, not a span-QA reader; give a run of "
                             "`structattn train --task squad2` (or squad11)")
-        cfg = TrainConfig.load(folder / "train_config.json")
+        cfg = SGNetTrainConfig.load(folder / "train_config.json")
         threshold = saved_threshold(folder) if na_threshold is None else float(na_threshold)
         tokenizer = load_tokenizer(str(folder), model.base_model.config.model_type)
         return cls(model, tokenizer, cfg, threshold, device=device, source=str(folder))

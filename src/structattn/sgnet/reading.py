@@ -32,6 +32,7 @@ import torch
 from ..errors import UserError
 from ..io import atomic_write_json
 from ..train.encoder_family import EncoderFamily, inference_device, prediction_batches
+from .config import SGNetTrainConfig
 
 SPAN_QA_FILE = "span_qa.json"  # beside the saved model: the no-answer threshold and decoding settings
 
@@ -74,6 +75,8 @@ def has_unanswerable(dataset: dict) -> bool:
 
 class SpanQATrainer(EncoderFamily):
     """Trains and evaluates the span-QA model of one [`TrainConfig`][structattn.train.config.TrainConfig]."""
+
+    config_class = SGNetTrainConfig
 
     threshold: float = 0.0  # the no-answer threshold of the last evaluation (answer "" when na_score > it)
     fixed_threshold: float | None = None  # set: evaluations use it instead of tuning (a saved model's threshold)
@@ -241,6 +244,6 @@ def load_span_qa(model_dir: str | Path, task: str | None = None) -> SpanQATraine
     `inference_device`, answering at its saved threshold (`answering_threshold`)."""
     from ..train.config import saved_run_config
 
-    family = SpanQATrainer(saved_run_config(model_dir, task), device=inference_device())
+    family = SpanQATrainer(saved_run_config(model_dir, SGNetTrainConfig, task), device=inference_device())
     family.fixed_threshold = answering_threshold(model_dir, family.task)
     return family

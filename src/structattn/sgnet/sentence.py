@@ -5,6 +5,7 @@ is not ``first``: transformers' task models pool [CLS] only)."""
 from __future__ import annotations
 
 from ..train.encoder_family import EncoderFamily
+from .config import SGNetTrainConfig
 from .loading import SGMaskCollator, load_sgnet_and_tokenizer, sg_layer_masked, sg_rules
 
 
@@ -16,6 +17,8 @@ def wants_sgnet(cfg) -> bool:
 class SGNetSentenceTrainer(EncoderFamily):
     """[`EncoderFamily`][structattn.train.encoder_family.EncoderFamily] with the SG-Net model: the SG layer sees each
     example's SDOI structure through its mask (unless ``--sgnet vanilla``, the layer without a mask)."""
+
+    config_class = SGNetTrainConfig
 
     def _load_model(self):
         return load_sgnet_and_tokenizer(self.cfg, head=self.task.kind, num_labels=self.task.num_labels)

