@@ -25,6 +25,7 @@ PARSES = {
     "bna-minilm-ft-s1": "peers/bna-minilm-ft-s1.test.trees",
     "bna-minilm-ft-s2": "peers/bna-minilm-ft-s2.test.trees",
     "sa-minilm-ft-s1": "peers/sa-minilm-ft-s1.test.trees",
+    "sa-minilm-ft-s2": "peers/sa-minilm-ft-s2.test.trees",
     "bna-converged-s1": "peers/bna-converged-s1.test.trees",
     "bna-converged-s2": "peers/bna-converged-s2.test.trees",
     "supar-minilm-s1": "peers/supar-minilm-s1.test.txt",

@@ -28,6 +28,8 @@ def _lines(capsys) -> list[dict]:
     ("peers/supar_vs_bna", [], "supar_vs_bna.jsonl"),                # the twelve-epoch comparison
     ("peers/supar_vs_bna", ["--minilm"], "minilm_vs_supar.jsonl"),   # the same fine-tuned encoder
     ("peers/per_label", [], "per_label.jsonl"),                      # per-label F1 of every committed parse
+    ("peers/paired", ["bna-minilm-ft-s1:sa-minilm-ft-s1", "bna-minilm-ft-s2:sa-minilm-ft-s2", "--seed-paired"],
+     "bna_vs_sa_minilm.jsonl"),                                      # BNA against self-attention, same encoder
 ])
 def test_the_parse_comparisons_rescore_to_their_committed_lines(capsys, script, args, jsonl):
     load_experiment(script).main(args)
