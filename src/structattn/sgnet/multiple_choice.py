@@ -29,7 +29,8 @@ class MCEvalSet:
 
 
 class MultipleChoiceTrainer(EncoderFamily):
-    """Trains and evaluates the multiple-choice model of one [`TrainConfig`][structattn.train.config.TrainConfig]."""
+    """Trains and evaluates the multiple-choice model of one
+    [`SGNetTrainConfig`][structattn.sgnet.config.SGNetTrainConfig]."""
 
     config_class = SGNetTrainConfig
 

@@ -74,7 +74,7 @@ def has_unanswerable(dataset: dict) -> bool:
 
 
 class SpanQATrainer(EncoderFamily):
-    """Trains and evaluates the span-QA model of one [`TrainConfig`][structattn.train.config.TrainConfig]."""
+    """Trains and evaluates the span-QA model of one [`SGNetTrainConfig`][structattn.sgnet.config.SGNetTrainConfig]."""
 
     config_class = SGNetTrainConfig
 
