@@ -16,11 +16,14 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 from pathlib import Path
 
-from structattn.tasks.evalb import evalb_files
 from structattn.tasks.ptb import split_files
 from structattn.train.significance import holm, mean_std, paired_bootstrap_f1, seed_paired_bootstrap_f1
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from supar_vs_bna import counts  # noqa: E402  (the bracket counts every parse comparison bootstraps over)
 
 RESULTS = Path(__file__).resolve().parents[2] / "results"
 
@@ -36,8 +39,8 @@ def parse_file(name: str) -> Path:
 
 def scored(gold, name: str) -> tuple[float, list[tuple[int, int, int]]]:
     """(F1, per-sentence (matched, gold, test) bracket counts) of run ``name``'s parse against the test split."""
-    result = evalb_files(gold, parse_file(name))
-    return result.to_dict()["f1"], [(s.matched, s.gold_brackets, s.test_brackets) for s in result.per_sentence]
+    figures, sentences = counts(gold, parse_file(name))
+    return figures["f1"], sentences
 
 
 def main(argv=None) -> None:
