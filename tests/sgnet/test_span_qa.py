@@ -9,8 +9,9 @@ import numpy as np
 import pytest
 
 from structattn.errors import UserError
-from structattn.sgnet.span_qa import (NA_PROB_FILE, NBEST_FILE, PREDICTIONS_FILE, QAContext, na_probabilities,
-                                      predict_answers, tune_threshold, window_candidates, write_predictions)
+from structattn.sgnet.span_qa import (NA_PROB_FILE, NBEST_FILE, PREDICTIONS_FILE, QAContext, f1_by_threshold,
+                                      na_probabilities, predict_answers, tune_threshold, window_candidates,
+                                      write_predictions)
 
 S = -1  # special token
 
@@ -197,6 +198,21 @@ def test_tune_threshold_follows_the_official_sweep():
     assert threshold == -3.0
     answered = {q: ("" if na[q] > threshold else p) for q, p in preds.items()}
     assert evaluate(DATASET, answered)["f1"] == pytest.approx(75.0)  # a1, n1, n2 right; a2 wrong
+
+
+def test_f1_by_threshold_is_the_scorer_at_every_point_of_the_sweep():
+    """Each point's F1 equals the official scorer on the predictions that threshold makes (hand-worked above:
+    50, 75, 50, 50, 25 from "all no-answer" to "all answered")."""
+    from structattn.tasks.squad_eval import evaluate
+
+    preds = {"a1": "red", "a2": "green", "n1": "blue", "n2": "red"}
+    na = {"a1": -3.0, "n1": -1.0, "a2": 0.5, "n2": 2.0}
+    curve = f1_by_threshold(DATASET, preds, na)
+    assert [t for t, _ in curve] == [-4.0, -3.0, -1.0, 0.5, 2.0]
+    assert [f for _, f in curve] == pytest.approx([50.0, 75.0, 50.0, 50.0, 25.0])
+    for threshold, f1 in curve:
+        answered = {q: ("" if na[q] > threshold else p) for q, p in preds.items()}
+        assert evaluate(DATASET, answered)["f1"] == pytest.approx(f1)
 
 
 def test_na_probabilities_keep_the_order_and_leave_predictions_alone_at_the_default_threshold():

@@ -214,15 +214,15 @@ def predict_answers(questions: Sequence[QAContext], features: Sequence[Mapping],
     return predictions, na_scores, nbest
 
 
-def tune_threshold(dataset: dict, predictions_without_null: Mapping[str, str], na_scores: Mapping[str, float]) -> float:
-    """The no-answer threshold that maximises F1 on ``dataset``: the official scorer's best-F1 sweep, in the
-    semantics of our na-scores.
+def f1_by_threshold(dataset: dict, predictions_without_null: Mapping[str, str],
+                    na_scores: Mapping[str, float]) -> list[tuple[float, float]]:
+    """F1 (percent, the official scorer's) at every threshold that changes an answer, in increasing order.
 
-    The official sweep walks the questions in order of their no-answer probability, starting from "every
-    question answered no-answer" at threshold 0.0 — right for probabilities in [0, 1], wrong for na-scores
-    (null − best span logits) that go below 0. Here the start is a threshold below every na-score
-    (``min - 1``), and questions with equal na-scores are added together (one threshold cannot split them).
-    The best F1 found is the official ``best_f1`` whenever the scores are distinct.
+    The official scorer's best-F1 sweep walks the questions in order of their no-answer probability, starting from
+    "every question answered no-answer" at threshold 0.0 — right for probabilities in [0, 1], wrong for na-scores
+    (null − best span logits) that go below 0. Here the first point is a threshold below every na-score
+    (``min - 1``: everything "no answer"), and questions with equal na-scores are answered together (one threshold
+    cannot split them).
 
     Args:
         dataset: the SQuAD-format dict of the questions (``load_squad``'s answer).
@@ -230,8 +230,7 @@ def tune_threshold(dataset: dict, predictions_without_null: Mapping[str, str], n
             threshold=float("inf"))``).
         na_scores: ``predict_answers``'s na-scores.
     Returns:
-        the threshold to pass to [`predict_answers`][structattn.sgnet.span_qa.predict_answers] (answer "" where
-        ``na_score > threshold``).
+        ``[(threshold, f1), ...]``: answering ``""`` where ``na_score > threshold`` scores ``f1``.
     """
     from ..tasks.squad_eval import best_threshold, has_answer, raw_scores
 
@@ -239,8 +238,8 @@ def tune_threshold(dataset: dict, predictions_without_null: Mapping[str, str], n
     answerable = has_answer(dataset)
     _, f1 = raw_scores(dataset, predictions_without_null)
     order = sorted(answerable, key=lambda q: na_scores[q])
-    running = best = sum(1 for q in order if not answerable[q])  # everything answered "" (right when unanswerable)
-    threshold = float(na_scores[order[0]]) - 1.0 if order else 0.0
+    running = sum(1 for q in order if not answerable[q])  # everything answered "" (right when unanswerable)
+    curve = [(float(na_scores[order[0]]) - 1.0 if order else 0.0, 100.0 * running / max(len(order), 1))]
     i = 0
     while i < len(order):
         value = na_scores[order[i]]
@@ -248,9 +247,22 @@ def tune_threshold(dataset: dict, predictions_without_null: Mapping[str, str], n
             q = order[i]
             running += f1[q] if answerable[q] else -float(bool(predictions_without_null[q]))
             i += 1
-        if running > best:
-            best, threshold = running, float(value)
-    return threshold
+        curve.append((float(value), 100.0 * running / len(order)))
+    return curve
+
+
+def tune_threshold(dataset: dict, predictions_without_null: Mapping[str, str], na_scores: Mapping[str, float]) -> float:
+    """The no-answer threshold that maximises F1 on ``dataset``: the official scorer's best-F1 sweep, in the
+    semantics of our na-scores (the lowest threshold of the best point of
+    [`f1_by_threshold`][structattn.sgnet.span_qa.f1_by_threshold]). The best F1 found is the official ``best_f1``
+    whenever the scores are distinct.
+
+    Returns:
+        the threshold to pass to [`predict_answers`][structattn.sgnet.span_qa.predict_answers] (answer "" where
+        ``na_score > threshold``).
+    """
+    curve = f1_by_threshold(dataset, predictions_without_null, na_scores)
+    return max(curve, key=lambda point: point[1])[0]  # the first of equal maxima: the fewest answers
 
 
 def _finite(name: str, value) -> float:
