@@ -30,6 +30,8 @@ def _lines(capsys) -> list[dict]:
     ("peers/per_label", [], "per_label.jsonl"),                      # per-label F1 of every committed parse
     ("peers/paired", ["bna-minilm-ft-s1:sa-minilm-ft-s1", "bna-minilm-ft-s2:sa-minilm-ft-s2", "--seed-paired"],
      "bna_vs_sa_minilm.jsonl"),                                      # BNA against self-attention, same encoder
+    ("peers/paired", ["ablation-dropout-s1:bna-converged-s1", "ablation-lr-s1:bna-converged-s1"],
+     "ablations_vs_bna.jsonl"),                                      # one change toward SuPar's recipe each
 ])
 def test_the_parse_comparisons_rescore_to_their_committed_lines(capsys, script, args, jsonl):
     load_experiment(script).main(args)
@@ -95,7 +97,8 @@ def test_a_converged_run_trained_elsewhere_keeps_its_committed_line(tmp_path, ca
     assert _lines(capsys) == committed
 
 
-@pytest.mark.parametrize("args, jsonl", [([], "converged_runs.jsonl"), (["--minilm"], "minilm_runs.jsonl")])
+@pytest.mark.parametrize("args, jsonl", [([], "converged_runs.jsonl"), (["--minilm"], "minilm_runs.jsonl"),
+                                         (["--ablations"], "ablations.jsonl")])
 def test_each_comparison_keeps_the_committed_lines_of_runs_trained_elsewhere(tmp_path, capsys, args, jsonl):
     summary = load_experiment("peers/converged_summary")
     summary.main([*args, str(tmp_path)])
