@@ -105,7 +105,8 @@ def supar_run(peers: Path, seed: int, folder: str = "crf-char-converge-s{seed}",
 #: each ablation of `run_peers.sh ablations` (the bna-converge run with one setting moved to SuPar's recipe)
 ABLATIONS = {"dropout": "dropout .33 everywhere (SuPar's; ours .2, characters .1)",
              "lr": "learning rate 2e-3 (SuPar's; ours 1e-3)",
-             "width": "width 256, 8 heads, feed-forward 512 (ours 128, 4, 256)"}
+             "width": "width 256, 8 heads, feed-forward 512 (ours 128, 4, 256)",
+             "loss": "tree CRF loss (SuPar's; ours the margin loss)"}
 
 #: the comparisons: without a pretrained encoder, and on all-MiniLM-L6-v2 fine-tuned (ours: BNA and its
 #: self-attention baseline)

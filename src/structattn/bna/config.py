@@ -61,6 +61,7 @@ class ParserConfig(JsonConfig):
     max_eval_trees: int = 0  # evaluate on only the first N dev and test trees; 0 = all
     eval_every: int = 0  # optimizer steps between dev evaluations; 0 = once per epoch
     clip_grad: float = 5.0  # gradient norm clipping; 0 = none
+    loss: str = "margin"  # margin (BNA Eq. 9: hinge against the Hamming-augmented best tree) | crf (tree CRF, SuPar's)
     precision: str = "fp32"  # fp32 | bf16 (autocast; CPUs with avx512_bf16/AMX, GPUs) | fp16 (CUDA only, loss scaling)
 
     def to_dict(self) -> dict[str, Any]:
@@ -102,3 +103,6 @@ VARIANTS: dict[str, Callable[[int, int], list[str]]] = {
 }
 
 POS_MODES = ("none", "spacy", "gold")
+
+#: The training losses (``ParserConfig.loss``): bna/chart.margin_loss and bna/tree_crf.crf_loss.
+LOSSES = ("margin", "crf")

@@ -5,7 +5,7 @@ N = L + 1 fenceposts, C labels (index 0 = the empty label ""), d = ``config.d_mo
 
     words --word encoder--> [b, T, d_enc] --Linear (pretrained only)--> [b, T, d] (+ POS-tag embeddings)
           --layer stack (sa / bimsa / nsa blocks)--> [b, T, d] --SpanLabelScorer--> [b, N, N, C]
-          --cky_decode--> trees            (training: margin_loss against the gold spans)
+          --cky_decode--> trees            (training: margin_loss or tree_crf.crf_loss against the gold spans)
 
 Words are treebank tokens (``-LRB-``, ``````) both in and out: the pretrained encoder unescapes them itself.
 
@@ -45,8 +45,9 @@ import torch
 from torch import nn
 
 from ..errors import UserError
-from .config import PARSER_PRESETS, POS_MODES, VARIANTS, ParserConfig  # noqa: F401  (re-exported)
+from .config import LOSSES, PARSER_PRESETS, POS_MODES, VARIANTS, ParserConfig  # noqa: F401  (re-exported)
 from .chart import SpanLabelScorer, cky_decode, margin_loss
+from .tree_crf import crf_loss
 from .transformer_block import build_layer
 from .word_encoders import CharWordEncoder, PretrainedWordEncoder, build_vocabularies
 from ..tasks.ptb import TOP, Tree, escape_word, spans_to_tree, tree_to_spans
@@ -79,6 +80,8 @@ def layer_kinds(config: ParserConfig) -> list[str]:
 def _check_config(config: ParserConfig) -> None:
     if config.pos not in POS_MODES:
         raise UserError(f"unknown pos mode {config.pos!r}; valid: {', '.join(POS_MODES)}")
+    if config.loss not in LOSSES:
+        raise UserError(f"unknown loss {config.loss!r}; valid: {', '.join(LOSSES)}")
     if config.d_model < 2 or config.d_model % 2:
         raise UserError(f"d_model={config.d_model} must be even (span vectors split it in two halves)")
     if config.max_words < 1:
@@ -299,7 +302,8 @@ class ChartParser(nn.Module):
         return words, tags, spans
 
     def loss(self, trees: Sequence[Tree], tags: Sequence[Sequence[str]] | None = None) -> Tensor:
-        """Margin loss (BNA Eq. 9, mean over the trees) against cleaned gold trees.
+        """The training loss of ``config.loss`` (mean over the trees) against cleaned gold trees: the margin loss
+        (BNA Eq. 9) or the tree CRF's negative log-likelihood (`structattn.bna.tree_crf`).
 
         tags: input tags when config.pos != "none" (default: the trees' own tags for pos="gold", the cached
         spaCy tags for pos="spacy")."""
@@ -309,6 +313,8 @@ class ChartParser(nn.Module):
         scores, lengths = self(words, tags)
         # Under bf16/fp16 autocast the scores come out in 16 bits; the loss sums dozens of them per tree, which
         # needs float32's mantissa (a no-op in fp32).
+        if self.config.loss == "crf":
+            return crf_loss(scores.float(), spans, lengths.tolist())
         loss, _ = margin_loss(scores.float(), spans, lengths.tolist())
         return loss
 

@@ -30,14 +30,14 @@ PARSER_FLAG_NAMES = {"encoder": "model", "max_train_trees": "max_train_examples"
 def add_parser_config_arguments(parser: argparse.ArgumentParser) -> None:
     """``--preset laptop|full``, ``--config FILE`` and one flag per ParserConfig field (all default to None = not
     given), named by `PARSER_FLAG_NAMES` where the field's own name differs from the command line's."""
-    from ..bna.config import PARSER_PRESETS, POOLINGS, POS_MODES, VARIANTS, ParserConfig
+    from ..bna.config import LOSSES, PARSER_PRESETS, POOLINGS, POS_MODES, VARIANTS, ParserConfig
     from ..train.config import PRECISIONS
 
     add_dataclass_arguments(parser, ParserConfig, PARSER_PRESETS, flag_names=PARSER_FLAG_NAMES,
                             descriptions={"encoder": "pretrained encoder: a Hugging Face name or folder; '' = the "
                                                      "offline all-MiniLM-L6-v2; 'none' = no pretrained encoder "
                                                      "(word embeddings + char BiLSTM)"},
-                            choices={"variant": list(VARIANTS), "pos": POS_MODES, "pooling": POOLINGS,
+                            choices={"variant": list(VARIANTS), "pos": POS_MODES, "pooling": POOLINGS, "loss": LOSSES,
                                      "precision": PRECISIONS})
 
 
