@@ -44,3 +44,16 @@ def test_the_dev_choice_is_the_official_best_f1_sweep_of_the_committed_dev_files
     best_f1, thresh = best_threshold(nonnull, na_probs, get_qa_task("squad2").read("dev").dataset)
     assert thresh == pytest.approx(line["na_prob_threshold"], abs=1e-12)
     assert best_f1 == pytest.approx(line["f1"], abs=1e-9)
+
+
+def test_at_the_saved_threshold_the_committed_files_give_the_shipped_answers():
+    """The committed best spans and na-scores, cut at the threshold saved with the reader, are the committed
+    answers of the shipped reader (results/shipped/), question for question."""
+    (line,) = [x for x in LINES if x["part"] == "test" and x["threshold_source"].startswith("saved")]
+    nonnull = json.loads((REPO / line["predictions"]).read_text(encoding="utf-8"))
+    na_scores = json.loads((REPO / line["predictions"].replace(".nonnull.", ".na_score.")).read_text(encoding="utf-8"))
+    shipped = json.loads((REPO / "results" / "shipped" / "sgnet-squad2.squad2-test.json").read_text(encoding="utf-8"))
+    saved = json.loads((REPO / "src" / "structattn" / "trained" / "sgnet-squad2" / "span_qa.json")
+                       .read_text(encoding="utf-8"))["na_threshold"]
+    assert line["na_score_threshold"] == saved
+    assert {q: ("" if na_scores[q] > saved else a) for q, a in nonnull.items()} == shipped
