@@ -30,7 +30,8 @@ def _lines(capsys) -> list[dict]:
     ("peers/per_label", [], "per_label.jsonl"),                      # per-label F1 of every committed parse
     ("peers/paired", ["bna-minilm-ft-s1:sa-minilm-ft-s1", "bna-minilm-ft-s2:sa-minilm-ft-s2", "--seed-paired"],
      "bna_vs_sa_minilm.jsonl"),                                      # BNA against self-attention, same encoder
-    ("peers/paired", ["ablation-dropout-s1:bna-converged-s1", "ablation-lr-s1:bna-converged-s1"],
+    ("peers/paired", ["ablation-dropout-s1:bna-converged-s1", "ablation-lr-s1:bna-converged-s1",
+                      "ablation-loss-s1:bna-converged-s1"],
      "ablations_vs_bna.jsonl"),                                      # one change toward SuPar's recipe each
 ])
 def test_the_parse_comparisons_rescore_to_their_committed_lines(capsys, script, args, jsonl):
