@@ -17,7 +17,7 @@
 #   bash experiments/run_peers.sh bna-paper VARIANT SEED [PATIENCE]  # ours from scratch at the paper's shape (8 layers,
 #                                              #   batch 250, lr 8e-4, width PAPER_WIDTH; VARIANT sa | bimsa | sa_nsa | bna)
 #   bash experiments/run_peers.sh bna-ablation NAME SEED [PATIENCE]  # the bna-converge run with one setting moved to
-#                                              #   SuPar's (NAME dropout | lr | width | loss); `ablations SEED`: all
+#                                              #   SuPar's (NAME dropout | lr | width | loss | batch); `ablations SEED`: all
 #   bash experiments/run_peers.sh plan             # CPU seconds per epoch of each of these (results/peers/epoch_cost.jsonl)
 #   bash experiments/run_peers.sh campaign         # every run of the plan in its order, each skipped once its test parse
 #                                              #   is committed; with DEVICE=cuda, the whole plan on one GPU
@@ -162,15 +162,15 @@ bna_converge() {  # bna-converge SEED [PATIENCE]: the SMALL settings, BNA (no pr
 }
 
 # Why SuPar is ahead without a pretrained encoder: the SMALL BNA with one setting moved to SuPar's CRF recipe
-# (experiments/peers/supar_crf_con.ini), each against bna-converge's run of the same seed. The differences no flag
-# expresses (span representation, label scorer, CRF loss) are not among them.
-ABLATIONS=(dropout lr width loss)
+# (experiments/peers/supar_crf_con.ini), each against bna-converge's run of the same seed.
+ABLATIONS=(dropout lr width loss batch)
 ablation_flags() {  # ablation_flags NAME: the flags that make the change (given after SMALL's, so they win)
   case "$1" in
     dropout) echo --residual-dropout 0.33 --ff-dropout 0.33 --attention-dropout 0.33 --char-dropout 0.33 ;;  # SuPar's .33
     lr) echo --learning-rate 2e-3 ;;  # SuPar's Adam rate (ours 1e-3)
     width) echo --d-model 256 --heads 8 --d-ff 512 ;;  # twice the width (SuPar 12.2M parameters, ours 1.1M)
     loss) echo --loss crf ;;  # SuPar's tree CRF (ours: the margin loss of BNA Eq. 9)
+    batch) echo --batch-size 90 ;;  # SuPar's 5,000-token batches: 34 a pass over our 3,068 trees, 90 trees each
     *) echo "unknown ablation $1; one of: ${ABLATIONS[*]}" >&2; return 2 ;;
   esac
 }

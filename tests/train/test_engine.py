@@ -1,4 +1,5 @@
 """Pieces of the training engine that need no run: how batches are dealt to processes, the settings check."""
+import json
 from types import SimpleNamespace
 
 import pytest
@@ -28,6 +29,34 @@ def test_settings_differences_name_each_key_and_absent_ones():
     assert settings_differences({"seed": 1, "lr": 0.1}, {"seed": 1, "lr": 0.1}) == []
     assert settings_differences({"seed": 1, "old": True}, {"seed": 2, "new": (1, 2)}) == [
         "new: '<absent>' -> [1, 2]", "old: True -> '<absent>'", "seed: 1 -> 2"]
+
+
+def test_a_setting_added_since_the_run_began_is_no_difference_at_its_default():
+    saved = {"seed": 1}  # written before "loss" existed
+    assert settings_differences(saved, {"seed": 1, "loss": "margin"}, {"loss": "margin"}) == []
+    assert settings_differences(saved, {"seed": 1, "loss": "crf"}, {"loss": "margin"}) == [
+        "loss: '<absent>' -> 'crf'"]
+    assert settings_differences(saved, {"seed": 1, "loss": "margin"}) == ["loss: '<absent>' -> 'margin'"]
+    # a saved value is compared as it is, whatever the default
+    assert settings_differences({"seed": 1, "loss": "crf"}, {"seed": 1, "loss": "margin"}, {"loss": "margin"}) == [
+        "loss: 'crf' -> 'margin'"]
+
+
+def test_a_run_started_before_a_parser_setting_existed_resumes(tmp_path):
+    from structattn.bna.config import ParserConfig
+    from structattn.bna.trainer import settings
+    from structattn.train.engine import config_defaults
+
+    config = ParserConfig(output_dir=str(tmp_path / "run"))
+    now = settings(config, {"treebank": "t"})
+    old = {k: v for k, v in now.items() if k != "loss"}
+    (tmp_path / "run").mkdir()
+    (tmp_path / "run" / "settings.json").write_text(json.dumps(old))
+    Engine(tmp_path / "run", seed=0, show_progress=False).begin(now, config_defaults(config))
+    config.loss = "crf"
+    with pytest.raises(UserError, match=r"loss: '<absent>' -> 'crf'"):
+        Engine(tmp_path / "run", seed=0, show_progress=False).begin(settings(config, {"treebank": "t"}),
+                                                                     config_defaults(config))
 
 
 def test_a_folder_with_other_settings_is_refused_before_anything_runs(tmp_path):

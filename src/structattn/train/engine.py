@@ -123,11 +123,31 @@ def _allow_precision(mixed: str) -> None:
         AcceleratorState._reset_state(reset_partial_state=False)
 
 
-def settings_differences(saved: dict, now: dict) -> list[str]:
-    """``"key: saved -> now"`` for every key whose value differs (a key on one side only: ``<absent>``)."""
+def settings_differences(saved: dict, now: dict, defaults: dict | None = None) -> list[str]:
+    """``"key: saved -> now"`` for every key whose value differs (a key on one side only: ``<absent>``).
+
+    A key the saved settings lack whose value now is its entry in ``defaults`` is no difference: a setting that a
+    later version added, at the value that keeps the behaviour the run was started with."""
     now = json.loads(json.dumps(now))
+    defaults = json.loads(json.dumps(defaults or {}))
+
+    def added_at_default(k: str) -> bool:
+        return k not in saved and k in now and k in defaults and now[k] == defaults[k]
+
     return [f"{k}: {saved.get(k, '<absent>')!r} -> {now.get(k, '<absent>')!r}"
-            for k in sorted(set(saved) | set(now)) if saved.get(k, "<absent>") != now.get(k, "<absent>")]
+            for k in sorted(set(saved) | set(now))
+            if saved.get(k, "<absent>") != now.get(k, "<absent>") and not added_at_default(k)]
+
+
+def config_defaults(config) -> dict:
+    """The default of every field of a dataclass ``config`` that has one, as JSON values."""
+    fields = {}
+    for field in dataclasses.fields(config):
+        if field.default is not dataclasses.MISSING:
+            fields[field.name] = field.default
+        elif field.default_factory is not dataclasses.MISSING:
+            fields[field.name] = field.default_factory()
+    return json.loads(json.dumps(fields))
 
 
 def seed_run(seed: int, deterministic: bool = False) -> None:
@@ -289,6 +309,12 @@ class Family(abc.ABC):
         """What a resume must match (``settings.json``): the config's result-changing fields by default."""
         return resume_settings(self.config)
 
+    def setting_defaults(self) -> dict:
+        """The value of each setting that earlier versions, which lacked it, behaved as: its field's default (a
+        field is only ever added with the old behaviour as its default). A run started before a setting existed
+        resumes when it is left there."""
+        return config_defaults(self.config)
+
     # ---------------------------------------------------------------- data and model
     @abc.abstractmethod
     def load_data(self) -> None:
@@ -415,12 +441,13 @@ class Engine:
         """Seed Python, NumPy and torch (every device) with the run's seed (`seed_run`)."""
         seed_run(self.seed_value, self.deterministic)
 
-    def begin(self, settings: dict) -> None:
+    def begin(self, settings: dict, defaults: dict | None = None) -> None:
         """Refuse a folder that an earlier structattn wrote
         ([`check_saved_version`][structattn.models.saved_version.check_saved_version]) or that holds a run with other
         ``settings`` (recorded by [`prepare`][structattn.train.engine.Engine.prepare], once the family has read its
         data without error); an existing folder is taken and repaired (`open_output`), a new one is created only by
-        `open_output` after the data was read."""
+        `open_output` after the data was read. ``defaults``: `Family.setting_defaults`, so that a setting added since
+        the run began, left at the behaviour the run had, is no difference."""
         from ..models.saved_version import check_saved_version
 
         check_saved_version(self.out)
@@ -433,7 +460,7 @@ class Engine:
             if problem:
                 raise UserError(f"{problem}; it records the settings a resume must match. Restore it, or give "
                                 "another --output-dir (or delete that folder) to start over")
-            diffs = settings_differences(json.loads(path.read_text(encoding="utf-8")), settings)
+            diffs = settings_differences(json.loads(path.read_text(encoding="utf-8")), settings, defaults)
             if diffs:
                 raise UserError(f"{self.out} holds a run with other settings ({'; '.join(diffs)}); resuming it "
                                 "would mix two runs. Use another --output-dir, or delete that folder to start over.")
@@ -691,7 +718,7 @@ class Engine:
         `Family.summary_on_every_process`), or None when ``stop_after`` (tests only) stopped it first."""
         family.engine = self
         try:
-            self.begin(family.settings())
+            self.begin(family.settings(), family.setting_defaults())
             stopping.signal_point("data")
             family.load_data()
             stopping.raise_if_pending()  # between phases: a signal that a library swallowed
