@@ -17,7 +17,8 @@
 #   bash experiments/run_peers.sh bna-paper VARIANT SEED [PATIENCE]  # ours from scratch at the paper's shape (8 layers,
 #                                              #   batch 250, lr 8e-4, width PAPER_WIDTH; VARIANT sa | bimsa | sa_nsa | bna)
 #   bash experiments/run_peers.sh bna-ablation NAME SEED [PATIENCE]  # the bna-converge run with one setting moved to
-#                                              #   SuPar's (NAME dropout | lr | width | loss | batch); `ablations SEED`: all
+#                                              #   SuPar's (NAME dropout | lr | width | loss | batch | scorer |
+#                                              #   optimizer | chars); `ablations SEED`: all
 #   bash experiments/run_peers.sh plan             # CPU seconds per epoch of each of these (results/peers/epoch_cost.jsonl)
 #   bash experiments/run_peers.sh campaign         # every run of the plan in its order, each skipped once its test parse
 #                                              #   is committed; with DEVICE=cuda, the whole plan on one GPU
@@ -163,7 +164,7 @@ bna_converge() {  # bna-converge SEED [PATIENCE]: the SMALL settings, BNA (no pr
 
 # Why SuPar is ahead without a pretrained encoder: the SMALL BNA with one setting moved to SuPar's CRF recipe
 # (experiments/peers/supar_crf_con.ini), each against bna-converge's run of the same seed.
-ABLATIONS=(dropout lr width loss batch)
+ABLATIONS=(dropout lr width loss batch scorer optimizer chars)
 ablation_flags() {  # ablation_flags NAME: the flags that make the change (given after SMALL's, so they win)
   case "$1" in
     dropout) echo --residual-dropout 0.33 --ff-dropout 0.33 --attention-dropout 0.33 --char-dropout 0.33 ;;  # SuPar's .33
@@ -171,6 +172,12 @@ ablation_flags() {  # ablation_flags NAME: the flags that make the change (given
     width) echo --d-model 256 --heads 8 --d-ff 512 ;;  # twice the width (SuPar 12.2M parameters, ours 1.1M)
     loss) echo --loss crf ;;  # SuPar's tree CRF (ours: the margin loss of BNA Eq. 9)
     batch) echo --batch-size 90 ;;  # SuPar's 5,000-token batches: 34 a pass over our 3,068 trees, 90 trees each
+    # SuPar's span representation and scorer: boundary MLPs (span 500, label 100) read by two biaffines (ours: an
+    # MLP over fencepost differences)
+    scorer) echo --scorer biaffine --span-hidden 500 --label-hidden 100 ;;
+    # SuPar's Adam (betas .9/.9, eps 1e-12) and schedule (x .75 every 5,000 updates) at our learning rate
+    optimizer) echo --adam-beta2 0.9 --adam-eps 1e-12 --lr-decay 0.75 --lr-decay-steps 5000 ;;
+    chars) echo --char-dim 50 --char-hidden 100 ;;  # SuPar's CharLSTM: 50-dim characters, 100 out (ours 64, 128)
     *) echo "unknown ablation $1; one of: ${ABLATIONS[*]}" >&2; return 2 ;;
   esac
 }

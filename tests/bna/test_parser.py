@@ -106,6 +106,15 @@ def test_unknown_variant_and_layer_kind_are_user_errors(trees):
         ChartParser.build(tiny(pos="predicted"), trees)
     with pytest.raises(UserError, match="even"):
         ChartParser.build(tiny(d_model=15), trees)
+    with pytest.raises(UserError, match="unknown scorer 'bilinear'; valid: mlp, biaffine"):
+        ChartParser.build(tiny(scorer="bilinear"), trees)
+    with pytest.raises(UserError, match="char_hidden=7 must be 0"):
+        ChartParser.build(tiny(char_hidden=7), trees)
+
+
+def test_char_hidden_sizes_the_character_lstm(trees):
+    assert ChartParser.build(tiny(), trees).encoder.char_lstm.hidden_size == 8  # 0: d_model, split in two directions
+    assert ChartParser.build(tiny(char_hidden=10), trees).encoder.char_lstm.hidden_size == 5
 
 
 # ------------------------------------------------------------------------------------------- vocabularies
@@ -162,13 +171,15 @@ def test_char_encoder_rows_and_unknown_words():
 
 
 # ------------------------------------------------------------------------------------------- training
-@pytest.mark.parametrize("variant,pos", [("bna", "none"), ("sa", "gold")])
-def test_overfits_five_trees(trees, variant, pos):
+# the biaffine scorer starts every span at 0 (its weights are zero): it takes more steps to fit
+@pytest.mark.parametrize("variant,pos,scorer,steps", [("bna", "none", "mlp", 80), ("sa", "gold", "mlp", 80),
+                                                      ("bna", "none", "biaffine", 160)])
+def test_overfits_five_trees(trees, variant, pos, scorer, steps):
     torch.manual_seed(0)
-    parser = ChartParser.build(tiny(variant=variant, pos=pos), trees)
+    parser = ChartParser.build(tiny(variant=variant, pos=pos, scorer=scorer, span_hidden=16), trees)
     opt = torch.optim.Adam(parser.parameters(), lr=2e-2)
     losses = []
-    for _ in range(80):
+    for _ in range(steps):
         loss = parser.loss(trees)
         opt.zero_grad()
         loss.backward()
@@ -221,9 +232,13 @@ def test_bad_input_is_named(trees):
 
 
 # ------------------------------------------------------------------------------------------- saving
-def test_round_trip_char_encoder(trees, tmp_path):
+@pytest.mark.parametrize("scorer", ["mlp", "biaffine"])
+def test_round_trip_char_encoder(trees, tmp_path, scorer):
     torch.manual_seed(0)
-    parser = ChartParser.build(tiny(pos="gold", variant="bna"), trees)
+    parser = ChartParser.build(tiny(pos="gold", variant="bna", scorer=scorer, span_hidden=12, char_hidden=6), trees)
+    if scorer == "biaffine":  # its biaffine weights start at 0: give them values a round trip must keep
+        for weight in (parser.scorer.span_weight, parser.scorer.label_weight):
+            torch.nn.init.normal_(weight)
     parser.save_pretrained(tmp_path / "p")
     meta = json.loads((tmp_path / "p" / "config.json").read_text())
     assert meta["labels"] == parser.labels and meta["tags"] == parser.tags and meta["config"]["pos"] == "gold"

@@ -22,7 +22,8 @@ from structattn.bna.model import ParserConfig  # noqa: E402
 from structattn.errors import UserError  # noqa: E402
 from structattn.train import engine as engine_module  # noqa: E402
 from structattn.bna.trainer import (  # noqa: E402
-    ParserFamily, TreebankFiles, cached_spacy_tags, chart_passes, make_optimizer, train_parser, warmup_factor)
+    ParserFamily, TreebankFiles, cached_spacy_tags, chart_passes, learning_rate_factor, make_optimizer, train_parser,
+    warmup_factor)
 
 TEMPLATES = [
     "( (S (NP-SBJ (DT the) (NN {n})) (VP (VBD {v}) (PP-LOC (IN on) (NP (DT the) (NN {m})))) (. .)) )",
@@ -398,6 +399,22 @@ def test_optimizer_groups_and_warmup_follow_the_config():
     assert [(g["name"], g["lr"]) for g in optimizer.param_groups] == [("encoder", 5e-5), ("parser", 1e-3)]
     # the engine sets each group's rate to its initial rate times warmup_factor(step) before each step
     assert [warmup_factor(s, 4) for s in range(5)] == [0.25, 0.5, 0.75, 1.0, 1.0]
+    assert [g["betas"] for g in optimizer.param_groups] == [(0.9, 0.999)] * 2
+    supar = make_optimizer(Model(), ParserConfig(adam_beta2=0.9, adam_eps=1e-12))  # SuPar's Adam
+    assert [(g["betas"], g["eps"]) for g in supar.param_groups] == [((0.9, 0.9), 1e-12)] * 2
+
+
+def test_the_learning_rate_warms_up_then_decays_by_lr_decay_every_lr_decay_steps():
+    config = ParserConfig(warmup_steps=2, lr_decay=0.5, lr_decay_steps=4)
+    factors = [learning_rate_factor(s, config) for s in range(10)]
+    # warm-up to 1 at step 1; then 0.5 ** (k / 4) for the k-th step after it: halved 4 steps later, again at 8
+    want = [0.5, 1.0] + [0.5 ** (k / 4) for k in range(1, 9)]
+    assert factors == pytest.approx(want, rel=1e-12)
+    assert factors[5] == pytest.approx(0.5) and factors[9] == pytest.approx(0.25)
+    constant = ParserConfig(warmup_steps=3)  # lr_decay 1 (the default): the warm-up alone
+    assert [learning_rate_factor(s, constant) for s in range(6)] == [warmup_factor(s, 3) for s in range(6)]
+    family = ParserFamily(config, TreebankFiles())
+    assert [family.schedule(100)(s) for s in range(10)] == factors  # what the engine multiplies the rates by
 
 
 def test_real_parser_has_one_group_without_pretrained_encoder(treebank):

@@ -40,9 +40,12 @@ class ParserConfig(JsonConfig):
     attn_dropout: float = 0.2  # dropout on the attention weights
     char_dropout: float = 0.1  # encoder "none": dropout on char-BiLSTM word vectors (and word embeddings)
     char_dim: int = 64  # encoder "none": character embedding size
+    char_hidden: int = 0  # encoder "none": the char BiLSTM's output size, both directions (even); 0 = d_model
     word_dim: int = 100  # encoder "none": word embedding size
     pos: str = "none"  # POS-tag embeddings added to the word vectors: none | spacy (spaCy's tag_) | gold (given tags)
-    label_hidden: int = 250  # hidden size of the span label MLP
+    label_hidden: int = 250  # hidden size of the span label MLP (scorer "biaffine": of its label boundary MLPs)
+    scorer: str = "mlp"  # span scores: mlp (an MLP over fencepost differences) | biaffine (SuPar's boundary biaffines)
+    span_hidden: int = 500  # scorer "biaffine": size of its span boundary MLPs
     max_words: int = 300  # longest sentence (words) the parser accepts
     # --- training (bna/trainer.py) ---
     output_dir: str = "runs/parser"  # where checkpoint/, best/, test.trees and summary.json go
@@ -61,6 +64,10 @@ class ParserConfig(JsonConfig):
     max_eval_trees: int = 0  # evaluate on only the first N dev and test trees; 0 = all
     eval_every: int = 0  # optimizer steps between dev evaluations; 0 = once per epoch
     clip_grad: float = 5.0  # gradient norm clipping; 0 = none
+    adam_beta2: float = 0.999  # Adam's second-moment decay (SuPar: 0.9)
+    adam_eps: float = 1e-8  # Adam's epsilon (SuPar: 1e-12)
+    lr_decay: float = 1.0  # after warm-up the learning rates fall by this factor every lr_decay_steps; 1 = constant
+    lr_decay_steps: int = 5000  # optimizer steps over which the learning rates fall by lr_decay (SuPar: .75 per 5,000)
     loss: str = "margin"  # margin (BNA Eq. 9: hinge against the Hamming-augmented best tree) | crf (tree CRF, SuPar's)
     precision: str = "fp32"  # fp32 | bf16 (autocast; CPUs with avx512_bf16/AMX, GPUs) | fp16 (CUDA only, loss scaling)
 
@@ -106,3 +113,6 @@ POS_MODES = ("none", "spacy", "gold")
 
 #: The training losses (``ParserConfig.loss``): bna/chart.margin_loss and bna/tree_crf.crf_loss.
 LOSSES = ("margin", "crf")
+
+#: The span scorers (``ParserConfig.scorer``): bna/chart.SpanLabelScorer and bna/biaffine.BiaffineSpanScorer.
+SCORERS = ("mlp", "biaffine")

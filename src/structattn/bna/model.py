@@ -4,7 +4,7 @@ Notation: b sentences, L words of the longest, T = L + 2 positions ``[START, w_1
 N = L + 1 fenceposts, C labels (index 0 = the empty label ""), d = ``config.d_model``.
 
     words --word encoder--> [b, T, d_enc] --Linear (pretrained only)--> [b, T, d] (+ POS-tag embeddings)
-          --layer stack (sa / bimsa / nsa blocks)--> [b, T, d] --SpanLabelScorer--> [b, N, N, C]
+          --layer stack (sa / bimsa / nsa blocks)--> [b, T, d] --span scorer--> [b, N, N, C]
           --cky_decode--> trees            (training: margin_loss or tree_crf.crf_loss against the gold spans)
 
 Words are treebank tokens (``-LRB-``, ``````) both in and out: the pretrained encoder unescapes them itself.
@@ -45,7 +45,8 @@ import torch
 from torch import nn
 
 from ..errors import UserError
-from .config import LOSSES, PARSER_PRESETS, POS_MODES, VARIANTS, ParserConfig  # noqa: F401  (re-exported)
+from .config import LOSSES, PARSER_PRESETS, POS_MODES, SCORERS, VARIANTS, ParserConfig  # noqa: F401  (re-exported)
+from .biaffine import BiaffineSpanScorer
 from .chart import SpanLabelScorer, cky_decode, margin_loss
 from .tree_crf import crf_loss
 from .transformer_block import build_layer
@@ -82,6 +83,11 @@ def _check_config(config: ParserConfig) -> None:
         raise UserError(f"unknown pos mode {config.pos!r}; valid: {', '.join(POS_MODES)}")
     if config.loss not in LOSSES:
         raise UserError(f"unknown loss {config.loss!r}; valid: {', '.join(LOSSES)}")
+    if config.scorer not in SCORERS:
+        raise UserError(f"unknown scorer {config.scorer!r}; valid: {', '.join(SCORERS)}")
+    if config.char_hidden < 0 or config.char_hidden % 2:
+        raise UserError(f"char_hidden={config.char_hidden} must be 0 (= d_model) or even and positive (two "
+                        "directions)")
     if config.d_model < 2 or config.d_model % 2:
         raise UserError(f"d_model={config.d_model} must be even (span vectors split it in two halves)")
     if config.max_words < 1:
@@ -121,6 +127,14 @@ def has_constituent_label(labels: Sequence[str]) -> bool:
     return any(part not in ("", TOP) for label in labels for part in label.split("::"))
 
 
+def build_scorer(config: ParserConfig, num_labels: int) -> nn.Module:
+    """The span scorer ``config.scorer`` names: [b, T, d] -> [b, N, N, C] scores, label 0 a constant 0."""
+    if config.scorer == "biaffine":
+        return BiaffineSpanScorer(config.d_model, config.span_hidden, config.label_hidden, num_labels,
+                                  dropout=config.residual_dropout)
+    return SpanLabelScorer(config.d_model, config.label_hidden, num_labels, dropout=config.residual_dropout)
+
+
 # --------------------------------------------------------------------------- the parser
 class ChartParser(nn.Module):
     """Span-based constituency parser (BNA): see the module docstring for the pipeline.
@@ -155,6 +169,7 @@ class ChartParser(nn.Module):
             if words is None or chars is None:
                 raise ValueError("encoder='none' needs the word and character vocabularies")
             self.encoder = CharWordEncoder(chars, words, config.d_model, char_dim=config.char_dim,
+                                           char_hidden=config.char_hidden or config.d_model,
                                            word_dim=config.word_dim, char_dropout=config.char_dropout,
                                            max_words=config.max_words)
             self.project = nn.Identity()
@@ -170,8 +185,7 @@ class ChartParser(nn.Module):
                         residual_dropout=config.residual_dropout, ff_dropout=config.ff_dropout,
                         attn_dropout=config.attn_dropout, ngram=config.ngram)
             for kind in self.kinds)
-        self.scorer = SpanLabelScorer(config.d_model, config.label_hidden, len(self.labels),
-                                      dropout=config.residual_dropout)
+        self.scorer = build_scorer(config, len(self.labels))
         # spaCy tags of sentences seen (pos="spacy"): words tuple -> tags; in memory only
         self._spacy_cache: dict[tuple[str, ...], list[str]] = {}
 

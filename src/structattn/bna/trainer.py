@@ -238,7 +238,16 @@ def make_optimizer(model, config) -> torch.optim.Optimizer:
     """Adam over the model's two parameter groups (``ChartParser.parameter_groups``: the pretrained encoder at
     ``encoder_learning_rate``, the rest at ``learning_rate``); the engine ramps both by
     [`warmup_factor`][structattn.train.engine.warmup_factor]."""
-    return torch.optim.Adam(model.parameter_groups(config.learning_rate, config.encoder_learning_rate))
+    return torch.optim.Adam(model.parameter_groups(config.learning_rate, config.encoder_learning_rate),
+                            betas=(0.9, config.adam_beta2), eps=config.adam_eps)
+
+
+def learning_rate_factor(step: int, config) -> float:
+    """The learning rates' multiplier before optimizer step ``step`` (0-based): the linear warm-up over
+    ``warmup_steps``, then ``lr_decay`` every ``lr_decay_steps`` steps after it, continuously (SuPar's exponential
+    decay); constant when ``lr_decay`` is 1."""
+    decayed = max(0, step + 1 - config.warmup_steps)
+    return warmup_factor(step, config.warmup_steps) * config.lr_decay ** (decayed / config.lr_decay_steps)
 
 
 def settings(config, data: dict) -> dict:
@@ -289,7 +298,7 @@ class ParserFamily(Family):
         return make_optimizer(model, self.config)
 
     def schedule(self, total: int):
-        return lambda step: warmup_factor(step, self.config.warmup_steps)
+        return lambda step: learning_rate_factor(step, self.config)
 
     def updates(self) -> tuple[int, int]:
         steps_per_epoch = self.engine.steps_per_epoch(math.ceil(len(self.train_trees) / self.config.batch_size))

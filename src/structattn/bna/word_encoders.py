@@ -252,20 +252,21 @@ class CharWordEncoder(nn.Module):
     Args:
         chars, words: the vocabularies of `build_vocabularies` (saved with the model).
         d_out: output size; char_dim: character embedding size; word_dim: word embedding size;
-        char_dropout: dropout on the word vectors; max_words: longest sentence (position embeddings: max_words + 2).
+        char_dropout: dropout on the word vectors; max_words: longest sentence (position embeddings: max_words + 2);
+        char_hidden: the BiLSTM's output size, both directions together (0 = d_out).
 
     ``forward(words)`` -> ``[b, T, d_out]``.
     """
 
     def __init__(self, chars: Sequence[str], words: Sequence[str], d_out: int, char_dim: int = 64,
-                 word_dim: int = 100, char_dropout: float = 0.1, max_words: int = 300):
+                 word_dim: int = 100, char_dropout: float = 0.1, max_words: int = 300, char_hidden: int = 0):
         super().__init__()
         self.chars = list(chars)
         self.words = list(words)
         self.char_index = {c: i for i, c in enumerate(self.chars)}
         self.word_index = {w: i for i, w in enumerate(self.words)}
         self.max_words = max_words
-        char_hidden = max(1, d_out // 2)
+        char_hidden = max(1, (char_hidden or d_out) // 2)  # per direction
         self.char_embedding = nn.Embedding(len(self.chars), char_dim, padding_idx=0)
         self.char_lstm = nn.LSTM(char_dim, char_hidden, batch_first=True, bidirectional=True)
         self.word_embedding = nn.Embedding(len(self.words), word_dim, padding_idx=0)

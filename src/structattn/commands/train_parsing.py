@@ -30,7 +30,7 @@ PARSER_FLAG_NAMES = {"encoder": "model", "max_train_trees": "max_train_examples"
 def add_parser_config_arguments(parser: argparse.ArgumentParser) -> None:
     """``--preset laptop|full``, ``--config FILE`` and one flag per ParserConfig field (all default to None = not
     given), named by `PARSER_FLAG_NAMES` where the field's own name differs from the command line's."""
-    from ..bna.config import LOSSES, PARSER_PRESETS, POOLINGS, POS_MODES, VARIANTS, ParserConfig
+    from ..bna.config import LOSSES, PARSER_PRESETS, POOLINGS, POS_MODES, SCORERS, VARIANTS, ParserConfig
     from ..train.config import PRECISIONS
 
     add_dataclass_arguments(parser, ParserConfig, PARSER_PRESETS, flag_names=PARSER_FLAG_NAMES,
@@ -38,7 +38,7 @@ def add_parser_config_arguments(parser: argparse.ArgumentParser) -> None:
                                                      "offline all-MiniLM-L6-v2; 'none' = no pretrained encoder "
                                                      "(word embeddings + char BiLSTM)"},
                             choices={"variant": list(VARIANTS), "pos": POS_MODES, "pooling": POOLINGS, "loss": LOSSES,
-                                     "precision": PRECISIONS})
+                                     "scorer": SCORERS, "precision": PRECISIONS})
 
 
 def parser_config_from_args(args: argparse.Namespace):
