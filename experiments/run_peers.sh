@@ -16,6 +16,8 @@
 #   bash experiments/run_peers.sh bna-minilm-ft VARIANT SEED [PATIENCE]  # ours on MiniLM fine-tuned (VARIANT bna | sa)
 #   bash experiments/run_peers.sh bna-paper VARIANT SEED [PATIENCE]  # ours from scratch at the paper's shape (8 layers,
 #                                              #   batch 250, lr 8e-4, width PAPER_WIDTH; VARIANT sa | bimsa | sa_nsa | bna)
+#   bash experiments/run_peers.sh paper-parallel [SEED...]  # all four variants of bna-paper for each SEED (default 1
+#                                              #   2) at once, one process each (on one GPU: DEVICE=cuda)
 #   bash experiments/run_peers.sh bna-ablation NAME SEED [PATIENCE]  # the bna-converge run with one setting moved to
 #                                              #   SuPar's (NAME dropout | lr | width | loss | batch | scorer |
 #                                              #   optimizer | chars); `ablations SEED`: all
@@ -25,6 +27,7 @@
 #   (each of the trainings resumes from its last checkpoint when the same command runs again)
 #   bash experiments/run_peers.sh background SUBCOMMAND ARGS...  # that subcommand detached (setsid, nohup, nice 10), its
 #                                              #   output in $PEERS/logs/SUBCOMMAND-ARGS.out; prints the process id
+#   RUN_SECONDS=N ...: stop each of our trainings after N seconds with a checkpoint (the same command goes on)
 #   DEVICE=cuda ...: train and parse on the GPU (SuPar -d=0, ours on CUDA; run folders get a -cuda suffix); the
 #   default DEVICE=cpu hides any GPU, one thread
 #   bash experiments/run_peers.sh supar-speed      # test parse sentences/s, SuPar vs BNA, 1 thread, one after the other
@@ -55,6 +58,8 @@ case "$DEVICE" in
     $PY -c "import sys, torch; sys.exit(not torch.cuda.is_available())" || { echo "DEVICE=cuda: torch sees no GPU here"; exit 2; } ;;
   *) echo "DEVICE=$DEVICE: give cpu or cuda"; exit 2 ;;
 esac
+# /usr/bin/time -v reports each training's CPU time and peak memory into its log (GNU time; plain when it is absent)
+if [ -x /usr/bin/time ]; then TIMER="/usr/bin/time -v"; else TIMER=""; fi
 raw_dir() {  # the Multi30k raw folder where the library finds its data (STRUCTATTN_DATA or ../shared/data)
   $PY -c "from structattn.tasks.multi30k import split_paths; print(split_paths('train')[0].parent)"
 }
@@ -131,9 +136,15 @@ ours_train() {  # ours_train RUN OUT SEED PATIENCE FLAGS...: `structattn train-p
   local run=$1 out=$2 seed=$3 patience=$4
   shift 4
   mkdir -p "$(dirname "$run")"
-  # shellcheck disable=SC2086  # OURS_EXTRA: flags added last (a smoke test: --max-train-examples 16 --epochs 1)
-  /usr/bin/time -v $PY -m structattn.cli train-parsing "$@" --epochs 1000 --patience "$patience" --no-progress \
-    --seed "$seed" --output-dir "$run" ${OURS_EXTRA:-} >> "$run.log" 2>&1 || { echo "training failed: $run.log"; return 1; }
+  # OURS_EXTRA: flags added last (a smoke test: --max-train-examples 16 --epochs 1). RUN_SECONDS (0 = none) stops the
+  # training after that many seconds of wall time by SIGTERM, which the trainer answers with a checkpoint: the same
+  # command goes on from there
+  local status=0
+  # shellcheck disable=SC2086
+  timeout --signal=TERM "${RUN_SECONDS:-0}" $TIMER $PY -m structattn.cli train-parsing "$@" --epochs 1000 \
+    --patience "$patience" --no-progress --seed "$seed" --output-dir "$run" ${OURS_EXTRA:-} >> "$run.log" 2>&1 || status=$?
+  if [ "$status" = 124 ]; then echo "$run: stopped after RUN_SECONDS=$RUN_SECONDS; the same command goes on"; return 3; fi
+  [ "$status" = 0 ] || { echo "training failed: $run.log"; return 1; }
   cp "$run/test.trees" "$out"
   $PY -m structattn.cli score evalb --gold "$PEERS/data/ptb.test.gold" --predictions "$out" | tee "$run.evalb"
 }
@@ -215,6 +226,21 @@ bna_paper() {  # bna-paper VARIANT SEED [PATIENCE]: ours from scratch at the pap
   name=paper-d$PAPER_WIDTH-$variant-s$seed
   # shellcheck disable=SC2046
   ours_train "$PEERS/bna-run/$name$SUFFIX" "results/peers/$name.test.trees" "$seed" "${3:-5}" $(paper_flags) --mechanism "$variant"
+}
+
+paper_parallel() {  # paper-parallel [SEED...]: every variant's paper-shape run of each SEED (default 1 2) at once, one
+  # process each (with DEVICE=cuda all on the one GPU); a run whose test parse is committed is skipped. Each goes on
+  # from its checkpoint when the same command runs again (RUN_SECONDS caps every run's wall time)
+  local seed v pid failed=0 pids=()
+  for seed in ${*:-1 2}; do
+    for v in sa bimsa sa_nsa bna; do
+      [ -f "results/peers/paper-d$PAPER_WIDTH-$v-s$seed.test.trees" ] && continue
+      bna_paper "$v" "$seed" & pids+=($!)
+    done
+  done
+  for pid in "${pids[@]}"; do wait "$pid" || failed=$((failed + 1)); done
+  echo "paper-parallel: ${#pids[@]} runs, $failed not finished (their logs: $PEERS/bna-run/paper-d$PAPER_WIDTH-*$SUFFIX.log)"
+  [ "$failed" = 0 ]
 }
 
 plan() {  # CPU seconds per epoch of every configuration of the plan, measured on a sample of batches (one thread
@@ -364,6 +390,7 @@ case "${1:-}" in
   supar-minilm) shift; supar_minilm "$@" ;;
   bna-minilm-ft) shift; bna_minilm_ft "$@" ;;
   bna-paper) shift; bna_paper "$@" ;;
+  paper-parallel) shift; paper_parallel "$@" ;;
   bna-ablation) shift; bna_ablation "$@" ;;
   ablations) shift; ablations "$@" ;;
   plan) plan ;;
