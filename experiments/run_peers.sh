@@ -21,6 +21,7 @@
 #   bash experiments/run_peers.sh bna-ablation NAME SEED [PATIENCE]  # the bna-converge run with one setting moved to
 #                                              #   SuPar's (NAME dropout | lr | width | loss | batch | scorer |
 #                                              #   optimizer | chars); `ablations SEED`: all
+#   bash experiments/run_peers.sh bna-recipe SEED [PATIENCE]  # the bna-converge run with every helpful change at once
 #   bash experiments/run_peers.sh plan             # CPU seconds per epoch of each of these (results/peers/epoch_cost.jsonl)
 #   bash experiments/run_peers.sh campaign         # every run of the plan in its order, each skipped once its test parse
 #                                              #   is committed; with DEVICE=cuda, the whole plan on one GPU
@@ -199,6 +200,17 @@ bna_ablation() {  # bna-ablation NAME SEED [PATIENCE]: SMALL BNA with ablation N
   # shellcheck disable=SC2086  # the flags are words without spaces
   ours_train "$PEERS/bna-run/ablation-$name-s$seed$SUFFIX" "results/peers/ablation-$name-s$seed.test.trees" "$seed" \
     "${3:-5}" "${SMALL[@]}" --mechanism bna $flags
+}
+
+# The two changes that raised test F1 in the seed-1 ablations, together: SMALL BNA at width 256 (8 heads, feed-forward
+# 512) with SuPar's Adam and schedule (results/PEERS.md, "Why SuPar is ahead")
+RECIPE_CHANGES=(width optimizer)
+bna_recipe() {  # bna-recipe SEED [PATIENCE]: SMALL BNA with every change of RECIPE_CHANGES
+  local seed=${1:?seed} name flags=""
+  for name in "${RECIPE_CHANGES[@]}"; do flags="$flags $(ablation_flags "$name")" || return 2; done
+  # shellcheck disable=SC2086  # the flags are words without spaces
+  ours_train "$PEERS/bna-run/recipe-s$seed$SUFFIX" "results/peers/recipe-s$seed.test.trees" "$seed" "${2:-5}" \
+    "${SMALL[@]}" --mechanism bna $flags
 }
 
 ablations() {  # ablations SEED: every ablation in ABLATIONS' order, each skipped once its test parse is committed
@@ -393,6 +405,7 @@ case "${1:-}" in
   paper-parallel) shift; paper_parallel "$@" ;;
   bna-ablation) shift; bna_ablation "$@" ;;
   ablations) shift; ablations "$@" ;;
+  bna-recipe) shift; bna_recipe "$@" ;;
   plan) plan ;;
   campaign) campaign ;;
   supar-speed) supar_speed ;;
@@ -400,5 +413,5 @@ case "${1:-}" in
   joeynmt) joeynmt ;;
   joeynmt-test) shift; joeynmt_test "$@" ;;
   joeynmt-laptop) joeynmt_laptop ;;
-  *) echo "usage: $0 [background] venvs | data | supar [EPOCHS] | supar-predict | supar-converge SEED [PATIENCE] | bna-converge SEED [PATIENCE] | supar-minilm SEED [PATIENCE] | bna-minilm-ft VARIANT SEED [PATIENCE] | bna-paper VARIANT SEED [PATIENCE] | bna-ablation NAME SEED [PATIENCE] | ablations SEED | plan | campaign | supar-speed | joeynmt-smoke | joeynmt | joeynmt-test [DIR [NAME [SPLIT ...]]] | joeynmt-laptop"; exit 2 ;;
+  *) echo "usage: $0 [background] venvs | data | supar [EPOCHS] | supar-predict | supar-converge SEED [PATIENCE] | bna-converge SEED [PATIENCE] | supar-minilm SEED [PATIENCE] | bna-minilm-ft VARIANT SEED [PATIENCE] | bna-paper VARIANT SEED [PATIENCE] | bna-ablation NAME SEED [PATIENCE] | ablations SEED | bna-recipe SEED [PATIENCE] | plan | campaign | supar-speed | joeynmt-smoke | joeynmt | joeynmt-test [DIR [NAME [SPLIT ...]]] | joeynmt-laptop"; exit 2 ;;
 esac
