@@ -4,6 +4,8 @@ import os
 import shutil
 import tempfile
 
+import pytest
+
 # torch.compile tests must compile the code under test, never reuse a graph that an older checkout left in the
 # machine-wide inductor cache (/tmp/torchinductor_$USER). Set before any test imports torch._inductor.
 if "TORCHINDUCTOR_CACHE_DIR" not in os.environ:
@@ -56,3 +58,16 @@ def pytest_sessionfinish(session, exitstatus):
     if changed:
         print(f"\nthe tests changed the installed fused kernel: {', '.join(changed[:5])}", flush=True)
         session.exitstatus = 1
+
+
+@pytest.fixture(autouse=True)
+def _no_signal_region_left_open():
+    """A test leaves no region that a signal must not cut open (`structattn.stopping.hold` without its `release`):
+    one left open makes every later SIGINT or SIGTERM of this process only remembered, never raised."""
+    yield
+    import sys
+
+    stopping = sys.modules.get("structattn.stopping")
+    if stopping is not None and stopping._depth:
+        depth, stopping._depth, stopping._pending = stopping._depth, 0, None
+        pytest.fail(f"the test left {depth} signal-deferring region(s) of structattn.stopping open")

@@ -30,6 +30,23 @@ def _run_forked_job(bounds: tuple[int, int]):
     return _FORK_JOB["build"](bounds)
 
 
+#: what the command line turns into an exception (`structattn.stopping`); a pool's worker must not
+_STOP_SIGNALS = ("SIGTERM", "SIGINT")
+
+
+def _start_worker() -> None:
+    """A forked worker's first act: SIGTERM ends it and SIGINT is left to the parent, whatever handlers the parent
+    had set; then the two are let through (`forked_map` forks with them blocked, so one sent before this ran waits
+    for these handlers). The pool ends its workers by SIGTERM: the command line's handler would turn it into an
+    exception with a traceback on stderr or, in a worker forked inside a region a signal must not cut, only remember
+    it, and the pool would wait for that worker for ever."""
+    import signal
+
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C reaches the whole process group: the parent stops the pool
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, [signal.Signals[s] for s in _STOP_SIGNALS])
+
+
 def forks_pay(items: int, workers: int) -> bool:
     """Whether `forked_map` is worth it (and possible): several workers, two items each, and fork."""
     import multiprocessing as mp
@@ -43,9 +60,19 @@ def forked_map(build: Callable[[tuple[int, int]], T], bounds: Sequence[tuple[int
     anything (a tokenizer, the questions): the fork copies it, only its results are pickled."""
     import multiprocessing as mp
 
+    import signal
+
     _FORK_JOB["build"] = build
     try:
-        with mp.get_context("fork").Pool(workers) as pool:
+        # fork with SIGTERM and SIGINT blocked: a worker inherits the mask, not a signal pending here, and lets them
+        # through once it has its own handlers (_start_worker); here they are let through again at once
+        stop = [signal.Signals[s] for s in _STOP_SIGNALS]
+        mask = signal.pthread_sigmask(signal.SIG_BLOCK, stop)
+        try:
+            pool = mp.get_context("fork").Pool(workers, initializer=_start_worker)
+        finally:
+            signal.pthread_sigmask(signal.SIG_SETMASK, mask)
+        with pool:
             return pool.map(_run_forked_job, bounds, chunksize=1)
     finally:
         _FORK_JOB.clear()
