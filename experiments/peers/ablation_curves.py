@@ -25,10 +25,12 @@ def main(argv: list[str]) -> int:
 
     out = Path(argv[0]) if argv else RESULTS / "peers" / "ablation_dev_curves.png"
     (base,) = [x for x in lines("converged_runs.jsonl") if x["run"] == "bna-converged-s1"]
-    fig, ax = plt.subplots(figsize=(7, 4))
-    for run in lines("ablations.jsonl"):
+    fig, ax = plt.subplots(figsize=(11, 4.5))
+    runs = lines("ablations.jsonl")
+    colours = plt.get_cmap("tab20").colors  # one colour a run: more runs than the default cycle's ten
+    for k, run in enumerate(runs):
         curve = run["dev_f1_by_epoch"]
-        ax.plot(range(1, len(curve) + 1), curve, lw=1,
+        ax.plot(range(1, len(curve) + 1), curve, lw=1, color=colours[k % len(colours)],
                 label=f"{run['run']}: best {run['best_dev_f1']:.2f} (epoch {run['best_epoch']}), test {run['test_f1']:.2f}")
     ax.axhline(base["best_dev_f1"], color="black", ls=":", lw=1,
                label=f"{base['run']} (unchanged recipe): best {base['best_dev_f1']:.2f} (epoch {base['best_epoch']}), "
@@ -36,7 +38,7 @@ def main(argv: list[str]) -> int:
     ax.set_ylim(60, 86)
     ax.set_xlabel("epoch")
     ax.set_ylabel("dev F1")
-    ax.legend(fontsize=7, loc="lower right")
+    ax.legend(fontsize=7, loc="center left", bbox_to_anchor=(1.01, 0.5))
     fig.tight_layout()
     fig.savefig(out, dpi=120, metadata={"Software": None})
     plt.close(fig)

@@ -133,7 +133,10 @@ SETTINGS = {
         (bna_run, {"folder": f"ablation-{name}-s{{seed}}", "name": f"ablation-{name}-s{{seed}}",
                    "parser": f"BNA (no pretrained encoder, no POS), {change}", "curve": True,
                    "command": f"bash experiments/run_peers.sh bna-ablation {name} {{seed}}"})
-        for name, change in ABLATIONS.items())),
+        for name, change in ABLATIONS.items()) + (
+        (bna_run, {"folder": "recipe-s{seed}", "name": "recipe-s{seed}", "curve": True,
+                   "parser": "BNA (no pretrained encoder, no POS), width 256 and SuPar's Adam and schedule together",
+                   "command": "bash experiments/run_peers.sh bna-recipe {seed}"}),)),
 }
 
 

@@ -30,9 +30,14 @@ def _lines(capsys) -> list[dict]:
     ("peers/per_label", [], "per_label.jsonl"),                      # per-label F1 of every committed parse
     ("peers/paired", ["bna-minilm-ft-s1:sa-minilm-ft-s1", "bna-minilm-ft-s2:sa-minilm-ft-s2", "--seed-paired"],
      "bna_vs_sa_minilm.jsonl"),                                      # BNA against self-attention, same encoder
-    ("peers/paired", ["ablation-dropout-s1:bna-converged-s1", "ablation-lr-s1:bna-converged-s1",
-                      "ablation-loss-s1:bna-converged-s1"],
+    ("peers/paired", [f"ablation-{name}-s1:bna-converged-s1" for name in
+                      ("dropout", "lr", "loss", "batch", "scorer", "optimizer", "chars", "width")],
      "ablations_vs_bna.jsonl"),                                      # one change toward SuPar's recipe each
+    *[("peers/paired", [f"ablation-{name}-s1:bna-converged-s1", f"ablation-{name}-s2:bna-converged-s2",
+                        "--seed-paired"], f"{name}_two_seeds.jsonl")  # the changes that helped, two seeds
+      for name in ("optimizer", "width")],
+    ("peers/paired", ["ablation-width-s1:supar-converged-s1", "ablation-width-s2:supar-converged-s2", "--seed-paired"],
+     "width_vs_supar.jsonl"),                                        # the gap left to SuPar
 ])
 def test_the_parse_comparisons_rescore_to_their_committed_lines(capsys, script, args, jsonl):
     load_experiment(script).main(args)
