@@ -2,6 +2,7 @@
 worker process (what the span-QA and multiple-choice feature builders use)."""
 from __future__ import annotations
 
+import signal
 from typing import Callable, Sequence, TypeVar
 
 
@@ -30,8 +31,8 @@ def _run_forked_job(bounds: tuple[int, int]):
     return _FORK_JOB["build"](bounds)
 
 
-#: what the command line turns into an exception (`structattn.stopping`); a pool's worker must not
-_STOP_SIGNALS = ("SIGTERM", "SIGINT")
+#: the signals the command line turns into an exception (`structattn.stopping`): a pool's workers handle them alike
+_STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT)
 
 
 def _start_worker() -> None:
@@ -40,11 +41,9 @@ def _start_worker() -> None:
     for these handlers). The pool ends its workers by SIGTERM: the command line's handler would turn it into an
     exception with a traceback on stderr or, in a worker forked inside a region a signal must not cut, only remember
     it, and the pool would wait for that worker for ever."""
-    import signal
-
     signal.signal(signal.SIGTERM, signal.SIG_DFL)
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C reaches the whole process group: the parent stops the pool
-    signal.pthread_sigmask(signal.SIG_UNBLOCK, [signal.Signals[s] for s in _STOP_SIGNALS])
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, _STOP_SIGNALS)
 
 
 def forks_pay(items: int, workers: int) -> bool:
@@ -60,14 +59,11 @@ def forked_map(build: Callable[[tuple[int, int]], T], bounds: Sequence[tuple[int
     anything (a tokenizer, the questions): the fork copies it, only its results are pickled."""
     import multiprocessing as mp
 
-    import signal
-
     _FORK_JOB["build"] = build
     try:
         # fork with SIGTERM and SIGINT blocked: a worker inherits the mask, not a signal pending here, and lets them
         # through once it has its own handlers (_start_worker); here they are let through again at once
-        stop = [signal.Signals[s] for s in _STOP_SIGNALS]
-        mask = signal.pthread_sigmask(signal.SIG_BLOCK, stop)
+        mask = signal.pthread_sigmask(signal.SIG_BLOCK, _STOP_SIGNALS)
         try:
             pool = mp.get_context("fork").Pool(workers, initializer=_start_worker)
         finally:
