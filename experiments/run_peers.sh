@@ -20,7 +20,7 @@
 #                                              #   2) at once, one process each (on one GPU: DEVICE=cuda)
 #   bash experiments/run_peers.sh bna-ablation NAME SEED [PATIENCE]  # the bna-converge run with one setting moved to
 #                                              #   SuPar's (NAME dropout | lr | width | loss | batch | scorer |
-#                                              #   optimizer | chars); `ablations SEED`: all
+#                                              #   optimizer | chars | scorer-dropout); `ablations SEED`: all
 #   bash experiments/run_peers.sh bna-recipe SEED [PATIENCE]  # the bna-converge run with every helpful change at once
 #   bash experiments/run_peers.sh plan             # CPU seconds per epoch of each of these (results/peers/epoch_cost.jsonl)
 #   bash experiments/run_peers.sh campaign         # every run of the plan in its order, each skipped once its test parse
@@ -176,7 +176,7 @@ bna_converge() {  # bna-converge SEED [PATIENCE]: the SMALL settings, BNA (no pr
 
 # Why SuPar is ahead without a pretrained encoder: the SMALL BNA with one setting moved to SuPar's CRF recipe
 # (experiments/peers/supar_crf_con.ini), each against bna-converge's run of the same seed.
-ABLATIONS=(dropout lr width loss batch scorer optimizer chars)
+ABLATIONS=(dropout lr width loss batch scorer optimizer chars scorer-dropout)
 ablation_flags() {  # ablation_flags NAME: the flags that make the change (given after SMALL's, so they win)
   case "$1" in
     dropout) echo --residual-dropout 0.33 --ff-dropout 0.33 --attention-dropout 0.33 --char-dropout 0.33 ;;  # SuPar's .33
@@ -190,6 +190,8 @@ ablation_flags() {  # ablation_flags NAME: the flags that make the change (given
     # SuPar's Adam (betas .9/.9, eps 1e-12) and schedule (x .75 every 5,000 updates) at our learning rate
     optimizer) echo --adam-beta2 0.9 --adam-eps 1e-12 --lr-decay 0.75 --lr-decay-steps 5000 ;;
     chars) echo --char-dim 50 --char-hidden 100 ;;  # SuPar's CharLSTM: 50-dim characters, 100 out (ours 64, 128)
+    # SuPar's scorer with its dropout: whether the scorer alone stops early for want of SuPar's regularisation
+    scorer-dropout) echo "$(ablation_flags scorer) $(ablation_flags dropout)" ;;
     *) echo "unknown ablation $1; one of: ${ABLATIONS[*]}" >&2; return 2 ;;
   esac
 }

@@ -112,7 +112,8 @@ ABLATIONS = {"dropout": "dropout .33 everywhere (SuPar's; ours .2, characters .1
                        "fencepost differences)",
              "optimizer": "Adam betas .9/.9, eps 1e-12, learning rate x .75 every 5,000 updates (SuPar's; ours "
                           ".9/.999, 1e-8, constant)",
-             "chars": "character LSTM of 50-dim characters, 100 out (SuPar's; ours 64, 128)"}
+             "chars": "character LSTM of 50-dim characters, 100 out (SuPar's; ours 64, 128)",
+             "scorer-dropout": "SuPar's biaffine scorer and its dropout .33 together"}
 
 #: the comparisons: without a pretrained encoder, and on all-MiniLM-L6-v2 fine-tuned (ours: BNA and its
 #: self-attention baseline)
