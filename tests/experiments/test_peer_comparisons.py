@@ -38,6 +38,10 @@ def _lines(capsys) -> list[dict]:
       for name in ("optimizer", "width")],
     ("peers/paired", ["ablation-width-s1:supar-converged-s1", "ablation-width-s2:supar-converged-s2", "--seed-paired"],
      "width_vs_supar.jsonl"),                                        # the gap left to SuPar
+    ("peers/paired", ["recipe-s1:bna-converged-s1", "recipe-s2:bna-converged-s2", "--seed-paired"],
+     "recipe_two_seeds.jsonl"),                                      # width and SuPar's optimiser together
+    ("peers/paired", ["ablation-scorer-dropout-s1:ablation-dropout-s1", "ablation-scorer-dropout-s1:bna-converged-s1"],
+     "scorer_dropout.jsonl"),                                        # SuPar's scorer under its own dropout
 ])
 def test_the_parse_comparisons_rescore_to_their_committed_lines(capsys, script, args, jsonl):
     load_experiment(script).main(args)
