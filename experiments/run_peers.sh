@@ -163,6 +163,7 @@ MINILM_FT=(--preset full --d-model 128 --heads 4 --d-head 32 --d-ff 256 --label-
 # width PAPER_WIDTH (default 384: 9.7M parameters with BNA; the paper: 512, 15.9M; results/PEERS.md, plan in
 # lane-hours)
 PAPER_WIDTH=${PAPER_WIDTH:-384}
+PAPER_VARIANTS=(bna sa bimsa sa_nsa)  # the paper's Tables 3-4: BNA, self-attention, BiMSA alone, SA+NSA
 paper_flags() {
   echo --preset full --model none --pos none --num-layers 8 --d-model "$PAPER_WIDTH" --heads $((PAPER_WIDTH / 64)) \
     --d-head 64 --d-ff $((2 * PAPER_WIDTH)) --label-hidden 250 --batch-size 250 --learning-rate 8e-4 --warmup-steps 160
@@ -247,7 +248,7 @@ paper_parallel() {  # paper-parallel [SEED...]: every variant's paper-shape run 
   # from its checkpoint when the same command runs again (RUN_SECONDS caps every run's wall time)
   local seed v pid failed=0 pids=()
   for seed in ${*:-1 2}; do
-    for v in sa bimsa sa_nsa bna; do
+    for v in "${PAPER_VARIANTS[@]}"; do
       [ -f "results/peers/paper-d$PAPER_WIDTH-$v-s$seed.test.trees" ] && continue
       bna_paper "$v" "$seed" & pids+=($!)
     done
@@ -269,7 +270,7 @@ plan() {  # CPU seconds per epoch of every configuration of the plan, measured o
     $PY experiments/peers/epoch_cost.py ours "minilm-ft-$v" --jsonl $jsonl -- "${MINILM_FT[@]}" --mechanism $v
   done
   for w in ${PLAN_WIDTHS:-512 384 256}; do
-    for v in sa bimsa sa_nsa bna; do
+    for v in "${PAPER_VARIANTS[@]}"; do
       # shellcheck disable=SC2046
       PAPER_WIDTH=$w; $PY experiments/peers/epoch_cost.py ours "paper-d$w-$v" --batches 3 --jsonl $jsonl -- $(paper_flags) --mechanism $v
     done
@@ -285,7 +286,7 @@ campaign() {  # every run of the plan, most valuable first; a run whose committe
     done
   done
   for seed in 1 2; do
-    for v in bna sa bimsa sa_nsa; do
+    for v in "${PAPER_VARIANTS[@]}"; do
       [ -f "results/peers/paper-d$PAPER_WIDTH-$v-s$seed.test.trees" ] || bna_paper "$v" "$seed" || return 1
     done
   done
