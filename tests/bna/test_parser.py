@@ -170,6 +170,28 @@ def test_char_encoder_rows_and_unknown_words():
         enc([["a"] * 6])
 
 
+def test_char_states_equal_one_word_at_a_time_forward_and_backward():
+    """The encoder groups words by length for the BiLSTM; the reference runs each word alone (no grouping, no
+    padding) through the same LSTM and reads its final states."""
+    torch.manual_seed(0)
+    sentences = [["a", "bb", "ccc", "a"], ["dddd", "bb"], ["e", "ccc", "ffffff", "bb", "a"]]
+    words, chars = build_vocabularies(sentences, min_count=1)
+    enc = CharWordEncoder(chars, words, d_out=6, char_dim=4, word_dim=4, char_dropout=0.0, max_words=8)
+    char_lists = [enc._char_ids(w) for sent in sentences for w in sent]
+    grouped = enc._char_vectors(char_lists, torch.device("cpu"))  # [N, 6]
+    weight = torch.randn_like(grouped)
+    grad_grouped = torch.autograd.grad((grouped * weight).sum(), list(enc.char_lstm.parameters()))
+    alone = []
+    for ids in char_lists:
+        _, (h_n, _) = enc.char_lstm(enc.char_embedding(torch.tensor([ids])))  # h_n [2, 1, 3]
+        alone.append(torch.cat([h_n[0, 0], h_n[1, 0]]))
+    alone = torch.stack(alone)
+    grad_alone = torch.autograd.grad((alone * weight).sum(), list(enc.char_lstm.parameters()))
+    torch.testing.assert_close(grouped, alone)
+    for g, r in zip(grad_grouped, grad_alone):
+        torch.testing.assert_close(g, r)
+
+
 # ------------------------------------------------------------------------------------------- training
 # the biaffine scorer starts every span at 0 (its weights are zero): it takes more steps to fit
 @pytest.mark.parametrize("variant,pos,scorer,steps", [("bna", "none", "mlp", 80), ("sa", "gold", "mlp", 80),
