@@ -276,9 +276,11 @@ def test_fp16_on_a_cpu_is_a_clear_error_before_anything_is_written(treebank, tmp
     assert not (tmp_path / "run").exists()
 
 
-def test_patience_stops_early(treebank, tmp_path, monkeypatch):
-    """Dev F1 never improves after the first evaluation: patience 1 stops after the second."""
-    scores = iter([50.0, 40.0])
+# 3 updates an epoch (12 trees, batch 4). Dev F1 never improves after the first evaluation: patience 1 stops after
+# the second, unless that one is still within the warm-up (6 updates = 2 epochs), which does not count
+@pytest.mark.parametrize("warmup, history", [(2, [50.0, 40.0]), (6, [50.0, 40.0, 30.0])])
+def test_patience_stops_early_counting_after_the_warmup(treebank, tmp_path, monkeypatch, warmup, history):
+    scores = iter([50.0, 40.0, 30.0, 20.0])
 
     class FixedResult:
         def __init__(self, f1):
@@ -293,12 +295,13 @@ def test_patience_stops_early(treebank, tmp_path, monkeypatch):
 
     def fake_evalb(gold, test):  # only the per-epoch dev evaluations are faked
         calls["n"] += 1
-        return FixedResult(next(scores)) if calls["n"] <= 2 else real(gold, test)
+        return FixedResult(next(scores)) if calls["n"] <= len(history) else real(gold, test)
 
     monkeypatch.setattr(evalb_module, "evalb", fake_evalb)
-    summary = train_parser(tiny(tmp_path / "run", epochs=4, patience=1), show_progress=False)
-    assert [h["f1"] for h in summary["history"]] == [50.0, 40.0]
-    assert summary["best_epoch"] == 1 and summary["epochs_completed"] == 2 and summary["best_dev_f1"] == 50.0
+    summary = train_parser(tiny(tmp_path / "run", epochs=4, patience=1, warmup_steps=warmup), show_progress=False)
+    assert [h["f1"] for h in summary["history"]] == history
+    assert summary["best_epoch"] == 1 and summary["epochs_completed"] == len(history)
+    assert summary["best_dev_f1"] == 50.0
 
 
 def test_eval_every_steps(treebank, tmp_path):

@@ -14,7 +14,7 @@
 3. parses the dev trees after every epoch (or every ``eval_every`` steps) and scores them with EVALB (each history
    entry also has ``train_loss``, the mean batch loss since the previous evaluation); a better
    dev F1 replaces ``best/`` (``ChartParser.save_pretrained``); ``patience`` evaluations without improvement stop
-   the run;
+   the run (those within the first ``warmup_steps`` updates do not count: dev F1 swings while the rate climbs);
 4. the engine writes ``checkpoint/`` at each evaluation and every ``checkpoint_every`` updates, so running the
    same command in the same ``output_dir`` after a kill resumes exactly where the last checkpoint left off and
    ends with the same results; with several processes (``accelerate launch``) each takes every N-th batch;
@@ -276,6 +276,11 @@ class ParserFamily(Family):
 
     def settings(self) -> dict:
         return settings(self.config, self.data_read)
+
+    @property
+    def patience_from_step(self) -> int:
+        # dev F1 swings while the rate climbs (at batch 250 the warm-up is 12 epochs): patience counts after it
+        return self.config.warmup_steps
 
     def load_data(self) -> None:
         config, data = self.config, self.data

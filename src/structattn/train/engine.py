@@ -24,7 +24,8 @@ calls them in order and does the rest, written once (``docs/engine.md``):
   into forward passes, each backpropagated before the next, whose losses add up by their shares;
 - evaluation every ``eval_every`` updates and at the last one: ``evaluate_dev(state, end_of_epoch)`` runs on the main
   process only and its entry is broadcast, so every process takes the same decisions; better main metric ->
-  ``on_best``; ``patience`` evaluations without improvement stop (0 = never); one line per evaluation on stderr
+  ``on_best``; ``patience`` evaluations without improvement stop (0 = never; those at or before the family's
+  ``patience_from_step`` do not count); one line per evaluation on stderr
   (step, dev score, best so far), with or without progress bars;
 - checkpoints without pickle in ``<output_dir>/checkpoint/``, written atomically at every evaluation and every
   ``checkpoint_every`` updates (0: whenever 5 minutes have passed since the last one)::
@@ -304,6 +305,13 @@ class Family(abc.ABC):
     def patience(self) -> int:
         """Evaluations without improvement before stopping (0 = never): the config's ``patience``."""
         return getattr(self.config, "patience", 0)
+
+    @property
+    def patience_from_step(self) -> int:
+        """Updates before which an evaluation without improvement does not count toward ``patience`` (default
+        0: every one counts). A family whose dev score swings while its learning rate warms up sets its warm-up
+        here, so that a dip in the warm-up cannot end a run."""
+        return 0
 
     def settings(self) -> dict:
         """What a resume must match (``settings.json``): the config's result-changing fields by default."""
@@ -840,7 +848,7 @@ class Engine:
         if main is not None and (state.best is None or main > state.best):
             state.best, state.best_step, state.evals_without_improvement = main, state.step, 0
             family.on_best(entry)
-        else:
+        elif state.step > family.patience_from_step:
             state.evals_without_improvement += 1
         family.on_evaluated(entry)
         if self.is_main and family.report_evaluations:
