@@ -161,7 +161,8 @@ MINILM_FT=(--preset full --d-model 128 --heads 4 --d-head 32 --d-ff 256 --label-
 # the paper's shape without a pretrained encoder (Appendix A.1): 8 layers, word embeddings + character BiLSTM, batch
 # 250, learning rate 8e-4 (warm-up: benepar's 160 updates), heads of 64, feed-forward 2 x width, label MLP 250;
 # width PAPER_WIDTH (default 384: 9.7M parameters with BNA; the paper: 512, 15.9M; results/PEERS.md, plan in
-# lane-hours)
+# lane-hours). The CPU runs use PAPER_WIDTH=128 (1.6-1.7M parameters, 53-56 CPU s an epoch): one seed's four
+# variants cost 2.8 lane-hours at the low estimate of 45 epochs, 7.2 at the planned 120
 PAPER_WIDTH=${PAPER_WIDTH:-384}
 PAPER_VARIANTS=(bna sa bimsa sa_nsa)  # the paper's Tables 3-4: BNA, self-attention, BiMSA alone, SA+NSA
 paper_flags() {
@@ -269,7 +270,7 @@ plan() {  # CPU seconds per epoch of every configuration of the plan, measured o
   for v in bna sa; do
     $PY experiments/peers/epoch_cost.py ours "minilm-ft-$v" --jsonl $jsonl -- "${MINILM_FT[@]}" --mechanism $v
   done
-  for w in ${PLAN_WIDTHS:-512 384 256}; do
+  for w in ${PLAN_WIDTHS:-512 384 256 128}; do
     for v in "${PAPER_VARIANTS[@]}"; do
       # shellcheck disable=SC2046
       PAPER_WIDTH=$w; $PY experiments/peers/epoch_cost.py ours "paper-d$w-$v" --batches 3 --jsonl $jsonl -- $(paper_flags) --mechanism $v

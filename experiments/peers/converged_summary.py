@@ -1,6 +1,7 @@
 """One JSON line per parser run trained until dev F1 stopped improving (`run_peers.sh bna-converge SEED`,
 `supar-converge SEED`; with ``--minilm``, `bna-minilm-ft VARIANT SEED` and `supar-minilm SEED`; with ``--ablations``,
-`bna-ablation NAME SEED`, with the dev curve): epochs, best epoch and dev F1, test F1 of the committed parse, wall
+`bna-ablation NAME SEED`, with the dev curve; with ``--paper``, `PAPER_WIDTH=128 bna-paper VARIANT SEED`, with the
+dev curve): epochs, best epoch and dev F1, test F1 of the committed parse, wall
 and CPU time.
 
     python experiments/peers/converged_summary.py [PEERS] > results/peers/converged_runs.jsonl.new \
@@ -9,6 +10,8 @@ and CPU time.
         && mv results/peers/minilm_runs.jsonl.new results/peers/minilm_runs.jsonl
     python experiments/peers/converged_summary.py --ablations [PEERS] > results/peers/ablations.jsonl.new \
         && mv results/peers/ablations.jsonl.new results/peers/ablations.jsonl
+    python experiments/peers/converged_summary.py --paper [PEERS] > results/peers/paper_d128_runs.jsonl.new \
+        && mv results/peers/paper_d128_runs.jsonl.new results/peers/paper_d128_runs.jsonl
 
 PEERS is the peers' folder (default /work/peers). Test F1 is ``structattn score evalb`` of the committed parse against
 the test split. CPU time is what ``/usr/bin/time -v`` printed for the run's last process: a run resumed after an
@@ -115,6 +118,10 @@ ABLATIONS = {"dropout": "dropout .33 everywhere (SuPar's; ours .2, characters .1
              "chars": "character LSTM of 50-dim characters, 100 out (SuPar's; ours 64, 128)",
              "scorer-dropout": "SuPar's biaffine scorer and its dropout .33 together"}
 
+#: the paper's ablation (Tables 3-4) without a pretrained encoder, at the width the CPU runs use
+PAPER_WIDTH = 128
+PAPER_VARIANTS = {"sa": "self-attention", "bimsa": "BiMSA alone", "sa_nsa": "self-attention + NSA", "bna": "BNA"}
+
 #: the comparisons: without a pretrained encoder, and on all-MiniLM-L6-v2 fine-tuned (ours: BNA and its
 #: self-attention baseline)
 _MINILM_FT = "on all-MiniLM-L6-v2 fine-tuned (encoder lr 5e-5, layers 1e-3, warm-up 160, no POS)"
@@ -138,6 +145,13 @@ SETTINGS = {
         (bna_run, {"folder": "recipe-s{seed}", "name": "recipe-s{seed}", "curve": True,
                    "parser": "BNA (no pretrained encoder, no POS), width 256 and SuPar's Adam and schedule together",
                    "command": "bash experiments/run_peers.sh bna-recipe {seed}"}),)),
+    "paper": Setting(f"paper_d{PAPER_WIDTH}_runs.jsonl", tuple(
+        (bna_run, {"folder": f"paper-d{PAPER_WIDTH}-{variant}-s{{seed}}",
+                   "name": f"paper-d{PAPER_WIDTH}-{variant}-s{{seed}}",
+                   "parser": f"{label} at the paper's shape (8 layers, character LSTM, batch 250, lr 8e-4), width "
+                             f"{PAPER_WIDTH}, no POS", "curve": True,
+                   "command": f"PAPER_WIDTH={PAPER_WIDTH} bash experiments/run_peers.sh bna-paper {variant} {{seed}}"})
+        for variant, label in PAPER_VARIANTS.items())),
 }
 
 
@@ -149,9 +163,10 @@ def committed_lines(jsonl: str) -> dict[str, dict]:
 
 
 def main(argv: list[str]) -> None:
-    kind = next((a[2:] for a in argv if a in ("--minilm", "--ablations")), "converged")
+    flags = [f"--{kind}" for kind in SETTINGS if kind != "converged"]
+    kind = next((a[2:] for a in argv if a in flags), "converged")
     setting = SETTINGS[kind]
-    argv = [a for a in argv if a not in ("--minilm", "--ablations")]
+    argv = [a for a in argv if a not in flags]
     peers = Path(argv[0]) if argv else Path("/work/peers")
     committed = committed_lines(setting.jsonl)
     for summarise, names in setting.runs:
