@@ -59,7 +59,7 @@ class ParserConfig(JsonConfig):
     learning_rate: float = 1e-3  # peak learning rate of the new layers (everything but the pretrained encoder)
     encoder_learning_rate: float = 5e-5  # peak learning rate of the pretrained encoder (when fine-tuned)
     warmup_steps: int = 200  # linear warm-up steps to the peak learning rates
-    patience: int = 5  # evaluations without dev-F1 improvement before stopping; 0 = never stop early
+    patience: int = 5  # evaluations without dev-F1 improvement after the warm-up before stopping; 0 = never stop early
     max_train_trees: int = 0  # use only the first N training trees; 0 = all
     max_eval_trees: int = 0  # evaluate on only the first N dev and test trees; 0 = all
     eval_every: int = 0  # optimizer steps between dev evaluations; 0 = once per epoch
