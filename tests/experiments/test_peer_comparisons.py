@@ -42,6 +42,9 @@ def _lines(capsys) -> list[dict]:
      "recipe_two_seeds.jsonl"),                                      # width and SuPar's optimiser together
     ("peers/paired", ["ablation-scorer-dropout-s1:ablation-dropout-s1", "ablation-scorer-dropout-s1:bna-converged-s1"],
      "scorer_dropout.jsonl"),                                        # SuPar's scorer under its own dropout
+    ("peers/paired", [f"paper-d128-{a}-s1:paper-d128-{b}-s1" for a, b in (
+        ("bimsa", "sa"), ("sa_nsa", "sa"), ("bna", "sa"), ("bna", "sa_nsa"), ("bna", "bimsa"))],
+     "paper_d128_ablation.jsonl"),                                   # the paper's Tables 3-4 at width 128
 ])
 def test_the_parse_comparisons_rescore_to_their_committed_lines(capsys, script, args, jsonl):
     load_experiment(script).main(args)
@@ -108,7 +111,8 @@ def test_a_converged_run_trained_elsewhere_keeps_its_committed_line(tmp_path, ca
 
 
 @pytest.mark.parametrize("args, jsonl", [([], "converged_runs.jsonl"), (["--minilm"], "minilm_runs.jsonl"),
-                                         (["--ablations"], "ablations.jsonl")])
+                                         (["--ablations"], "ablations.jsonl"),
+                                         (["--paper"], "paper_d128_runs.jsonl")])
 def test_each_comparison_keeps_the_committed_lines_of_runs_trained_elsewhere(tmp_path, capsys, args, jsonl):
     summary = load_experiment("peers/converged_summary")
     summary.main([*args, str(tmp_path)])
