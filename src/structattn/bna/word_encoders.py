@@ -289,8 +289,7 @@ class CharWordEncoder(nn.Module):
 
         Words of one length go through the LSTM together, unpacked. A packed batch gives the same states, but on
         the CPU its backward pass writes a zero tensor the size of the whole packed input for every time step
-        (one slice each), which made it a fifth of a training update at batch 250; the groups cost one LSTM call
-        per distinct length instead (about 20).
+        (one slice each); the groups cost one LSTM call per distinct length instead (about 20).
         """
         lengths = torch.tensor([len(c) for c in char_lists], dtype=torch.long)
         ids = torch.zeros(len(char_lists), int(lengths.max()), dtype=torch.long)

@@ -308,8 +308,8 @@ class Family(abc.ABC):
 
     @property
     def patience_from_step(self) -> int:
-        """Updates before which an evaluation without improvement does not count toward ``patience`` (default
-        0: every one counts). A family whose dev score swings while its learning rate warms up sets its warm-up
+        """An evaluation without improvement at or before this update does not count toward ``patience``
+        (default 0: every one counts). A family whose dev score swings while its learning rate warms up sets its warm-up
         here, so that a dip in the warm-up cannot end a run."""
         return 0
 
