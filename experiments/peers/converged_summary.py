@@ -27,6 +27,7 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
+from structattn.bna.config import VARIANTS
 from structattn.tasks.evalb import evalb_files
 from structattn.tasks.ptb import split_files
 
@@ -120,7 +121,7 @@ ABLATIONS = {"dropout": "dropout .33 everywhere (SuPar's; ours .2, characters .1
 
 #: the paper's ablation (Tables 3-4) without a pretrained encoder, at the width the CPU runs use
 PAPER_WIDTH = 128
-PAPER_VARIANTS = {"sa": "self-attention", "bimsa": "BiMSA alone", "sa_nsa": "self-attention + NSA", "bna": "BNA"}
+VARIANT_NAMES = {"sa": "self-attention", "bimsa": "BiMSA alone", "sa_nsa": "self-attention + NSA", "bna": "BNA"}
 
 #: the comparisons: without a pretrained encoder, and on all-MiniLM-L6-v2 fine-tuned (ours: BNA and its
 #: self-attention baseline)
@@ -151,7 +152,7 @@ SETTINGS = {
                    "parser": f"{label} at the paper's shape (8 layers, character LSTM, batch 250, lr 8e-4), width "
                              f"{PAPER_WIDTH}, no POS", "curve": True,
                    "command": f"PAPER_WIDTH={PAPER_WIDTH} bash experiments/run_peers.sh bna-paper {variant} {{seed}}"})
-        for variant, label in PAPER_VARIANTS.items())),
+        for variant, label in ((v, VARIANT_NAMES[v]) for v in VARIANTS))),  # the registry's variants, in its order
 }
 
 

@@ -12,6 +12,7 @@ import argparse
 import json
 from pathlib import Path
 
+from structattn.bna.config import VARIANTS
 from structattn.tasks.evalb import evalb_files
 from structattn.tasks.ptb import split_files
 
@@ -33,7 +34,7 @@ PARSES = {
     "ablation-optimizer-s1": "peers/ablation-optimizer-s1.test.trees",
     "ablation-optimizer-s2": "peers/ablation-optimizer-s2.test.trees",
     **{f"paper-d128-{variant}-s1": f"peers/paper-d128-{variant}-s1.test.trees"  # the paper's shape at width 128
-       for variant in ("sa", "bimsa", "sa_nsa", "bna")},
+       for variant in VARIANTS},
     "supar-minilm-s1": "peers/supar-minilm-s1.test.txt",
     "supar-minilm-s2": "peers/supar-minilm-s2.test.txt",
     "supar-converged-s1": "peers/supar-converged-s1.test.txt",
