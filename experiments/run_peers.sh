@@ -161,10 +161,13 @@ MINILM_FT=(--preset full --d-model 128 --heads 4 --d-head 32 --d-ff 256 --label-
 # the paper's shape without a pretrained encoder (Appendix A.1): 8 layers, word embeddings + character BiLSTM, batch
 # 250, learning rate 8e-4 (warm-up: benepar's 160 updates), heads of 64, feed-forward 2 x width, label MLP 250;
 # width PAPER_WIDTH (default 384: 9.7M parameters with BNA; the paper: 512, 15.9M; results/PEERS.md, plan in
-# lane-hours). The CPU runs use PAPER_WIDTH=128 (1.6-1.7M parameters, 53-56 CPU s an epoch): one seed's four
-# variants cost 2.8 lane-hours at the low estimate of 45 epochs, 7.2 at the planned 120
+# lane-hours). The CPU runs use PAPER_WIDTH=128 (1.6-1.7M parameters; planned at 53-56 CPU s an epoch, 2.8
+# lane-hours a seed at 45 epochs; they took 36-39 s an epoch once the character LSTM grouped words by length, and
+# 47-73 epochs)
 PAPER_WIDTH=${PAPER_WIDTH:-384}
-PAPER_VARIANTS=(bna sa bimsa sa_nsa)  # the paper's Tables 3-4: BNA, self-attention, BiMSA alone, SA+NSA
+paper_variants() {  # the paper's Tables 3-4 (self-attention, BiMSA alone, SA+NSA, BNA): the parser's own registry
+  $PY -c 'from structattn.bna.config import VARIANTS; print(*VARIANTS)'
+}
 paper_flags() {
   echo --preset full --model none --pos none --num-layers 8 --d-model "$PAPER_WIDTH" --heads $((PAPER_WIDTH / 64)) \
     --d-head 64 --d-ff $((2 * PAPER_WIDTH)) --label-hidden 250 --batch-size 250 --learning-rate 8e-4 --warmup-steps 160
@@ -249,7 +252,7 @@ paper_parallel() {  # paper-parallel [SEED...]: every variant's paper-shape run 
   # from its checkpoint when the same command runs again (RUN_SECONDS caps every run's wall time)
   local seed v pid failed=0 pids=()
   for seed in ${*:-1 2}; do
-    for v in "${PAPER_VARIANTS[@]}"; do
+    for v in $(paper_variants); do
       [ -f "results/peers/paper-d$PAPER_WIDTH-$v-s$seed.test.trees" ] && continue
       bna_paper "$v" "$seed" & pids+=($!)
     done
@@ -271,7 +274,7 @@ plan() {  # CPU seconds per epoch of every configuration of the plan, measured o
     $PY experiments/peers/epoch_cost.py ours "minilm-ft-$v" --jsonl $jsonl -- "${MINILM_FT[@]}" --mechanism $v
   done
   for w in ${PLAN_WIDTHS:-512 384 256 128}; do
-    for v in "${PAPER_VARIANTS[@]}"; do
+    for v in $(paper_variants); do
       # shellcheck disable=SC2046
       PAPER_WIDTH=$w; $PY experiments/peers/epoch_cost.py ours "paper-d$w-$v" --batches 3 --jsonl $jsonl -- $(paper_flags) --mechanism $v
     done
@@ -287,7 +290,7 @@ campaign() {  # every run of the plan, most valuable first; a run whose committe
     done
   done
   for seed in 1 2; do
-    for v in "${PAPER_VARIANTS[@]}"; do
+    for v in $(paper_variants); do
       [ -f "results/peers/paper-d$PAPER_WIDTH-$v-s$seed.test.trees" ] || bna_paper "$v" "$seed" || return 1
     done
   done

@@ -8,12 +8,17 @@ resamples), p Holm-adjusted over the lines printed.
     python experiments/peers/paired.py paper-d128-bimsa-s1:paper-d128-sa-s1 paper-d128-sa_nsa-s1:paper-d128-sa-s1 \
         paper-d128-bna-s1:paper-d128-sa-s1 paper-d128-bna-s1:paper-d128-sa_nsa-s1 \
         paper-d128-bna-s1:paper-d128-bimsa-s1 > results/peers/paper_d128_ablation.jsonl
+    python experiments/peers/paired.py paper-d128-bimsa:paper-d128-sa paper-d128-sa_nsa:paper-d128-sa \
+        paper-d128-bna:paper-d128-sa paper-d128-bna:paper-d128-sa_nsa paper-d128-bna:paper-d128-bimsa \
+        --seeds 1 2 > results/peers/paper_d128_ablation_two_seeds.jsonl
 
 (from the repository root, the library importable). Each argument ``A:B`` is a pair, named by the committed parses
 ``results/peers/A.test.trees`` (or ``.test.txt``, SuPar's) and B: one line with A's F1, B's, A minus B and its p.
 ``--seed-paired``: one more line for all the pairs at once (the mean difference, a bootstrap that resamples the
-same sentences in every pair: the pairs are seeds of one comparison). A pair whose parse is not committed is
-named in a line of its own and left out.
+same sentences in every pair: the pairs are seeds of one comparison). ``--seeds S ...``: each pair names two runs
+without their seed, and stands for the runs ``A-sS:B-sS`` of every seed S, followed by their seed-paired line (so
+several comparisons, each over the same seeds, in one family). A pair whose parse is not committed is named in a line
+of its own and left out.
 """
 from __future__ import annotations
 
@@ -46,36 +51,50 @@ def scored(gold, name: str) -> tuple[float, list[tuple[int, int, int]]]:
     return figures["f1"], sentences
 
 
+def compared(scores: dict, pairs: list[tuple[str, str]]) -> dict:
+    """One line for several seeds of one comparison: the runs' mean F1 ± sd and the seed-paired bootstrap."""
+    delta, p = seed_paired_bootstrap_f1([(scores[a][1], scores[b][1]) for a, b in pairs])
+    mine_mean, mine_std = mean_std([scores[a][0] for a, _ in pairs])
+    other_mean, other_std = mean_std([scores[b][0] for _, b in pairs])
+    return {"run": " + ".join(a for a, _ in pairs), "against": " + ".join(b for _, b in pairs),
+            "f1": f"{mine_mean:.2f} ± {mine_std:.2f}", "against_f1": f"{other_mean:.2f} ± {other_std:.2f}",
+            "difference": round(delta, 2), "p": p}
+
+
 def main(argv=None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("pairs", nargs="+", metavar="A:B", help="run A against run B (committed parse names)")
     parser.add_argument("--seed-paired", action="store_true", help="also all pairs at once (seeds of one comparison)")
+    parser.add_argument("--seeds", nargs="+", type=int, metavar="S",
+                        help="each pair names runs without their seed: A-sS:B-sS for every S, then their seed-paired line")
     args = parser.parse_args(argv)
-    pairs = []
+    if args.seeds and args.seed_paired:
+        parser.error("--seeds already pairs each comparison's seeds: leave out --seed-paired")
+    groups = []  # the comparisons: each a list of (A, B) run pairs pooled into one seed-paired line
     for text in args.pairs:
         mine, sep, other = text.partition(":")
         if not sep or not mine or not other:
             parser.error(f"{text!r}: give each pair as A:B (two run names)")
-        pairs.append((mine, other))
+        groups.append([(f"{mine}-s{seed}", f"{other}-s{seed}") for seed in args.seeds] if args.seeds
+                      else [(mine, other)])
+    if args.seed_paired:
+        groups = [[pair for group in groups for pair in group]]
+    pairs = [pair for group in groups for pair in group]
     gold = split_files("test")
     names = dict.fromkeys(name for pair in pairs for name in pair)
     missing = [name for name in names if not parse_file(name).is_file()]
     for name in missing:
         print(json.dumps({"run": name, "missing": str(parse_file(name).relative_to(RESULTS.parent))}))
     scores = {name: scored(gold, name) for name in names if name not in missing}
-    pairs = [(a, b) for a, b in pairs if a in scores and b in scores]
     lines = []
-    for mine, other in pairs:
-        delta, p = paired_bootstrap_f1(scores[mine][1], scores[other][1])
-        lines.append({"run": mine, "against": other, "f1": scores[mine][0], "against_f1": scores[other][0],
-                      "difference": round(delta, 2), "p": p})
-    if args.seed_paired and len(pairs) > 1:
-        delta, p = seed_paired_bootstrap_f1([(scores[a][1], scores[b][1]) for a, b in pairs])
-        mine_mean, mine_std = mean_std([scores[a][0] for a, _ in pairs])
-        other_mean, other_std = mean_std([scores[b][0] for _, b in pairs])
-        lines.append({"run": " + ".join(a for a, _ in pairs), "against": " + ".join(b for _, b in pairs),
-                      "f1": f"{mine_mean:.2f} ± {mine_std:.2f}", "against_f1": f"{other_mean:.2f} ± {other_std:.2f}",
-                      "difference": round(delta, 2), "p": p})
+    for group in groups:
+        group = [(a, b) for a, b in group if a in scores and b in scores]
+        for mine, other in group:
+            delta, p = paired_bootstrap_f1(scores[mine][1], scores[other][1])
+            lines.append({"run": mine, "against": other, "f1": scores[mine][0], "against_f1": scores[other][0],
+                          "difference": round(delta, 2), "p": p})
+        if len(group) > 1:
+            lines.append(compared(scores, group))
     for line, adjusted in zip(lines, holm([line["p"] for line in lines])):
         print(json.dumps({**line, "p": round(line["p"], 4), "p_holm": round(adjusted, 4)}, ensure_ascii=False))
 
