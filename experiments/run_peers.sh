@@ -15,7 +15,8 @@
 #   bash experiments/run_peers.sh supar-minilm SEED [PATIENCE]   # SuPar's CRF parser on all-MiniLM-L6-v2, fine-tuned
 #   bash experiments/run_peers.sh bna-minilm-ft VARIANT SEED [PATIENCE]  # ours on MiniLM fine-tuned (VARIANT bna | sa)
 #   bash experiments/run_peers.sh bna-paper VARIANT SEED [PATIENCE]  # ours from scratch at the paper's shape (8 layers,
-#                                              #   batch 250, lr 8e-4, width PAPER_WIDTH; VARIANT sa | bimsa | sa_nsa | bna)
+#                                              #   batch 250, lr 8e-4, width PAPER_WIDTH; VARIANT sa | bimsa | sa_nsa | bna;
+#                                              #   PAPER_BATCH=N: batches of N trees instead, the run named -bN)
 #   bash experiments/run_peers.sh paper-parallel [SEED...]  # all four variants of bna-paper for each SEED (default 1
 #                                              #   2) at once, one process each (on one GPU: DEVICE=cuda)
 #   bash experiments/run_peers.sh bna-ablation NAME SEED [PATIENCE]  # the bna-converge run with one setting moved to
@@ -165,12 +166,19 @@ MINILM_FT=(--preset full --d-model 128 --heads 4 --d-head 32 --d-ff 256 --label-
 # lane-hours a seed at 45 epochs; they took 36-39 s an epoch once the character LSTM grouped words by length, and
 # 47-73 epochs)
 PAPER_WIDTH=${PAPER_WIDTH:-384}
+PAPER_BATCH=${PAPER_BATCH:-250}  # the paper's batch: 13 updates an epoch on our 3,068 trees (a smaller one: a diagnostic)
 paper_variants() {  # the paper's Tables 3-4 (self-attention, BiMSA alone, SA+NSA, BNA): the parser's own registry
   $PY -c 'from structattn.bna.config import VARIANTS; print(*VARIANTS)'
 }
 paper_flags() {
   echo --preset full --model none --pos none --num-layers 8 --d-model "$PAPER_WIDTH" --heads $((PAPER_WIDTH / 64)) \
-    --d-head 64 --d-ff $((2 * PAPER_WIDTH)) --label-hidden 250 --batch-size 250 --learning-rate 8e-4 --warmup-steps 160
+    --d-head 64 --d-ff $((2 * PAPER_WIDTH)) --label-hidden 250 --batch-size "$PAPER_BATCH" \
+    --learning-rate 8e-4 --warmup-steps 160
+}
+paper_name() {  # paper_name VARIANT SEED: the run's name (its folder, log and committed test parse)
+  local batch=""
+  [ "$PAPER_BATCH" = 250 ] || batch=-b$PAPER_BATCH
+  echo "paper-d$PAPER_WIDTH$batch-$1-s$2"
 }
 
 bna_converge() {  # bna-converge SEED [PATIENCE]: the SMALL settings, BNA (no pretrained encoder, no POS tags)
@@ -242,7 +250,7 @@ bna_minilm_ft() {  # bna-minilm-ft VARIANT SEED [PATIENCE]: ours on MiniLM fine-
 
 bna_paper() {  # bna-paper VARIANT SEED [PATIENCE]: ours from scratch at the paper's shape, width PAPER_WIDTH
   local variant=${1:?variant} seed=${2:?seed} name
-  name=paper-d$PAPER_WIDTH-$variant-s$seed
+  name=$(paper_name "$variant" "$seed")
   # shellcheck disable=SC2046
   ours_train "$PEERS/bna-run/$name$SUFFIX" "results/peers/$name.test.trees" "$seed" "${3:-5}" $(paper_flags) --mechanism "$variant"
 }
@@ -253,12 +261,12 @@ paper_parallel() {  # paper-parallel [SEED...]: every variant's paper-shape run 
   local seed v pid failed=0 pids=()
   for seed in ${*:-1 2}; do
     for v in $(paper_variants); do
-      [ -f "results/peers/paper-d$PAPER_WIDTH-$v-s$seed.test.trees" ] && continue
+      [ -f "results/peers/$(paper_name "$v" "$seed").test.trees" ] && continue
       bna_paper "$v" "$seed" & pids+=($!)
     done
   done
   for pid in "${pids[@]}"; do wait "$pid" || failed=$((failed + 1)); done
-  echo "paper-parallel: ${#pids[@]} runs, $failed not finished (their logs: $PEERS/bna-run/paper-d$PAPER_WIDTH-*$SUFFIX.log)"
+  echo "paper-parallel: ${#pids[@]} runs, $failed not finished (their logs: $PEERS/bna-run/$(paper_name '*' '*')$SUFFIX.log)"
   [ "$failed" = 0 ]
 }
 
@@ -291,7 +299,7 @@ campaign() {  # every run of the plan, most valuable first; a run whose committe
   done
   for seed in 1 2; do
     for v in $(paper_variants); do
-      [ -f "results/peers/paper-d$PAPER_WIDTH-$v-s$seed.test.trees" ] || bna_paper "$v" "$seed" || return 1
+      [ -f "results/peers/$(paper_name "$v" "$seed").test.trees" ] || bna_paper "$v" "$seed" || return 1
     done
   done
 }
