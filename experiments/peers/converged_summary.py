@@ -1,7 +1,7 @@
 """One JSON line per parser run trained until dev F1 stopped improving (`run_peers.sh bna-converge SEED`,
 `supar-converge SEED`; with ``--minilm``, `bna-minilm-ft VARIANT SEED` and `supar-minilm SEED`; with ``--ablations``,
-`bna-ablation NAME SEED`, with the dev curve; with ``--paper``, `PAPER_WIDTH=128 bna-paper VARIANT SEED`, with the
-dev curve): epochs, best epoch and dev F1, test F1 of the committed parse, wall
+`bna-ablation NAME SEED`, with the dev curve; with ``--paper``, `PAPER_WIDTH=128 bna-paper VARIANT SEED` and BNA and
+self-attention at batch 32 (`PAPER_BATCH=32`), with the dev curve): epochs, best epoch and dev F1, test F1 of the committed parse, wall
 and CPU time.
 
     python experiments/peers/converged_summary.py [PEERS] > results/peers/converged_runs.jsonl.new \
@@ -123,6 +123,18 @@ ABLATIONS = {"dropout": "dropout .33 everywhere (SuPar's; ours .2, characters .1
 PAPER_WIDTH = 128
 VARIANT_NAMES = {"sa": "self-attention", "bimsa": "BiMSA alone", "sa_nsa": "self-attention + NSA", "bna": "BNA"}
 
+
+def _paper_run(variant: str, batch: int = 250) -> tuple:
+    """How to summarise `PAPER_WIDTH=128 [PAPER_BATCH=N] run_peers.sh bna-paper VARIANT SEED`, under the name that
+    script gives the run (``-bN`` for a batch other than the paper's 250)."""
+    name = f"paper-d{PAPER_WIDTH}{'' if batch == 250 else f'-b{batch}'}-{variant}-s{{seed}}"
+    env = f"PAPER_WIDTH={PAPER_WIDTH}" + ("" if batch == 250 else f" PAPER_BATCH={batch}")
+    return (bna_run, {"folder": name, "name": name, "curve": True,
+                      "parser": f"{VARIANT_NAMES[variant]} at the paper's shape (8 layers, character LSTM, batch "
+                                f"{batch}, lr 8e-4), width {PAPER_WIDTH}, no POS",
+                      "command": f"{env} bash experiments/run_peers.sh bna-paper {variant} {{seed}}"})
+
+
 #: the comparisons: without a pretrained encoder, and on all-MiniLM-L6-v2 fine-tuned (ours: BNA and its
 #: self-attention baseline)
 _MINILM_FT = "on all-MiniLM-L6-v2 fine-tuned (encoder lr 5e-5, layers 1e-3, warm-up 160, no POS)"
@@ -147,12 +159,8 @@ SETTINGS = {
                    "parser": "BNA (no pretrained encoder, no POS), width 256 and SuPar's Adam and schedule together",
                    "command": "bash experiments/run_peers.sh bna-recipe {seed}"}),)),
     "paper": Setting(f"paper_d{PAPER_WIDTH}_runs.jsonl", tuple(
-        (bna_run, {"folder": f"paper-d{PAPER_WIDTH}-{variant}-s{{seed}}",
-                   "name": f"paper-d{PAPER_WIDTH}-{variant}-s{{seed}}",
-                   "parser": f"{label} at the paper's shape (8 layers, character LSTM, batch 250, lr 8e-4), width "
-                             f"{PAPER_WIDTH}, no POS", "curve": True,
-                   "command": f"PAPER_WIDTH={PAPER_WIDTH} bash experiments/run_peers.sh bna-paper {variant} {{seed}}"})
-        for variant, label in ((v, VARIANT_NAMES[v]) for v in VARIANTS))),  # the registry's variants, in its order
+        _paper_run(variant) for variant in VARIANTS) + (  # the registry's variants, in its order
+        _paper_run("sa", batch=32), _paper_run("bna", batch=32))),  # a diagnostic: the small shape's batch
 }
 
 

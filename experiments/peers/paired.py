@@ -5,12 +5,9 @@ resamples), p Holm-adjusted over the lines printed.
         --seed-paired > results/peers/bna_vs_sa_minilm.jsonl
     python experiments/peers/paired.py ablation-dropout-s1:bna-converged-s1 ablation-lr-s1:bna-converged-s1 \
         ablation-width-s1:bna-converged-s1 > results/peers/ablations_vs_bna.jsonl
-    python experiments/peers/paired.py paper-d128-bimsa-s1:paper-d128-sa-s1 paper-d128-sa_nsa-s1:paper-d128-sa-s1 \
-        paper-d128-bna-s1:paper-d128-sa-s1 paper-d128-bna-s1:paper-d128-sa_nsa-s1 \
-        paper-d128-bna-s1:paper-d128-bimsa-s1 > results/peers/paper_d128_ablation.jsonl
     python experiments/peers/paired.py paper-d128-bimsa:paper-d128-sa paper-d128-sa_nsa:paper-d128-sa \
         paper-d128-bna:paper-d128-sa paper-d128-bna:paper-d128-sa_nsa paper-d128-bna:paper-d128-bimsa \
-        --seeds 1 2 > results/peers/paper_d128_ablation_two_seeds.jsonl
+        --seeds 1 2 > results/peers/paper_d128_ablation.jsonl
 
 (from the repository root, the library importable). Each argument ``A:B`` is a pair, named by the committed parses
 ``results/peers/A.test.trees`` (or ``.test.txt``, SuPar's) and B: one line with A's F1, B's, A minus B and its p.
