@@ -35,8 +35,8 @@ PARSES = {
     "ablation-optimizer-s2": "peers/ablation-optimizer-s2.test.trees",
     **{f"paper-d128-{variant}-s{seed}": f"peers/paper-d128-{variant}-s{seed}.test.trees"  # the paper's shape at
        for variant in VARIANTS for seed in (1, 2)},                                         # width 128
-    **{f"paper-d128-b32-{variant}-s1": f"peers/paper-d128-b32-{variant}-s1.test.trees"  # the same at batch 32
-       for variant in ("sa", "bna")},
+    **{f"paper-d128-b32-{variant}-s{seed}": f"peers/paper-d128-b32-{variant}-s{seed}.test.trees"  # the same at
+       for variant in ("sa", "bna") for seed in (1, 2)},                                              # batch 32
     "supar-minilm-s1": "peers/supar-minilm-s1.test.txt",
     "supar-minilm-s2": "peers/supar-minilm-s2.test.txt",
     "supar-converged-s1": "peers/supar-converged-s1.test.txt",

@@ -45,6 +45,10 @@ def _lines(capsys) -> list[dict]:
     ("peers/paired", [*(f"paper-d128-{a}:paper-d128-{b}" for a, b in (
         ("bimsa", "sa"), ("sa_nsa", "sa"), ("bna", "sa"), ("bna", "sa_nsa"), ("bna", "bimsa"))), "--seeds", "1", "2"],
      "paper_d128_ablation.jsonl"),                                   # the paper's Tables 3-4 at width 128, two seeds
+    ("peers/paired", [*(f"{a}:{b}" for a, b in (
+        ("paper-d128-b32-bna", "paper-d128-b32-sa"), ("paper-d128-b32-bna", "paper-d128-bna"),
+        ("paper-d128-b32-sa", "paper-d128-sa"), ("paper-d128-b32-bna", "bna-converged"))), "--seeds", "1", "2"],
+     "paper_d128_batch.jsonl"),                                      # the paper's shape at the small shape's batch
 ])
 def test_the_parse_comparisons_rescore_to_their_committed_lines(capsys, script, args, jsonl):
     load_experiment(script).main(args)
