@@ -1,8 +1,8 @@
 """One JSON line per parser run trained until dev F1 stopped improving (`run_peers.sh bna-converge SEED`,
 `supar-converge SEED`; with ``--minilm``, `bna-minilm-ft VARIANT SEED` and `supar-minilm SEED`; with ``--ablations``,
 `bna-ablation NAME SEED`, with the dev curve; with ``--paper``, `PAPER_WIDTH=128 bna-paper VARIANT SEED` and BNA and
-self-attention at batch 32 (`PAPER_BATCH=32`), with the dev curve): epochs, best epoch and dev F1, test F1 of the committed parse, wall
-and CPU time.
+self-attention at batch 32 (`PAPER_BATCH=32`), with the dev curve): epochs, best epoch and dev F1, test F1 of the
+committed parse, wall and CPU time.
 
     python experiments/peers/converged_summary.py [PEERS] > results/peers/converged_runs.jsonl.new \
         && mv results/peers/converged_runs.jsonl.new results/peers/converged_runs.jsonl

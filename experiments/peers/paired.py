@@ -63,7 +63,8 @@ def main(argv=None) -> None:
     parser.add_argument("pairs", nargs="+", metavar="A:B", help="run A against run B (committed parse names)")
     parser.add_argument("--seed-paired", action="store_true", help="also all pairs at once (seeds of one comparison)")
     parser.add_argument("--seeds", nargs="+", type=int, metavar="S",
-                        help="each pair names runs without their seed: A-sS:B-sS for every S, then their seed-paired line")
+                        help="each pair names runs without their seed: A-sS:B-sS for every S, then their "
+                             "seed-paired line")
     args = parser.parse_args(argv)
     if args.seeds and args.seed_paired:
         parser.error("--seeds already pairs each comparison's seeds: leave out --seed-paired")
