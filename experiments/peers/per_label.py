@@ -10,11 +10,14 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 from pathlib import Path
 
-from structattn.bna.config import VARIANTS
 from structattn.tasks.evalb import evalb_files
 from structattn.tasks.ptb import split_files
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from converged_summary import SETTINGS  # noqa: E402  (the paper-shape runs and their names, listed once)
 
 RESULTS = Path(__file__).resolve().parents[2] / "results"
 
@@ -33,10 +36,8 @@ PARSES = {
     "ablation-width-s2": "peers/ablation-width-s2.test.trees",
     "ablation-optimizer-s1": "peers/ablation-optimizer-s1.test.trees",
     "ablation-optimizer-s2": "peers/ablation-optimizer-s2.test.trees",
-    **{f"paper-d128-{variant}-s{seed}": f"peers/paper-d128-{variant}-s{seed}.test.trees"  # the paper's shape at
-       for variant in VARIANTS for seed in (1, 2)},                                         # width 128
-    **{f"paper-d128-b32-{variant}-s{seed}": f"peers/paper-d128-b32-{variant}-s{seed}.test.trees"  # the same at
-       for variant in ("sa", "bna") for seed in (1, 2)},                                              # batch 32
+    **{name: f"peers/{name}.test.trees"  # the paper's shape at width 128 (batch 250, then the batch-32 runs)
+       for _, names in SETTINGS["paper"].runs for name in (names["name"].format(seed=seed) for seed in (1, 2))},
     "supar-minilm-s1": "peers/supar-minilm-s1.test.txt",
     "supar-minilm-s2": "peers/supar-minilm-s2.test.txt",
     "supar-converged-s1": "peers/supar-converged-s1.test.txt",
